@@ -1,0 +1,1 @@
+"""Pieces shared by the command-line tools: argument parsing and output."""

@@ -1,0 +1,44 @@
+"""Printing rows as a table or as JSON, the same way in every command."""
+
+import json
+import sys
+
+import prettytable
+
+
+def emit(rows: list, columns: list, fmt: str = 'table', stream=None) -> None:
+    """Print ``rows`` (dicts) with ``columns`` as a table or JSON list."""
+    stream = stream or sys.stdout
+    if fmt == 'json':
+        json.dump([{c: r.get(c) for c in columns} for r in rows], stream,
+                  indent=2, sort_keys=True, default=str)
+        stream.write('\n')
+        return
+    table = prettytable.PrettyTable(columns)
+    table.align = 'l'
+    for row in rows:
+        table.add_row([_cell(row.get(c)) for c in columns])
+    stream.write(table.get_string() + '\n')
+
+
+def _cell(value) -> str:
+    if value is None:
+        return '-'
+    if isinstance(value, (list, tuple, set)):
+        return ', '.join(str(v) for v in value) or '-'
+    if isinstance(value, dict):
+        return ', '.join('%s=%s' % kv for kv in sorted(value.items())) or '-'
+    if isinstance(value, float):
+        return '%.3f' % value
+    return str(value)
+
+
+def key_values(pairs: list | None, what: str) -> dict:
+    """``['k=v', ...]`` from the command line to a dict."""
+    out: dict = {}
+    for pair in pairs or []:
+        if '=' not in pair:
+            raise SystemExit('%s must be KEY=VALUE, not %r' % (what, pair))
+        key, value = pair.split('=', 1)
+        out[key.strip()] = value.strip()
+    return out

@@ -1,0 +1,28 @@
+"""The one place that chooses the concurrency backend.
+
+The service, the simulator and the demo run on eventlet, as the oslo
+libraries expect by default.  ``monkey_patch()`` must run before any
+other module of the process imports socket, threading or time users:
+``scheduler.cmd`` calls it first thing.  Moving to oslo.service's
+threading backend later means changing this module and ``EXECUTOR``.
+"""
+
+import os
+
+EXECUTOR = 'eventlet'
+
+_patched = False
+
+
+def monkey_patch() -> None:
+    """Green the standard library for eventlet (idempotent)."""
+    global _patched
+    if _patched or os.environ.get('SCHEDULER_NO_MONKEY_PATCH'):
+        return
+    import eventlet
+    eventlet.monkey_patch()
+    _patched = True
+
+
+def is_patched() -> bool:
+    return _patched

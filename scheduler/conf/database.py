@@ -1,0 +1,25 @@
+"""Options in ``[database]``: oslo.db's options, with our default connection."""
+
+import os
+
+from oslo_config import cfg
+from oslo_db import options as db_options
+
+_DEFAULT_SQL_CONNECTION = 'sqlite:///$state_path/scheduler.sqlite'
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    db_options.set_defaults(conf, connection=_DEFAULT_SQL_CONNECTION)
+
+
+def list_opts() -> dict:
+    # oslo.db's own namespace documents [database]; listing it here too
+    # would duplicate it in the sample.
+    return {}
+
+
+def ensure_state_path(conf: cfg.ConfigOpts) -> str:
+    """Create ``state_path`` when the default SQLite file lives under it."""
+    path = conf.state_path
+    os.makedirs(path, exist_ok=True)
+    return path

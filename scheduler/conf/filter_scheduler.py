@@ -1,0 +1,124 @@
+"""Options in ``[filter_scheduler]``: the filter scheduler's pipeline."""
+
+from oslo_config import cfg
+
+filter_group = cfg.OptGroup(
+    'filter_scheduler', title='Filter scheduler options',
+    help='Which filters and weighers the filter scheduler runs, and how it '
+         'picks among the best hosts.')
+
+filter_opts = [
+    cfg.MultiStrOpt(
+        'available_filters',
+        default=['scheduler.filters.all_filters'],
+        help="""
+Filter classes the filter scheduler may use.  May be given several
+times.  Each value is one of:
+
+* ``scheduler.filters.all_filters``: every filter registered in the
+  ``scheduler.filters`` entry point namespace, in-tree or installed by
+  another package;
+* the dotted path of a filter class, for example
+  ``mypackage.filters.TroveImageFilter``;
+* the name of one entry point in the ``scheduler.filters`` namespace.
+
+A filter must be available *and* named in ``enabled_filters`` to run.
+
+Related options:
+
+* ``enabled_filters``
+"""),
+    cfg.ListOpt(
+        'enabled_filters',
+        default=['ComputeFilter', 'AvailabilityZoneFilter',
+                 'ComputeCapabilitiesFilter', 'ImagePropertiesFilter',
+                 'RamFilter', 'DiskFilter', 'VCPUFilter'],
+        mutable=True,
+        help="""
+Filters to run, by class name, in this order.  Put the filters that
+remove the most hosts cheaply first.  Every name must be the class name
+of a filter in ``available_filters``; an unknown name stops the
+service at start-up with an error naming it.
+
+Related options:
+
+* ``available_filters``
+"""),
+    cfg.ListOpt(
+        'weight_classes',
+        default=['scheduler.weights.all_weighers'],
+        mutable=True,
+        help="""
+Weighers that rank the hosts that passed the filters.  Each value is
+``scheduler.weights.all_weighers`` (every weigher in the
+``scheduler.weights`` entry point namespace), the dotted path of a
+weigher class, or an entry point name.  Each weigher's raw weights are
+normalised to [0, 1] over the candidates, multiplied by its multiplier
+and summed.
+
+Related options:
+
+* ``ram_weight_multiplier``, ``cpu_weight_multiplier``,
+  ``disk_weight_multiplier``
+"""),
+    cfg.IntOpt(
+        'host_subset_size',
+        default=1,
+        min=1,
+        mutable=True,
+        help="""
+Size of the subset of best hosts from which the scheduler picks one at
+random.  ``1`` always picks the best-weighed host; a larger value
+spreads concurrent requests over more hosts, which lowers the chance
+that several schedulers race for the same host.  Values larger than the
+number of candidates are capped.
+"""),
+    cfg.FloatOpt(
+        'ram_weight_multiplier',
+        default=1.0,
+        mutable=True,
+        help="""
+Multiplier of the RAMWeigher.  Positive values spread instances over
+the hosts with the most free RAM; negative values stack them onto the
+hosts with the least free RAM; ``0.0`` disables the weigher.
+
+Related options:
+
+* ``weight_classes``
+"""),
+    cfg.FloatOpt(
+        'cpu_weight_multiplier',
+        default=1.0,
+        mutable=True,
+        help="""
+Multiplier of the CPUWeigher.  Positive values spread instances over
+the hosts with the most free vCPUs; negative values stack them;
+``0.0`` disables the weigher.
+
+Related options:
+
+* ``weight_classes``
+"""),
+    cfg.FloatOpt(
+        'disk_weight_multiplier',
+        default=1.0,
+        mutable=True,
+        help="""
+Multiplier of the DiskWeigher.  Positive values spread instances over
+the hosts with the most free disk; negative values stack them;
+``0.0`` disables the weigher.
+
+Related options:
+
+* ``weight_classes``
+"""),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(filter_group)
+    conf.register_opts(filter_opts, group=filter_group)
+
+
+def list_opts() -> dict:
+    return {filter_group: filter_opts}

@@ -1,0 +1,106 @@
+"""Options in ``[scheduler]``: the service and the choice of driver."""
+
+from oslo_config import cfg
+
+scheduler_group = cfg.OptGroup(
+    'scheduler', title='Scheduler service options',
+    help='How the scheduler service listens and which driver it runs.')
+
+scheduler_opts = [
+    cfg.StrOpt(
+        'topic',
+        default='scheduler',
+        help="""
+The message bus topic the scheduler service listens on.  Callers
+(``scheduler.rpcapi.SchedulerAPI``) and compute agents send to this
+topic; every scheduler on the bus with the same topic shares the work.
+
+Related options:
+
+* ``[DEFAULT] host``: the server name of this scheduler on the topic
+* ``[compute] topic``: where ``run_instance`` casts go
+"""),
+    cfg.StrOpt(
+        'driver',
+        default='filter_scheduler',
+        help="""
+The scheduler driver to run.
+
+Either the name of an entry point in the ``scheduler.drivers`` namespace
+(in-tree: ``filter_scheduler``, ``chance_scheduler``, ``ip_scheduler``)
+or the dotted path of a class that inherits from
+``scheduler.driver.Scheduler``, for example
+``mypackage.ip_scheduler.IPScheduler``.  An unknown value stops the
+service at start-up with an error naming this option.
+
+Related options:
+
+* ``[filter_scheduler]`` options apply to ``filter_scheduler``
+* ``[ip_scheduler]`` options apply to ``ip_scheduler``
+"""),
+    cfg.IntOpt(
+        'workers',
+        default=1,
+        min=1,
+        help="""
+Number of scheduler worker processes.  Every worker consumes the same
+topic queue (requests are shared round robin) and gets every fanout
+report from the computes, so each keeps a full view of the hosts.
+Claims made by one worker reach the others through the computes'
+next reports.
+"""),
+    cfg.IntOpt(
+        'service_down_time',
+        default=60,
+        min=1,
+        help="""
+Seconds after a host's last report at which the scheduler considers it
+down and stops scheduling to it.  Should be several times
+``report_interval`` so that one lost report does not take a host out.
+
+Related options:
+
+* ``report_interval``
+"""),
+    cfg.IntOpt(
+        'report_interval',
+        default=10,
+        min=1,
+        help="""
+Seconds between two reports of a compute agent's host state
+(``update_service_capabilities`` fanout casts).  Used by the compute
+simulator; real compute agents have their own setting and should keep
+it well below ``service_down_time``.
+
+Related options:
+
+* ``service_down_time``
+"""),
+    cfg.IntOpt(
+        'periodic_task_interval',
+        default=10,
+        min=1,
+        help="""
+Seconds between runs of the scheduler's periodic tasks: writing new
+host reports to the inventory, logging hosts that went silent and
+re-reading aggregates changed by other workers.
+"""),
+    cfg.IntOpt(
+        'max_attempts',
+        default=3,
+        min=1,
+        help="""
+How many hosts a caller may try for one instance: the first choice plus
+``max_attempts - 1`` alternates returned by ``select_destinations`` when
+the caller asks for alternates.
+"""),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(scheduler_group)
+    conf.register_opts(scheduler_opts, group=scheduler_group)
+
+
+def list_opts() -> dict:
+    return {scheduler_group: scheduler_opts}

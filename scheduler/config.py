@@ -1,0 +1,52 @@
+"""Command-line and configuration-file parsing shared by every command."""
+
+from oslo_config import cfg
+from oslo_log import log as logging
+import oslo_messaging
+
+from scheduler import conf  # noqa: F401  (registers our options)
+
+CONF = cfg.CONF
+
+_DEFAULT_LOG_LEVELS = [
+    'amqp=WARN', 'amqplib=WARN', 'kombu=WARN', 'oslo_messaging=INFO',
+    'oslo.messaging=INFO', 'stevedore=WARN', 'sqlalchemy=WARN',
+    'oslo_db=WARN', 'alembic=WARN', 'oslo_service=INFO',
+    'oslo.service=INFO', 'iso8601=WARN', 'eventlet.wsgi.server=WARN',
+]
+
+_logging_registered = False
+
+
+def version_string() -> str:
+    try:
+        from pbr import version
+        return version.VersionInfo('openstack-scheduler').version_string()
+    except Exception:
+        return 'unknown'
+
+
+def register_logging_options() -> None:
+    global _logging_registered
+    if not _logging_registered:
+        logging.register_options(CONF)
+        logging.set_defaults(default_log_levels=_DEFAULT_LOG_LEVELS)
+        _logging_registered = True
+
+
+def parse_args(argv: list, default_config_files: list | None = None,
+               setup_logging: bool = True, prog: str | None = None) -> None:
+    """Parse ``argv`` (without the program name) and set up logging.
+
+    Also registers oslo.messaging's transport options, so that
+    ``--config-file`` may set ``transport_url`` for every command.
+    """
+    register_logging_options()
+    oslo_messaging.set_transport_defaults(control_exchange='scheduler')
+    # [DEFAULT] transport_url and friends, so config files may set them
+    # before any transport exists.
+    CONF.register_opts(oslo_messaging.transport._transport_opts)
+    CONF(argv, project='scheduler', prog=prog, version=version_string(),
+         default_config_files=default_config_files)
+    if setup_logging:
+        logging.setup(CONF, 'scheduler')

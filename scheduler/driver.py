@@ -1,0 +1,106 @@
+"""The Scheduler base class that every driver implements.
+
+A driver decides where instances go.  The manager loads exactly one,
+from ``[scheduler] driver``: an entry point name in ``scheduler.drivers``
+or a dotted class path.  Of the five methods below, a driver must
+implement ``select_destinations`` and ``schedule_run_instance``; the
+other three have working defaults built on the HostManager.
+"""
+
+import abc
+
+from oslo_log import log as logging
+
+from scheduler import compute_rpcapi
+from scheduler import exception
+from scheduler import host_manager as host_manager_mod
+from scheduler import objects
+
+LOG = logging.getLogger(__name__)
+
+
+class Scheduler(metaclass=abc.ABCMeta):
+    """Base class of scheduler drivers."""
+
+    def __init__(self, host_manager: host_manager_mod.HostManager | None = None):
+        self.host_manager = host_manager or host_manager_mod.HostManager()
+        self.compute_rpcapi = compute_rpcapi.ComputeAPI()
+
+    def update_service_capabilities(self, host_state) -> None:
+        """Record a compute's report (``HostState``) of one of its nodes."""
+        self.host_manager.update_from_report(host_state)
+
+    def hosts_up(self, context, topic: str | None = None) -> list:
+        """Names of the hosts that reported recently and are not disabled."""
+        return self.host_manager.host_names()
+
+    def group_hosts(self, context, group) -> list:
+        """Hosts the members of server ``group`` run on.
+
+        Combines what the group object says with the instances this
+        scheduler knows about on every host.
+        """
+        hosts = set(group.obj_get('hosts') or [])
+        members = set(group.obj_get('members') or [])
+        if members:
+            for state in self.host_manager.get_all_host_states():
+                if members.intersection(state.instance_uuids):
+                    hosts.add(state.host)
+        return sorted(hosts)
+
+    @abc.abstractmethod
+    def select_destinations(self, context, spec_obj, instance_uuids: list,
+                            return_alternates: bool = False) -> list:
+        """Choose hosts for ``spec_obj.num_instances`` instances.
+
+        Returns one list of ``Selection`` per instance: the first is the
+        destination, the rest (when ``return_alternates``) alternates.
+        Raises ``NoValidHost`` when an instance cannot be placed; nothing
+        stays claimed then.
+        """
+
+    @abc.abstractmethod
+    def schedule_run_instance(self, context, spec_obj,
+                              instance_uuids: list) -> None:
+        """Choose a host per instance and cast ``run_instance`` to it.
+
+        A cast: errors are logged per instance, never raised to the
+        caller, so that one failed instance does not stop the others.
+        """
+
+    # Helpers for drivers ---------------------------------------------------
+
+    def run_on_selections(self, context, spec_obj, instance_uuids: list,
+                          selections: list) -> None:
+        """Cast ``run_instance`` for each instance to its first choice."""
+        for uuid, alts in zip(instance_uuids, selections):
+            chosen = alts[0]
+            self.compute_rpcapi.run_instance(
+                context, host=chosen.service_host, node=chosen.nodename,
+                instance_uuid=uuid, spec_obj=spec_obj,
+                limits=chosen.limits)
+
+    def schedule_each(self, context, spec_obj, instance_uuids: list) -> None:
+        """``schedule_run_instance`` done one instance at a time."""
+        for uuid in instance_uuids:
+            single = spec_obj.obj_clone()
+            single.num_instances = 1
+            single.instance_uuid = uuid
+            try:
+                selections = self.select_destinations(
+                    context, single, [uuid], return_alternates=False)
+                self.run_on_selections(context, single, [uuid], selections)
+            except exception.NoValidHost as e:
+                LOG.warning('Could not schedule instance %(uuid)s: %(err)s',
+                            {'uuid': uuid, 'err': e})
+            except Exception:
+                LOG.exception('Failed to schedule instance %s', uuid)
+
+    def reset(self) -> None:
+        """Re-read driver options after a configuration reload (SIGHUP)."""
+
+
+def selection_for(host_state, instance_uuid: str | None,
+                  weight: float | None = None):
+    return objects.Selection.from_host_state(host_state, instance_uuid,
+                                             weight)

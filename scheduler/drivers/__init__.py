@@ -1,0 +1,1 @@
+"""In-tree scheduler drivers (entry points in ``scheduler.drivers``)."""

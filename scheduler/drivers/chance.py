@@ -1,0 +1,46 @@
+"""The chance scheduler: a random host among those that are up."""
+
+import random
+
+from oslo_config import cfg
+
+from scheduler import driver
+from scheduler import exception
+
+
+class ChanceScheduler(driver.Scheduler):
+    """Places each instance on a random up host; checks no resources.
+
+    Honours ``ignore_hosts`` and ``force_hosts``.  Useful for tests and
+    for fleets of identical, never-full hosts.
+    """
+
+    def _candidates(self, spec_obj) -> list:
+        hosts = self.host_manager.get_up_host_states()
+        ignore = set(spec_obj.obj_get('ignore_hosts') or [])
+        force = set(spec_obj.obj_get('force_hosts') or [])
+        hosts = [h for h in hosts if h.host not in ignore]
+        if force:
+            hosts = [h for h in hosts if h.host in force]
+        return hosts
+
+    def select_destinations(self, context, spec_obj, instance_uuids: list,
+                            return_alternates: bool = False) -> list:
+        hosts = self._candidates(spec_obj)
+        if not hosts:
+            raise exception.NoValidHost(
+                reason='Is the appropriate service running?')
+        uuids = list(instance_uuids or [])
+        extra = cfg.CONF.scheduler.max_attempts - 1 if return_alternates \
+            else 0
+        results = []
+        for index in range(spec_obj.num_instances):
+            uuid = uuids[index] if index < len(uuids) else None
+            picks = random.sample(hosts, min(len(hosts), 1 + extra))
+            self.host_manager.claim(picks[0], spec_obj, uuid)
+            results.append([driver.selection_for(h, uuid) for h in picks])
+        return results
+
+    def schedule_run_instance(self, context, spec_obj,
+                              instance_uuids: list) -> None:
+        self.schedule_each(context, spec_obj, instance_uuids)

@@ -1,0 +1,197 @@
+"""The filter scheduler: filter the hosts, weigh the rest, pick the best."""
+
+import random
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from scheduler import driver
+from scheduler import exception
+from scheduler import filters
+from scheduler import loader
+from scheduler import weights
+
+LOG = logging.getLogger(__name__)
+CONF = cfg.CONF
+
+ALL_FILTERS = 'scheduler.filters.all_filters'
+ALL_WEIGHERS = 'scheduler.weights.all_weighers'
+
+
+def load_filters(available: list, enabled: list) -> list:
+    """Instances of the ``enabled`` filter names, in order.
+
+    Raises ``SchedulerHostFilterNotFound`` naming the first enabled
+    filter that is not available.
+    """
+    classes = loader.load_classes(loader.FILTER_NAMESPACE, available,
+                                  ALL_FILTERS)
+    by_name = {cls.__name__: cls for cls in classes}
+    found = []
+    for name in enabled:
+        name = name.strip()
+        if not name:
+            continue
+        if name not in by_name:
+            raise exception.SchedulerHostFilterNotFound(filter_name=name)
+        found.append(by_name[name]())
+    return found
+
+
+def load_weighers(names: list) -> list:
+    try:
+        classes = loader.load_classes(loader.WEIGHER_NAMESPACE, names,
+                                      ALL_WEIGHERS)
+    except exception.PluginLoadError as e:
+        raise exception.SchedulerWeigherNotFound(name=e.kwargs['name'])
+    return [cls() for cls in classes]
+
+
+class FilterScheduler(driver.Scheduler):
+    """Filters, weighs and claims, one instance after the other."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.filter_handler = filters.HostFilterHandler()
+        self.weight_handler = weights.HostWeightHandler()
+        self.enabled_filters: list = []
+        self.weighers: list = []
+        self.reset()
+
+    def reset(self) -> None:
+        """(Re)load filters and weighers from the configuration.
+
+        Called at start-up and on SIGHUP; a bad new configuration raises
+        and leaves the running pipeline unchanged.
+        """
+        fs = CONF.filter_scheduler
+        enabled = load_filters(fs.available_filters, fs.enabled_filters)
+        weighers = load_weighers(fs.weight_classes)
+        # Swap both at once: requests in flight keep the lists they took.
+        self.enabled_filters, self.weighers = enabled, weighers
+        LOG.info('Filter scheduler: filters %s; weighers %s',
+                 [f.name() for f in enabled], [w.name() for w in weighers])
+
+    # -- the pipeline ---------------------------------------------------
+
+    def candidate_hosts(self, spec_obj) -> list:
+        """All hosts, narrowed by ignore/force hosts and nodes and
+        ``requested_destination``, before any filter runs."""
+        hosts = self.host_manager.get_all_host_states()
+        ignore = set(spec_obj.obj_get('ignore_hosts') or [])
+        if ignore:
+            hosts = [h for h in hosts if h.host not in ignore]
+        dest = spec_obj.obj_get('requested_destination')
+        if dest is not None:
+            if dest.obj_get('host'):
+                hosts = [h for h in hosts if h.host == dest.host]
+            if dest.obj_get('node'):
+                hosts = [h for h in hosts if h.nodename == dest.node]
+            for entry in dest.obj_get('aggregates') or []:
+                wanted = set(entry.split(','))
+                hosts = [h for h in hosts
+                         if any(a.uuid in wanted or a.name in wanted
+                                for a in h.aggregates)]
+        return hosts
+
+    @staticmethod
+    def forced_hosts(spec_obj, hosts: list) -> list | None:
+        """The hosts an admin forced, or None when nothing is forced.
+
+        Forced hosts skip the filters, as in nova: an operator who names
+        a host takes responsibility for it.
+        """
+        force_hosts = set(spec_obj.obj_get('force_hosts') or [])
+        force_nodes = set(spec_obj.obj_get('force_nodes') or [])
+        if not (force_hosts or force_nodes):
+            return None
+        matched = [h for h in hosts
+                   if (not force_hosts or h.host in force_hosts)
+                   and (not force_nodes or h.nodename in force_nodes)]
+        LOG.info('Forced host(s) %(hosts)s node(s) %(nodes)s matched '
+                 '%(count)d host(s); filters skipped',
+                 {'hosts': sorted(force_hosts), 'nodes': sorted(force_nodes),
+                  'count': len(matched)})
+        return matched
+
+    def filter_and_weigh(self, spec_obj, hosts: list, index: int = 0,
+                         report: filters.FilterReport | None = None,
+                         enabled_filters: list | None = None,
+                         weighers: list | None = None) -> list:
+        """Filter ``hosts`` for instance ``index``, then weigh: best first."""
+        forced = self.forced_hosts(spec_obj, hosts)
+        if forced is not None:
+            passed = forced
+        else:
+            passed = self.filter_handler.get_filtered_objects(
+                self.enabled_filters if enabled_filters is None
+                else enabled_filters, hosts, spec_obj, index, report)
+        return self.weight_handler.get_weighed_objects(
+            self.weighers if weighers is None else weighers, passed, spec_obj)
+
+    def select_destinations(self, context, spec_obj, instance_uuids: list,
+                            return_alternates: bool = False,
+                            report: filters.FilterReport | None = None
+                            ) -> list:
+        num = spec_obj.num_instances
+        uuids = list(instance_uuids or [])
+        if uuids and len(uuids) != num:
+            raise exception.InvalidRequest(
+                reason='%d instance uuids for num_instances=%d'
+                % (len(uuids), num))
+        report = report if report is not None else filters.FilterReport()
+        # One snapshot of the pipeline for the whole request, so that a
+        # reload (SIGHUP) never mixes old and new filters in one request.
+        enabled, weighers = self.enabled_filters, self.weighers
+        hosts = self.candidate_hosts(spec_obj)
+        group = spec_obj.obj_get('instance_group')
+        alternates_wanted = (CONF.scheduler.max_attempts - 1
+                             if return_alternates else 0)
+        claims, results = [], []
+        try:
+            for index in range(num):
+                uuid = uuids[index] if uuids else None
+                if uuid:
+                    spec_obj.instance_uuid = uuid
+                weighed = self.filter_and_weigh(spec_obj, hosts, index,
+                                                report, enabled, weighers)
+                if not weighed:
+                    raise exception.NoValidHost(
+                        reason=self._no_host_reason(context, report, index,
+                                                    num))
+                hosts = [w.obj for w in weighed]
+                subset = weighed[:min(CONF.filter_scheduler.host_subset_size,
+                                      len(weighed))]
+                chosen = random.choice(subset)
+                claims.append(self.host_manager.claim(chosen.obj, spec_obj,
+                                                      uuid))
+                if group is not None:
+                    group.hosts = list(group.hosts) + [chosen.obj.host]
+                selections = [driver.selection_for(chosen.obj, uuid,
+                                                   chosen.weight)]
+                for alt in weighed:
+                    if len(selections) > alternates_wanted:
+                        break
+                    if alt is not chosen and alt.obj.host not in {
+                            s.service_host for s in selections}:
+                        selections.append(driver.selection_for(
+                            alt.obj, uuid, alt.weight))
+                results.append(selections)
+        except Exception:
+            for claim in claims:
+                self.host_manager.release(claim)
+            raise
+        return results
+
+    def schedule_run_instance(self, context, spec_obj,
+                              instance_uuids: list) -> None:
+        self.schedule_each(context, spec_obj, instance_uuids)
+
+    @staticmethod
+    def _no_host_reason(context, report, index: int, num: int) -> str:
+        reason = 'There are not enough hosts available.'
+        if num > 1:
+            reason += ' (instance %d of %d)' % (index + 1, num)
+        if getattr(context, 'is_admin', False) and report.steps:
+            reason += ' Filter results: %s' % report.summary()
+        return reason

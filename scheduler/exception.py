@@ -1,0 +1,93 @@
+"""Typed errors.
+
+Every error a caller may handle derives from ``SchedulerException`` and
+lives in this module, which the RPC transport lists in
+``allowed_remote_exmods``: raised in the service, it is re-raised with
+the same type in the caller, over RabbitMQ as over ``fake://``.
+"""
+
+
+class SchedulerException(Exception):
+    """Base of the scheduler's typed errors.
+
+    Subclasses set ``msg_fmt``; keyword arguments fill it in and stay
+    available as ``self.kwargs``.
+    """
+
+    msg_fmt = 'An unknown scheduler error occurred.'
+
+    def __init__(self, message: str | None = None, **kwargs):
+        self.kwargs = kwargs
+        if message is None:
+            try:
+                message = self.msg_fmt % kwargs
+            except (KeyError, TypeError):
+                message = self.msg_fmt
+        self.message = message
+        super().__init__(message)
+
+    def format_message(self) -> str:
+        return self.message
+
+
+class NoValidHost(SchedulerException):
+    msg_fmt = 'No valid host was found. %(reason)s'
+
+
+class InvalidRequest(SchedulerException):
+    """The request is well formed on the wire but makes no sense."""
+
+    msg_fmt = 'Invalid scheduling request: %(reason)s'
+
+
+class MalformedObject(SchedulerException):
+    """A versioned object on the wire could not be read."""
+
+    msg_fmt = 'Malformed %(what)s: %(reason)s'
+
+
+class IncompatibleObjectVersion(MalformedObject):
+    msg_fmt = ('Object %(objname)s version %(objver)s is not supported by '
+               'this service (it knows up to %(supported)s)')
+
+
+class SchedulerDriverNotFound(SchedulerException):
+    msg_fmt = ('Scheduler driver %(name)r from [scheduler] driver was not '
+               'found as an entry point in %(namespace)s nor as a class '
+               'path: %(reason)s')
+
+
+class SchedulerHostFilterNotFound(SchedulerException):
+    msg_fmt = 'Scheduler host filter %(filter_name)s could not be found.'
+
+
+class SchedulerWeigherNotFound(SchedulerException):
+    msg_fmt = 'Scheduler weigher %(name)s could not be found.'
+
+
+class PluginLoadError(SchedulerException):
+    msg_fmt = 'Could not load %(kind)s %(name)r: %(reason)s'
+
+
+class HostNotFound(SchedulerException):
+    msg_fmt = 'Host %(host)s could not be found.'
+
+
+class AggregateNotFound(SchedulerException):
+    msg_fmt = 'Aggregate %(aggregate)s could not be found.'
+
+
+class AggregateNameExists(SchedulerException):
+    msg_fmt = 'Aggregate %(name)s already exists.'
+
+
+class AggregateHostExists(SchedulerException):
+    msg_fmt = 'Host %(host)s is already in aggregate %(aggregate)s.'
+
+
+class AggregateHostNotFound(SchedulerException):
+    msg_fmt = 'Host %(host)s is not in aggregate %(aggregate)s.'
+
+
+class ConfigurationError(SchedulerException):
+    msg_fmt = 'Invalid configuration: %(reason)s'

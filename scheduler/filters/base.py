@@ -1,0 +1,135 @@
+"""The filter base class, the handler that walks the filters, and its report."""
+
+import dataclasses
+import typing
+
+from oslo_log import log as logging
+
+LOG = logging.getLogger(__name__)
+
+
+class BaseHostFilter:
+    """Base class of host filters.
+
+    Subclasses implement ``host_passes`` or override ``filter_all``.
+    ``rejection_reason`` may be overridden to say, in operator terms,
+    why a host did not pass (``explain`` and NoValidHost show it).
+    """
+
+    #: Run only for the first instance of a multi-instance request (the
+    #: answer cannot change between instances of one request).
+    run_filter_once_per_request = False
+
+    def host_passes(self, host_state, spec_obj) -> bool:
+        """Return True if ``host_state`` can take an instance of ``spec_obj``."""
+        raise NotImplementedError()
+
+    def filter_all(self, host_states: typing.Iterable, spec_obj) -> list:
+        """Return the hosts that pass; by default ``host_passes`` on each."""
+        return [host for host in host_states
+                if self.host_passes(host, spec_obj)]
+
+    def run_filter_for_index(self, index: int) -> bool:
+        """Whether to run for the ``index``-th instance of the request."""
+        return not (self.run_filter_once_per_request and index > 0)
+
+    def rejection_reason(self, host_state, spec_obj) -> str:
+        """Why ``host_state`` did not pass; only called for rejected hosts."""
+        doc = (self.__class__.__doc__ or '').strip().splitlines()
+        return 'did not pass: %s' % doc[0] if doc else 'did not pass'
+
+    @classmethod
+    def name(cls) -> str:
+        return cls.__name__
+
+
+@dataclasses.dataclass
+class FilterStep:
+    """What one filter did in one pass of the pipeline."""
+
+    name: str
+    hosts_in: int
+    hosts_out: int
+    #: host key "host/nodename" -> reason, when the report is detailed.
+    rejected: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def removed(self) -> int:
+        return self.hosts_in - self.hosts_out
+
+
+@dataclasses.dataclass
+class FilterReport:
+    """The filter walk of a request, for logs, NoValidHost and explain.
+
+    Counts are always kept (they cost nothing); per-host reasons only
+    when ``detailed`` is set, since asking every rejecting filter for a
+    reason costs a little per host.
+    """
+
+    detailed: bool = False
+    steps: list = dataclasses.field(default_factory=list)
+
+    def emptied_by(self) -> FilterStep | None:
+        for step in self.steps:
+            if step.hosts_in and not step.hosts_out:
+                return step
+        return None
+
+    def summary(self) -> str:
+        """One line: ``RamFilter: 50 -> 12, DiskFilter: 12 -> 0``."""
+        return ', '.join('%s: %d -> %d' % (s.name, s.hosts_in, s.hosts_out)
+                         for s in self.steps)
+
+    def to_dict(self) -> dict:
+        return {'steps': [dataclasses.asdict(s) for s in self.steps]}
+
+
+def host_key(host_state) -> str:
+    return '%s/%s' % (host_state.host, host_state.nodename)
+
+
+class HostFilterHandler:
+    """Runs filters in order over the candidate hosts."""
+
+    def get_filtered_objects(self, filters: list, hosts: list, spec_obj,
+                             index: int = 0,
+                             report: FilterReport | None = None) -> list:
+        """Return the hosts that pass every filter, logging the walk.
+
+        The debug log shows each filter's start and end counts, as nova
+        does; when a filter leaves no host, one INFO line names it.
+        """
+        hosts = list(hosts)
+        request_id = _request_id(spec_obj)
+        for flt in filters:
+            if not flt.run_filter_for_index(index):
+                continue
+            name = flt.name()
+            before = hosts
+            LOG.debug('Starting with %d host(s) for %s', len(before), name)
+            hosts = list(flt.filter_all(before, spec_obj))
+            LOG.debug('Filter %s returned %d host(s)', name, len(hosts))
+            if report is not None:
+                step = FilterStep(name, len(before), len(hosts))
+                if report.detailed and len(hosts) < len(before):
+                    kept = {id(h) for h in hosts}
+                    for host in before:
+                        if id(host) not in kept:
+                            step.rejected[host_key(host)] = \
+                                flt.rejection_reason(host, spec_obj)
+                report.steps.append(step)
+            if not hosts:
+                LOG.info('Filtering removed all hosts for the request with '
+                         'instance ID %(uuid)s: filter %(name)s left none of '
+                         '%(count)d host(s). Filter results: %(walk)s',
+                         {'uuid': request_id, 'name': name,
+                          'count': len(before),
+                          'walk': report.summary() if report else name})
+                break
+        return hosts
+
+
+def _request_id(spec_obj) -> str:
+    getter = getattr(spec_obj, 'obj_get', None)
+    return (getter('instance_uuid') if getter else None) or '-'

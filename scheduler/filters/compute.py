@@ -1,0 +1,35 @@
+"""ComputeFilter: the host's compute service is up and enabled."""
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from scheduler.filters import base
+
+LOG = logging.getLogger(__name__)
+CONF = cfg.CONF
+
+
+class ComputeFilter(base.BaseHostFilter):
+    """Passes hosts that reported recently and are not disabled."""
+
+    run_filter_once_per_request = True
+
+    def host_passes(self, host_state, spec_obj) -> bool:
+        if host_state.disabled:
+            LOG.debug('%(host)s is disabled, reason: %(reason)s',
+                      {'host': host_state,
+                       'reason': host_state.disabled_reason})
+            return False
+        if not host_state.is_up():
+            LOG.debug('%s has not reported within [scheduler] '
+                      'service_down_time', host_state)
+            return False
+        return True
+
+    def rejection_reason(self, host_state, spec_obj) -> str:
+        if host_state.disabled:
+            return 'compute service disabled (%s)' % (
+                host_state.disabled_reason or 'no reason given')
+        return ('no report for %.0f s (service_down_time %d s)'
+                % (host_state.seconds_since_report(),
+                   CONF.scheduler.service_down_time))

@@ -1,0 +1,120 @@
+"""The object registry, base classes and serializer of the scheduler.
+
+Every versioned object registers with ``SchedulerObjectRegistry`` and
+derives from ``SchedulerObject``.  ``SchedulerObjectSerializer`` is the
+only serializer: ``scheduler.rpc`` wraps it with the request context.
+"""
+
+from oslo_versionedobjects import base as ovo_base
+from oslo_versionedobjects import exception as ovo_exc
+
+from scheduler import exception
+
+
+
+class SchedulerObjectRegistry(ovo_base.VersionedObjectRegistry):
+    """Registry of the scheduler's objects, exposed on ``scheduler.objects``."""
+
+    def registration_hook(self, cls, index):
+        from scheduler import objects
+        current = getattr(objects, cls.obj_name(), None)
+        if current is None or cls.VERSION >= current.VERSION:
+            setattr(objects, cls.obj_name(), cls)
+
+
+class SchedulerObject(ovo_base.VersionedObject,
+                      ovo_base.ComparableVersionedObject):
+    """Base class of every object the scheduler puts on the wire."""
+
+    OBJ_SERIAL_NAMESPACE = 'versioned_object'
+    OBJ_PROJECT_NAMESPACE = 'scheduler'
+
+    def obj_get(self, name: str, default=None):
+        """Return a field's value, or ``default`` when it is not set."""
+        if self.obj_attr_is_set(name):
+            return getattr(self, name)
+        return default
+
+    def to_dict(self) -> dict:
+        """A plain dict of the set fields, nested objects included."""
+        out = {}
+        for name in self.fields:
+            if not self.obj_attr_is_set(name):
+                continue
+            out[name] = _plain(getattr(self, name))
+        return out
+
+
+def _plain(value):
+    if isinstance(value, SchedulerObject):
+        return value.to_dict()
+    if isinstance(value, ovo_base.ObjectListBase):
+        return [_plain(v) for v in value.objects]
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, set):
+        return sorted(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if hasattr(value, 'isoformat'):
+        return value.isoformat()
+    if value is not None and not isinstance(value, (int, float, str, bool)):
+        return str(value)
+    return value
+
+
+class SchedulerObjectList(ovo_base.ObjectListBase, SchedulerObject):
+    """Base of the list objects."""
+
+
+class SchedulerObjectSerializer(ovo_base.VersionedObjectSerializer):
+    """Turns objects into primitives and back, with typed errors.
+
+    A primitive that cannot be read (unknown object, newer version than
+    this code knows, bad field value) raises ``MalformedObject`` or
+    ``IncompatibleObjectVersion``; ``scheduler.rpc`` sends those back to
+    the caller.
+    """
+
+    OBJ_BASE_CLASS = SchedulerObject
+
+    def deserialize_entity(self, context, entity):
+        try:
+            return super().deserialize_entity(context, entity)
+        except ovo_exc.IncompatibleObjectVersion as e:
+            raise exception.IncompatibleObjectVersion(
+                objname=e.kwargs.get('objname'),
+                objver=e.kwargs.get('objver'),
+                supported=e.kwargs.get('supported')) from e
+        except (ovo_exc.VersionedObjectsException, ValueError, TypeError,
+                KeyError, AttributeError) as e:
+            what = 'object'
+            if isinstance(entity, dict):
+                what = entity.get('versioned_object.name', what)
+            raise exception.MalformedObject(what=what, reason=e) from e
+
+
+def obj_manifest() -> dict:
+    """``{object name: newest version}`` of every object this code knows.
+
+    Peers exchange manifests (``get_version_info``) so that each can send
+    the other objects it can read.
+    """
+    registry = SchedulerObjectRegistry.obj_classes()
+    return {name: classes[0].VERSION for name, classes in registry.items()
+            if issubclass(classes[0], SchedulerObject)}
+
+
+def obj_to_primitive_for(obj: SchedulerObject, manifest: dict | None) -> dict:
+    """Serialise ``obj`` for a peer whose object versions are ``manifest``.
+
+    Objects the peer does not know at our version are backported with
+    ``obj_make_compatible``; nested objects follow the same manifest.
+    Without a manifest the newest versions are sent.
+    """
+    if not manifest:
+        return obj.obj_to_primitive()
+    name = obj.obj_name()
+    target = manifest.get(name, obj.VERSION)
+    return obj.obj_to_primitive(target_version=target,
+                                version_manifest=manifest)

@@ -1,0 +1,96 @@
+"""Small objects a RequestSpec carries: retry, destination, limits."""
+
+from scheduler.objects import base
+from scheduler.objects import fields
+
+
+@base.SchedulerObjectRegistry.register
+class SchedulerRetry(base.SchedulerObject):
+    """How many times an instance was tried, and on which hosts."""
+
+    # Version 1.0: Initial version
+    VERSION = '1.0'
+
+    fields = {
+        'num_attempts': fields.NonNegativeIntegerField(default=0),
+        # [host, nodename] pairs already tried.
+        'hosts': fields.ListOfListsOfStringsField(default=[]),
+    }
+
+
+@base.SchedulerObjectRegistry.register
+class Destination(base.SchedulerObject):
+    """A host, node and/or aggregates the caller wants the instance on."""
+
+    # Version 1.0: Initial version
+    VERSION = '1.0'
+
+    fields = {
+        'host': fields.StringField(nullable=True),
+        'node': fields.StringField(nullable=True),
+        # Each entry is a comma list of aggregate uuids or names: the
+        # host must be in one of each entry's aggregates.
+        'aggregates': fields.ListOfStringsField(nullable=True),
+    }
+
+
+@base.SchedulerObjectRegistry.register
+class SchedulerLimits(base.SchedulerObject):
+    """Oversubscription limits the chosen host must not exceed.
+
+    Filled by the resource filters from each host's totals and
+    allocation ratios, so that the compute agent can enforce them.
+    """
+
+    # Version 1.0: Initial version
+    VERSION = '1.0'
+
+    fields = {
+        'memory_mb': fields.IntegerField(nullable=True, default=None),
+        'disk_gb': fields.IntegerField(nullable=True, default=None),
+        'vcpu': fields.IntegerField(nullable=True, default=None),
+        'numa_topology': fields.DictOfNullableFloatsField(nullable=True,
+                                                          default=None),
+    }
+
+    @classmethod
+    def from_dict(cls, limits: dict | None) -> 'SchedulerLimits':
+        limits = dict(limits or {})
+        obj = cls(memory_mb=_int(limits.pop('memory_mb', None)),
+                  disk_gb=_int(limits.pop('disk_gb', None)),
+                  vcpu=_int(limits.pop('vcpu', None)))
+        numa = limits.pop('numa_topology', None)
+        obj.numa_topology = dict(numa) if numa else None
+        return obj
+
+    def to_dict(self) -> dict:
+        out = {}
+        for key in ('memory_mb', 'disk_gb', 'vcpu', 'numa_topology'):
+            value = self.obj_get(key)
+            if value is not None:
+                out[key] = value
+        return out
+
+
+def _int(value):
+    return None if value is None else int(value)
+
+
+@base.SchedulerObjectRegistry.register
+class Aggregate(base.SchedulerObject):
+    """A host aggregate from the inventory: a named set of hosts."""
+
+    # Version 1.0: Initial version
+    VERSION = '1.0'
+
+    fields = {
+        'id': fields.IntegerField(nullable=True),
+        'uuid': fields.UUIDField(nullable=True),
+        'name': fields.StringField(),
+        'hosts': fields.ListOfStringsField(default=[]),
+        'metadata': fields.DictOfStringsField(default={}),
+    }
+
+    @property
+    def availability_zone(self) -> str | None:
+        return self.obj_get('metadata', {}).get('availability_zone')

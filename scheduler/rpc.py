@@ -1,0 +1,103 @@
+"""Transport, serializer, servers and clients: the bus, in one place."""
+
+from oslo_config import cfg
+from oslo_log import log as logging
+import oslo_messaging
+from oslo_messaging.rpc import dispatcher as rpc_dispatcher
+
+from scheduler import concurrency
+from scheduler import context as scheduler_context
+from scheduler import exception
+from scheduler.objects import base as objects_base
+
+LOG = logging.getLogger(__name__)
+
+# Exceptions raised by these modules in the service are re-raised with
+# their own type in callers.
+ALLOWED_EXMODS = [exception.__name__]
+
+_TRANSPORTS: dict = {}
+
+
+def get_transport(conf: cfg.ConfigOpts | None = None,
+                  url: str | None = None) -> oslo_messaging.Transport:
+    """The RPC transport for ``url`` (default ``[DEFAULT] transport_url``).
+
+    One transport per URL per process: ``fake://`` only delivers within
+    one transport object, so the demo's service, simulator and caller
+    must share it.
+    """
+    conf = conf or cfg.CONF
+    key = url or conf.transport_url or ''
+    if key not in _TRANSPORTS:
+        _TRANSPORTS[key] = oslo_messaging.get_rpc_transport(
+            conf, url=url, allowed_remote_exmods=ALLOWED_EXMODS)
+    return _TRANSPORTS[key]
+
+
+def get_notification_transport(conf: cfg.ConfigOpts | None = None):
+    return oslo_messaging.get_notification_transport(
+        conf or cfg.CONF, allowed_remote_exmods=ALLOWED_EXMODS)
+
+
+def cleanup() -> None:
+    """Close every transport this process opened."""
+    for transport in _TRANSPORTS.values():
+        transport.cleanup()
+    _TRANSPORTS.clear()
+
+
+class RequestContextSerializer(oslo_messaging.Serializer):
+    """Serialises the request context and the versioned objects."""
+
+    def __init__(self, base: oslo_messaging.Serializer | None = None):
+        self._base = base or objects_base.SchedulerObjectSerializer()
+
+    def serialize_entity(self, ctxt, entity):
+        return self._base.serialize_entity(ctxt, entity)
+
+    def deserialize_entity(self, ctxt, entity):
+        return self._base.deserialize_entity(ctxt, entity)
+
+    def serialize_context(self, ctxt):
+        return ctxt.to_dict()
+
+    def deserialize_context(self, ctxt):
+        return scheduler_context.RequestContext.from_dict(ctxt)
+
+
+class ServerSerializer(RequestContextSerializer):
+    """The server's serializer: unreadable arguments become typed replies.
+
+    A malformed or too-new object in a request is answered to the caller
+    as ``MalformedObject`` / ``IncompatibleObjectVersion``, with one
+    warning line here instead of a traceback, and the server keeps
+    serving.
+    """
+
+    def deserialize_entity(self, ctxt, entity):
+        try:
+            return super().deserialize_entity(ctxt, entity)
+        except exception.MalformedObject as error:
+            LOG.warning('Rejected a request argument: %s', error)
+            # ExpectedException keeps the current exception as the
+            # reply and makes oslo.messaging log it at debug level only.
+            raise oslo_messaging.ExpectedException()
+
+
+def get_server(target: oslo_messaging.Target, endpoints: list,
+               transport: oslo_messaging.Transport | None = None):
+    """An RPC server with our serializer and the configured executor."""
+    return oslo_messaging.get_rpc_server(
+        transport or get_transport(), target, endpoints,
+        executor=concurrency.EXECUTOR, serializer=ServerSerializer(),
+        access_policy=rpc_dispatcher.DefaultRPCAccessPolicy)
+
+
+def get_client(target: oslo_messaging.Target, version_cap: str | None = None,
+               transport: oslo_messaging.Transport | None = None,
+               timeout: int | None = None):
+    """An RPC client with our serializer."""
+    return oslo_messaging.get_rpc_client(
+        transport or get_transport(), target, version_cap=version_cap,
+        serializer=RequestContextSerializer(), timeout=timeout)
