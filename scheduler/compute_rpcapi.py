@@ -13,7 +13,8 @@ class ComputeAPI:
 
     API version history:
 
-    * 1.0 - run_instance(instance_uuid, node, spec_obj, limits)
+    * 1.0 - run_instance(instance_uuid, node, spec_obj, limits),
+            terminate_instance(instance_uuid)
     """
 
     VERSION = '1.0'
@@ -37,3 +38,8 @@ class ComputeAPI:
         cctxt = self.client.prepare(server=host, version='1.0')
         cctxt.cast(context, 'run_instance', instance_uuid=instance_uuid,
                    node=node, spec_obj=spec_obj, limits=limits)
+
+    def terminate_instance(self, context, host: str,
+                           instance_uuid: str) -> None:
+        cctxt = self.client.prepare(server=host, version='1.0')
+        cctxt.cast(context, 'terminate_instance', instance_uuid=instance_uuid)

@@ -86,8 +86,11 @@ class SchedulerManager(periodic_task.PeriodicTasks):
             selections = self.driver.select_destinations(
                 ctxt, spec_obj, uuids, return_alternates=return_alternates)
         except exception.NoValidHost as e:
-            LOG.info('No valid host for instance(s) %(uuids)s: %(reason)s',
-                     {'uuids': uuids or '-', 'reason': e.kwargs.get('reason')})
+            # The driver logged why at INFO (the filter walk names the
+            # filter that emptied the list); this is the caller's view.
+            LOG.debug('No valid host for instance(s) %(uuids)s: %(reason)s',
+                      {'uuids': uuids or '-',
+                       'reason': e.kwargs.get('reason')})
             raise
         if not return_objects:
             return [alts[0].to_legacy_dict() for alts in selections]

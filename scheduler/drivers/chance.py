@@ -3,9 +3,12 @@
 import random
 
 from oslo_config import cfg
+from oslo_log import log as logging
 
 from scheduler import driver
 from scheduler import exception
+
+LOG = logging.getLogger(__name__)
 
 
 class ChanceScheduler(driver.Scheduler):
@@ -28,6 +31,8 @@ class ChanceScheduler(driver.Scheduler):
                             return_alternates: bool = False) -> list:
         hosts = self._candidates(spec_obj)
         if not hosts:
+            LOG.info('No up host to choose from (%d known)',
+                     len(self.host_manager.get_all_host_states()))
             raise exception.NoValidHost(
                 reason='Is the appropriate service running?')
         uuids = list(instance_uuids or [])

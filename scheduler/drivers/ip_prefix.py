@@ -52,6 +52,7 @@ class IPScheduler(driver.Scheduler):
         elevated = context.elevated()
         hosts = self.hosts_up(elevated)
         if not hosts:
+            LOG.info('No up host to choose from')
             raise exception.NoValidHost(
                 reason='Is the appropriate service running?')
         remote_ip = getattr(context, 'remote_address', None)
@@ -62,6 +63,8 @@ class IPScheduler(driver.Scheduler):
         ignore = set(spec_obj.obj_get('ignore_hosts') or [])
         hosts = [h for h in hosts if h not in ignore]
         if not hosts:
+            LOG.info('No up host with prefix %(prefix)r for a request from '
+                     '%(ip)s', {'prefix': prefix, 'ip': remote_ip})
             raise exception.NoValidHost(
                 reason='Could not find another compute with prefix %r '
                        'for requests from %s' % (prefix, remote_ip))

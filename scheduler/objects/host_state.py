@@ -30,7 +30,7 @@ class HostState(base.SchedulerObject):
     fields = {
         'host': fields.StringField(),
         'nodename': fields.StringField(),
-        'uuid': fields.UUIDField(nullable=True),
+        'uuid': fields.UUIDField(nullable=True, default=None),
         'memory_mb': fields.NonNegativeIntegerField(),
         'memory_mb_used': fields.IntegerField(default=0),
         'local_gb': fields.NonNegativeIntegerField(),
