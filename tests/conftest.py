@@ -1,9 +1,11 @@
 """Fixtures every test may use: a clean configuration and inventory."""
 
-import pytest
 from oslo_config import cfg
+from oslo_config import fixture as config_fixture
+import pytest
 
 from scheduler import config
+from scheduler import conf as scheduler_conf
 from scheduler.db import api as db_api
 from scheduler.db import migration
 from scheduler import rpc
@@ -22,32 +24,27 @@ def _parse_once() -> None:
 
 @pytest.fixture(autouse=True)
 def conf(tmp_path):
-    """Parsed ``CONF`` with a private state_path; overrides undone after."""
+    """oslo.config's Config fixture on ``CONF``, state under ``tmp_path``.
+
+    Tests set options with ``conf.config(name=value, group=...)``; all
+    of it is undone after the test.
+    """
     _parse_once()
-    CONF.set_override('state_path', str(tmp_path))
-    CONF.set_override('transport_url', 'fake://')
-    yield CONF
-    CONF.reset()
-    CONF.clear_override('state_path')
-    CONF.clear_override('transport_url')
-    for group in list(CONF._groups):
-        for name in CONF[group]:
-            try:
-                CONF.clear_override(name, group=group)
-            except cfg.NoSuchOptError:
-                pass
-    for name in list(CONF):
-        try:
-            CONF.clear_override(name)
-        except (cfg.NoSuchOptError, TypeError):
-            pass
+    fix = config_fixture.Config(CONF)
+    fix.setUp()
+    # reset() at clean-up also drops library defaults we set: set again.
+    scheduler_conf.database.register_opts(CONF)
+    fix.config(state_path=str(tmp_path), transport_url='fake://')
+    yield fix
+    fix.cleanUp()
+    scheduler_conf.database.register_opts(CONF)
 
 
 @pytest.fixture
 def inventory(tmp_path, conf):
     """A migrated SQLite inventory in the test's own directory."""
     url = 'sqlite:///%s' % (tmp_path / 'inventory.sqlite')
-    conf.set_override('connection', url, group='database')
+    conf.config(connection=url, group='database')
     db_api.reset_engine()
     migration.db_sync()
     yield db_api
@@ -57,6 +54,6 @@ def inventory(tmp_path, conf):
 @pytest.fixture
 def fake_transport(conf):
     """The in-process ``fake://`` transport, closed after the test."""
-    transport = rpc.get_transport(conf, url='fake://')
+    transport = rpc.get_transport(CONF, url='fake://')
     yield transport
     rpc.cleanup()
