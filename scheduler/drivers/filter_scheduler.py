@@ -105,9 +105,12 @@ class FilterScheduler(driver.Scheduler):
         force_nodes = set(spec_obj.obj_get('force_nodes') or [])
         if not (force_hosts or force_nodes):
             return None
+        # Forcing skips the filters, not the liveness check: a forced
+        # host that stopped reporting cannot build anything.
         matched = [h for h in hosts
                    if (not force_hosts or h.host in force_hosts)
-                   and (not force_nodes or h.nodename in force_nodes)]
+                   and (not force_nodes or h.nodename in force_nodes)
+                   and h.is_up() and not h.disabled]
         LOG.info('Forced host(s) %(hosts)s node(s) %(nodes)s matched '
                  '%(count)d host(s); filters skipped',
                  {'hosts': sorted(force_hosts), 'nodes': sorted(force_nodes),

@@ -1,0 +1,129 @@
+"""Fixtures for functional tests: real RabbitMQ, real databases, real daemons.
+
+``scheduler_cluster`` starts ``scheduler-service`` and
+``scheduler-compute-sim`` as processes with their own config file, on a
+topic no other test uses, and points this process's ``SchedulerAPI`` at
+them.
+"""
+
+import os
+
+from oslo_config import cfg
+import pytest
+
+from scheduler import context
+from scheduler import rpc
+from scheduler import rpcapi
+from tests.functional import daemons
+from tests.functional import services
+
+CONF = cfg.CONF
+
+
+def pytest_terminal_summary(terminalreporter):
+    if services.MISSING:
+        terminalreporter.section('SERVICES MISSING: functional tests '
+                                 'skipped', sep='!', red=True, bold=True)
+        for message in services.MISSING:
+            terminalreporter.line('  ' + message, red=True)
+        terminalreporter.line('  (under CI=true these are failures)')
+
+
+@pytest.fixture
+def rabbit_url():
+    return services.require_rabbit()
+
+
+class Cluster:
+    """One scheduler service plus a simulated fleet, on private topics."""
+
+    def __init__(self, tmp_path, transport_url: str, conf_fixture):
+        self.tmp = tmp_path
+        self.transport_url = transport_url
+        self.conf_fixture = conf_fixture
+        self.topic = daemons.unique_topic('scheduler')
+        self.compute_topic = daemons.unique_topic('compute')
+        self.control_dir = str(tmp_path / 'control')
+        os.makedirs(self.control_dir, exist_ok=True)
+        self.daemons: list = []
+        self.scheduler = None
+        self.sim = None
+        # The test process is the caller (a conductor).
+        conf_fixture.config(transport_url=transport_url)
+        conf_fixture.config(topic=self.topic, group='scheduler')
+        conf_fixture.config(topic=self.compute_topic, group='compute')
+        self.api = rpcapi.SchedulerAPI(timeout=30)
+        self.ctxt = context.RequestContext(user_id='tester',
+                                           project_id='functional')
+        self.admin_ctxt = context.get_admin_context()
+
+    def service_config(self, name: str, database_url: str,
+                       scheduler_opts: dict | None = None,
+                       extra: str = '') -> str:
+        """Write the service's config file; ``extra`` is appended raw."""
+        sched = {'topic': self.topic, 'service_down_time': 6,
+                 'report_interval': 1, 'periodic_task_interval': 1}
+        sched.update(scheduler_opts or {})
+        lines = ['[DEFAULT]',
+                 'transport_url = %s' % self.transport_url,
+                 'host = %s' % name, 'debug = true',
+                 'log_file = %s' % (self.tmp / ('%s.log' % name)),
+                 'state_path = %s' % (self.tmp / 'state'), '',
+                 '[scheduler]']
+        lines += ['%s = %s' % kv for kv in sched.items()]
+        lines += ['', '[compute]', 'topic = %s' % self.compute_topic, '',
+                  '[database]', 'connection = %s' % database_url, '']
+        path = str(self.tmp / ('%s.conf' % name))
+        return daemons.write_multi_config(path, '\n'.join(lines) + '\n'
+                                          + extra)
+
+    def start_scheduler(self, database_url: str, name: str = 'sched',
+                        scheduler_opts: dict | None = None, extra: str = '',
+                        wait: bool = True) -> daemons.Daemon:
+        path = self.service_config(name, database_url, scheduler_opts,
+                                   extra)
+        daemon = daemons.Daemon('scheduler-service', ['--config-file', path],
+                                str(self.tmp / ('%s.log' % name)))
+        self.daemons.append(daemon)
+        self.scheduler = daemon
+        if wait:
+            daemons.wait_for(lambda: self._answers(daemon), 60,
+                             what='scheduler-service to answer')
+        return daemon
+
+    def _answers(self, daemon) -> bool:
+        if not daemon.alive():
+            raise AssertionError('scheduler-service exited:\n%s'
+                                 % daemon.log()[-3000:])
+        probe = rpcapi.SchedulerAPI(timeout=2)
+        return bool(probe.get_version_info(self.admin_ctxt))
+
+    def start_sim(self, hosts: int = 4, name: str = 'sim',
+                  fleet: str | None = None) -> daemons.Daemon:
+        path = daemons.write_multi_config(
+            str(self.tmp / ('%s.conf' % name)),
+            '[DEFAULT]\ntransport_url = %s\nhost = %s\nlog_file = %s\n'
+            'debug = true\n\n[scheduler]\ntopic = %s\nreport_interval = 1\n'
+            '\n[compute]\ntopic = %s\n'
+            % (self.transport_url, name, self.tmp / ('%s.log' % name),
+               self.topic, self.compute_topic))
+        args = ['--config-file', path, '--control-dir', self.control_dir]
+        args += ['--fleet', fleet] if fleet else ['--hosts', str(hosts)]
+        daemon = daemons.Daemon('scheduler-compute-sim', args,
+                                str(self.tmp / ('%s.log' % name)))
+        self.daemons.append(daemon)
+        self.sim = daemon
+        return daemon
+
+    def stop_all(self) -> None:
+        for daemon in reversed(self.daemons):
+            daemon.stop()
+        self.daemons.clear()
+
+
+@pytest.fixture
+def cluster(tmp_path, rabbit_url, conf):
+    c = Cluster(tmp_path, rabbit_url, conf)
+    yield c
+    c.stop_all()
+    rpc.cleanup()
