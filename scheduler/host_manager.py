@@ -23,6 +23,7 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from scheduler import exception
+from scheduler import host_view
 from scheduler import objects
 from scheduler.objects import host_state as host_state_obj
 
@@ -83,10 +84,9 @@ class HostManager:
                 LOG.warning('Ignoring unreadable saved report of %s/%s: %s',
                             row['host'], row['nodename'], e)
                 continue
-            state.set_defaults()
             updated = row.get('updated_at')
-            state.received_at = (_timestamp(updated) if updated
-                                 else time.time())
+            state = host_view.HostView(
+                state, _timestamp(updated) if updated else None)
             state.disabled = bool(row.get('disabled', state.disabled))
             self._attach_aggregates(state)
             self._states[state.key()] = state
@@ -119,7 +119,7 @@ class HostManager:
                     {'host': s.host, 'nodename': s.nodename,
                      'uuid': s.obj_get('uuid'), 'disabled': s.disabled,
                      'updated_at': timeutils.utcnow(),
-                     'report': s.obj_to_primitive()}
+                     'report': s.report.obj_to_primitive()}
                     for s in reports.values()])
             for claim in claims:
                 self.db.instance_claim(
@@ -141,10 +141,9 @@ class HostManager:
 
     # -- reports from computes ------------------------------------------
 
-    def update_from_report(self, state) -> None:
+    def update_from_report(self, report) -> None:
         """Take a compute's report as the new state of its node."""
-        state.set_defaults()
-        state.received_at = time.time()
+        state = host_view.HostView(report)
         key = state.key()
         self._attach_aggregates(state)
         reported = set(state.instance_uuids)
@@ -196,9 +195,9 @@ class HostManager:
         return list(self._states.values())
 
     def get_up_host_states(self) -> list:
-        now = time.time()
+        cutoff = time.time() - CONF.scheduler.service_down_time
         return [s for s in self._states.values()
-                if s.is_up(now) and not s.disabled]
+                if s.received_at >= cutoff and not s.disabled]
 
     def get_host_state(self, host: str, nodename: str | None = None):
         for state in self._states.values():
@@ -271,7 +270,7 @@ class HostManager:
             self._attach_aggregates(state)
 
     def _attach_aggregates(self, state) -> None:
-        state.aggregates = self._host_aggregates.get(state.host, [])
+        state.set_aggregates(self._host_aggregates.get(state.host, []))
 
     # -- instance info from computes ------------------------------------
 

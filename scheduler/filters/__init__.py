@@ -3,7 +3,8 @@
 A filter decides which hosts can take an instance.  Write one by
 subclassing ``BaseHostFilter`` and implementing ``host_passes`` (one host
 at a time) or ``filter_all`` (the whole candidate list at once, for
-filters that are cheaper that way).  Register it as an entry point in the
+filters that are cheaper that way), or subclass ``RequestScopedFilter``
+to read the request once (``prepare``) and test each host (``passes``).  Register it as an entry point in the
 ``scheduler.filters`` namespace, or name its class path in
 ``[filter_scheduler] available_filters``, then add its class name to
 ``enabled_filters``.
@@ -12,10 +13,12 @@ filters that are cheaper that way).  Register it as an entry point in the
 from scheduler.filters.base import BaseHostFilter
 from scheduler.filters.base import FilterReport
 from scheduler.filters.base import HostFilterHandler
+from scheduler.filters.base import RequestScopedFilter
+from scheduler.filters.base import SKIP
 from scheduler import loader
 
 __all__ = ['BaseHostFilter', 'FilterReport', 'HostFilterHandler',
-           'all_filters']
+           'RequestScopedFilter', 'SKIP', 'all_filters']
 
 
 def all_filters() -> list:

@@ -13,16 +13,22 @@ def host_zones(host_state) -> set:
         CONF.default_availability_zone}
 
 
-class AvailabilityZoneFilter(base.BaseHostFilter):
+class AvailabilityZoneFilter(base.RequestScopedFilter):
     """Passes hosts in the request's availability zone (any if none asked)."""
 
     run_filter_once_per_request = True
 
-    def host_passes(self, host_state, spec_obj) -> bool:
+    def prepare(self, spec_obj):
         zone = spec_obj.availability_zone
         if not zone:
-            return True
-        return zone in host_zones(host_state)
+            return base.SKIP
+        # A host in no zone aggregate is in the default zone.
+        return zone, zone == CONF.default_availability_zone
+
+    def passes(self, host_state, prepared) -> bool:
+        zone, is_default = prepared
+        zones = host_state.availability_zones
+        return zone in zones if zones else is_default
 
     def rejection_reason(self, host_state, spec_obj) -> str:
         return ('in zone(s) %s, not in requested zone %s'

@@ -43,6 +43,41 @@ class BaseHostFilter:
         return cls.__name__
 
 
+#: Returned by ``RequestScopedFilter.prepare`` when the request asks
+#: nothing of this filter: every host passes without being looked at.
+SKIP = object()
+
+
+class RequestScopedFilter(BaseHostFilter):
+    """A filter that reads the request once, then tests each host.
+
+    The two stages of kube-scheduler's PreFilter and Filter: ``prepare``
+    turns the request into what the test needs (or ``SKIP``), and
+    ``passes`` checks one host against it.  ``host_passes`` and
+    ``filter_all`` are derived, so the per-host loop never touches the
+    versioned request object.  ``rejection_reason`` may use ``prepare``
+    too.
+    """
+
+    def prepare(self, spec_obj):
+        """What ``passes`` needs from the request, or ``SKIP``."""
+        raise NotImplementedError()
+
+    def passes(self, host_state, prepared) -> bool:
+        raise NotImplementedError()
+
+    def host_passes(self, host_state, spec_obj) -> bool:
+        prepared = self.prepare(spec_obj)
+        return prepared is SKIP or self.passes(host_state, prepared)
+
+    def filter_all(self, host_states: typing.Iterable, spec_obj) -> list:
+        prepared = self.prepare(spec_obj)
+        if prepared is SKIP:
+            return list(host_states)
+        passes = self.passes
+        return [host for host in host_states if passes(host, prepared)]
+
+
 @dataclasses.dataclass
 class FilterStep:
     """What one filter did in one pass of the pipeline."""

@@ -1,5 +1,7 @@
 """ComputeFilter: the host's compute service is up and enabled."""
 
+import time
+
 from oslo_config import cfg
 from oslo_log import log as logging
 
@@ -13,6 +15,18 @@ class ComputeFilter(base.BaseHostFilter):
     """Passes hosts that reported recently and are not disabled."""
 
     run_filter_once_per_request = True
+
+    def filter_all(self, host_states, spec_obj) -> list:
+        # The same test as host_passes, with the cut-off computed once:
+        # this filter sees every host of every request.
+        cutoff = time.time() - CONF.scheduler.service_down_time
+        passed = []
+        for host in host_states:
+            if not host.disabled and host.received_at >= cutoff:
+                passed.append(host)
+            elif LOG.isEnabledFor(logging.DEBUG):
+                self.host_passes(host, spec_obj)
+        return passed
 
     def host_passes(self, host_state, spec_obj) -> bool:
         if host_state.disabled:

@@ -28,28 +28,35 @@ def _lookup(host_state, path: list):
     return value
 
 
-class ComputeCapabilitiesFilter(base.BaseHostFilter):
+class ComputeCapabilitiesFilter(base.RequestScopedFilter):
     """Passes hosts whose capabilities satisfy the flavor's extra specs
     (unscoped keys and keys scoped ``capabilities:``)."""
 
     run_filter_once_per_request = True
 
-    def _failed_spec(self, host_state, spec_obj):
+    def prepare(self, spec_obj):
+        """``[(key, path, requirement)]`` this filter must check."""
+        checks = []
         for key, req in (spec_obj.flavor.extra_specs or {}).items():
             parts = key.split(':')
             if len(parts) > 1:
                 if parts[0] != SCOPE:
                     continue
                 parts = parts[1:]
-            if not parts or not parts[0]:
-                continue
-            value = _lookup(host_state, parts)
+            if parts and parts[0]:
+                checks.append((key, parts, req))
+        return checks or base.SKIP
+
+    @staticmethod
+    def _failed(host_state, checks):
+        for key, path, req in checks:
+            value = _lookup(host_state, path)
             if value is None or not extra_specs_ops.match(value, req):
                 return key, req, value
         return None
 
-    def host_passes(self, host_state, spec_obj) -> bool:
-        failed = self._failed_spec(host_state, spec_obj)
+    def passes(self, host_state, checks) -> bool:
+        failed = self._failed(host_state, checks)
         if failed:
             LOG.debug('%(host)s fails extra spec %(key)s=%(req)r '
                       '(host has %(value)r)',
@@ -58,7 +65,9 @@ class ComputeCapabilitiesFilter(base.BaseHostFilter):
         return failed is None
 
     def rejection_reason(self, host_state, spec_obj) -> str:
-        failed = self._failed_spec(host_state, spec_obj)
+        checks = self.prepare(spec_obj)
+        failed = None if checks is base.SKIP else self._failed(host_state,
+                                                                checks)
         if not failed:
             return 'did not pass'
         return 'extra spec %s=%r not met (host has %r)' % failed

@@ -12,25 +12,28 @@ def requested_disk_mb(spec_obj) -> int:
     return disk_gb * 1024 + flavor.swap
 
 
-class DiskFilter(base.BaseHostFilter):
+class DiskFilter(base.RequestScopedFilter):
     """Passes hosts whose usable disk (total x ratio - used) fits the flavor."""
 
-    def _usable_mb(self, host_state):
-        ratio = host_state.allocation_ratio('disk')
-        limit_gb = host_state.total_usable_disk_gb * ratio
-        return limit_gb, (limit_gb - host_state.local_gb_used) * 1024
+    def prepare(self, spec_obj) -> int:
+        return requested_disk_mb(spec_obj)
 
-    def host_passes(self, host_state, spec_obj) -> bool:
-        limit_gb, usable_mb = self._usable_mb(host_state)
-        if usable_mb < requested_disk_mb(spec_obj):
+    @staticmethod
+    def _limit_gb(host_state) -> float:
+        return host_state.local_gb * host_state.allocation_ratio('disk')
+
+    def passes(self, host_state, requested_mb: int) -> bool:
+        limit_gb = self._limit_gb(host_state)
+        if (limit_gb - host_state.local_gb_used) * 1024 < requested_mb:
             return False
         host_state.limits['disk_gb'] = limit_gb
         return True
 
     def rejection_reason(self, host_state, spec_obj) -> str:
-        _limit, usable_mb = self._usable_mb(host_state)
+        usable_mb = (self._limit_gb(host_state)
+                     - host_state.local_gb_used) * 1024
         return ('usable disk %d MB < requested %d MB (total %d GB x ratio '
-                '%s, used %d GB)' % (usable_mb, requested_disk_mb(spec_obj),
-                                     host_state.total_usable_disk_gb,
+                '%s, used %d GB)' % (usable_mb, self.prepare(spec_obj),
+                                     host_state.local_gb,
                                      host_state.allocation_ratio('disk'),
                                      host_state.local_gb_used))

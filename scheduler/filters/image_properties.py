@@ -9,26 +9,22 @@ from scheduler.filters import extra_specs_ops
 _VM_MODE_ALIASES = {'pv': 'xen', 'hv': 'hvm', 'baremetal': 'hvm'}
 
 
-def _requested_version_ok(host_version, requirement: str) -> bool:
-    if host_version is None:
-        return False
+def _version_requirement(requirement: str) -> str:
+    """'>= 6.0' -> '>= 6000000', comparable with hypervisor_version."""
     words = requirement.split()
-    try:
-        if len(words) == 2:
-            return extra_specs_ops.match(
-                host_version, '%s %d' % (words[0], versionutils.convert_version_to_int(words[1])))
-        return host_version == versionutils.convert_version_to_int(words[0])
-    except ValueError:
-        return False
+    if len(words) == 2:
+        return '%s %d' % (words[0],
+                          versionutils.convert_version_to_int(words[1]))
+    return '== %d' % versionutils.convert_version_to_int(words[0])
 
 
-class ImagePropertiesFilter(base.BaseHostFilter):
+class ImagePropertiesFilter(base.RequestScopedFilter):
     """Passes hosts that support the image's hw_architecture, img_hv_type,
     hw_vm_mode and img_hv_requested_version."""
 
     run_filter_once_per_request = True
 
-    def _problem(self, host_state, spec_obj) -> str | None:
+    def prepare(self, spec_obj):
         props = spec_obj.image_properties
         arch = props.get('hw_architecture') or props.get('architecture')
         hv_type = props.get('img_hv_type') or props.get('hypervisor_type')
@@ -36,29 +32,41 @@ class ImagePropertiesFilter(base.BaseHostFilter):
         vm_mode = _VM_MODE_ALIASES.get(vm_mode, vm_mode)
         version = props.get('img_hv_requested_version')
         if not (arch or hv_type or vm_mode or version):
-            return None
-        supported = host_state.supported_instances
-        if (arch or hv_type or vm_mode) and not supported:
-            return 'reports no supported instance types'
-        if arch or hv_type or vm_mode:
-            wanted = (arch, hv_type, vm_mode)
+            return base.SKIP
+        try:
+            version = _version_requirement(version) if version else None
+        except ValueError:
+            # An unreadable version can match no hypervisor.
+            version = '== -1'
+        wanted = (arch, hv_type, vm_mode) if (arch or hv_type or vm_mode) \
+            else None
+        return wanted, version
+
+    @staticmethod
+    def _problem(host_state, prepared) -> str | None:
+        wanted, version = prepared
+        if wanted is not None:
+            supported = host_state.supported_instances
+            if not supported:
+                return 'reports no supported instance types'
             for triple in supported:
-                arch_h, hv_h, mode_h = (list(triple) + [None] * 3)[:3]
-                if all(w is None or w == h
-                       for w, h in zip(wanted, (arch_h, hv_h, mode_h))):
+                have = (list(triple) + [None] * 3)[:3]
+                if all(w is None or w == h for w, h in zip(wanted, have)):
                     break
             else:
                 return ('supports %s, not architecture=%s hypervisor=%s '
-                        'vm_mode=%s' % (supported, arch, hv_type, vm_mode))
-        if version and not _requested_version_ok(
+                        'vm_mode=%s' % (supported, *wanted))
+        if version is not None and not extra_specs_ops.match(
                 host_state.hypervisor_version, version):
-            return ('hypervisor version %s does not satisfy %r'
+            return ('hypervisor version %s does not satisfy %s'
                     % (host_state.hypervisor_version, version))
         return None
 
-    def host_passes(self, host_state, spec_obj) -> bool:
-        return self._problem(host_state, spec_obj) is None
+    def passes(self, host_state, prepared) -> bool:
+        return self._problem(host_state, prepared) is None
 
     def rejection_reason(self, host_state, spec_obj) -> str:
-        return self._problem(host_state, spec_obj) or 'did not pass'
-
+        prepared = self.prepare(spec_obj)
+        if prepared is base.SKIP:
+            return 'did not pass'
+        return self._problem(host_state, prepared) or 'did not pass'

@@ -3,27 +3,29 @@
 from scheduler.filters import base
 
 
-class RamFilter(base.BaseHostFilter):
+class RamFilter(base.RequestScopedFilter):
     """Passes hosts whose usable RAM (total x ratio - used) fits the flavor."""
 
-    def _usable(self, host_state):
-        ratio = host_state.allocation_ratio('ram')
-        limit = host_state.total_usable_ram_mb * ratio
-        return limit, limit - host_state.memory_mb_used
+    def prepare(self, spec_obj) -> int:
+        return spec_obj.flavor.memory_mb
 
-    def host_passes(self, host_state, spec_obj) -> bool:
-        requested = spec_obj.flavor.memory_mb
-        limit, usable = self._usable(host_state)
-        if usable < requested:
+    @staticmethod
+    def _limit(host_state) -> float:
+        return host_state.memory_mb * host_state.allocation_ratio('ram')
+
+    def passes(self, host_state, requested: int) -> bool:
+        limit = self._limit(host_state)
+        if limit - host_state.memory_mb_used < requested:
             return False
         # Tell the compute how far it may oversubscribe.
         host_state.limits['memory_mb'] = limit
         return True
 
     def rejection_reason(self, host_state, spec_obj) -> str:
-        limit, usable = self._usable(host_state)
+        limit = self._limit(host_state)
         return ('usable RAM %d MB < requested %d MB (total %d MB x ratio '
-                '%s, used %d MB)' % (usable, spec_obj.flavor.memory_mb,
-                                     host_state.total_usable_ram_mb,
+                '%s, used %d MB)' % (limit - host_state.memory_mb_used,
+                                     self.prepare(spec_obj),
+                                     host_state.memory_mb,
                                      host_state.allocation_ratio('ram'),
                                      host_state.memory_mb_used))

@@ -3,33 +3,36 @@
 from scheduler.filters import base
 
 
-class VCPUFilter(base.BaseHostFilter):
-    """Passes hosts whose free vCPUs (total x ratio - used) fit the flavor."""
+class VCPUFilter(base.RequestScopedFilter):
+    """Passes hosts whose free vCPUs (total x ratio - used) fit the flavor;
+    one instance may not have more vCPUs than the host has CPUs."""
 
-    def _free(self, host_state):
-        limit = host_state.vcpus * host_state.allocation_ratio('cpu')
-        return limit, limit - host_state.vcpus_used
+    def prepare(self, spec_obj) -> int:
+        return spec_obj.flavor.vcpus
 
-    def host_passes(self, host_state, spec_obj) -> bool:
+    @staticmethod
+    def _limit(host_state) -> float:
+        return host_state.vcpus * host_state.allocation_ratio('cpu')
+
+    def passes(self, host_state, requested: int) -> bool:
         if not host_state.vcpus:
             # The compute does not know its vCPUs: do not guess.
             return True
-        requested = spec_obj.flavor.vcpus
-        limit, free = self._free(host_state)
         if requested > host_state.vcpus:
-            # One instance may not have more vCPUs than the host has cores.
             return False
-        if free < requested:
+        limit = self._limit(host_state)
+        if limit - host_state.vcpus_used < requested:
             return False
         host_state.limits['vcpu'] = limit
         return True
 
     def rejection_reason(self, host_state, spec_obj) -> str:
-        requested = spec_obj.flavor.vcpus
-        limit, free = self._free(host_state)
+        requested = self.prepare(spec_obj)
         if requested > host_state.vcpus:
             return ('requested %d vCPUs > %d physical CPUs'
                     % (requested, host_state.vcpus))
+        limit = self._limit(host_state)
         return ('free vCPUs %g < requested %d (total %d x ratio %s, used %d)'
-                % (free, requested, host_state.vcpus,
-                   host_state.allocation_ratio('cpu'), host_state.vcpus_used))
+                % (limit - host_state.vcpus_used, requested,
+                   host_state.vcpus, host_state.allocation_ratio('cpu'),
+                   host_state.vcpus_used))

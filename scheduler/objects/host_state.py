@@ -21,8 +21,135 @@ LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
 
 
+RESOURCES = ('cpu', 'ram', 'disk')
+
+
+def zones_of(aggregates: list) -> set:
+    """Availability zones named by ``aggregates``' metadata."""
+    return {agg.metadata['availability_zone'] for agg in aggregates
+            if agg.metadata.get('availability_zone')}
+
+
+def ratio_overrides(host: str, aggregates: list) -> dict:
+    """``{resource: ratio}`` set by ``<resource>_allocation_ratio`` metadata.
+
+    With several aggregates setting one ratio the smallest wins (the
+    safe choice) and the conflict is logged; a non-numeric value is
+    logged and ignored.
+    """
+    found: dict = {}
+    for agg in aggregates:
+        for resource in RESOURCES:
+            key = '%s_allocation_ratio' % resource
+            value = agg.metadata.get(key)
+            if value is None:
+                continue
+            try:
+                found.setdefault(resource, []).append(float(value))
+            except ValueError:
+                LOG.warning('Aggregate %(agg)s has a non-numeric %(key)s '
+                            '%(value)r; ignoring it',
+                            {'agg': agg.name, 'key': key, 'value': value})
+    out = {}
+    for resource, values in found.items():
+        if len(set(values)) > 1:
+            LOG.debug('%(host)s is in aggregates with different '
+                      '%(resource)s allocation ratios %(values)s; using the '
+                      'smallest', {'host': host, 'resource': resource,
+                                   'values': values})
+        out[resource] = min(values)
+    return out
+
+
+class HostResources:
+    """What filters and weighers read and change on a host, in one place.
+
+    Shared by the wire object (``HostState``) and the scheduler's fast
+    working copy (``scheduler.host_view.HostView``), so that a filter
+    works on either and the arithmetic exists once.
+    """
+
+    @property
+    def free_ram_mb(self) -> int:
+        return self.memory_mb - self.memory_mb_used
+
+    @property
+    def free_disk_mb(self) -> int:
+        return (self.local_gb - self.local_gb_used) * 1024
+
+    @property
+    def free_vcpus(self) -> int:
+        return self.vcpus - self.vcpus_used
+
+    @property
+    def total_usable_ram_mb(self) -> int:
+        return self.memory_mb
+
+    @property
+    def total_usable_disk_gb(self) -> int:
+        return self.local_gb
+
+    @property
+    def availability_zones(self) -> set:
+        return zones_of(self.aggregates)
+
+    def aggregate_values(self, key: str) -> list:
+        """Values of metadata ``key`` in the host's aggregates."""
+        return [agg.metadata[key] for agg in self.aggregates
+                if key in agg.metadata]
+
+    def allocation_ratio(self, resource: str) -> float:
+        """The ratio for ``'cpu'``, ``'ram'`` or ``'disk'`` on this host.
+
+        An aggregate of the host with metadata ``<resource>_allocation_ratio``
+        overrides what the compute reported (see ``ratio_overrides``).
+        """
+        override = ratio_overrides(self.host, self.aggregates).get(resource)
+        if override is None:
+            return getattr(self, '%s_allocation_ratio' % resource)
+        return override
+
+    def seconds_since_report(self, now: float | None = None) -> float:
+        return (now or time.time()) - self.received_at
+
+    def is_up(self, now: float | None = None) -> bool:
+        """Reported within ``[scheduler] service_down_time``."""
+        return (self.seconds_since_report(now)
+                <= CONF.scheduler.service_down_time)
+
+    def key(self) -> tuple:
+        return (self.host, self.nodename)
+
+    def consume_from_request(self, spec_obj) -> None:
+        """Account for one instance of ``spec_obj`` placed on this host."""
+        memory_mb, vcpus, disk_gb = resources_of(spec_obj)
+        self.apply_claim(memory_mb, vcpus, disk_gb,
+                         spec_obj.obj_get('instance_uuid'))
+
+    def apply_claim(self, memory_mb: int, vcpus: int, disk_gb: int,
+                    instance_uuid: str | None = None, sign: int = 1) -> None:
+        """Add (``sign=1``) or give back (``sign=-1``) one instance's usage."""
+        self.memory_mb_used += sign * memory_mb
+        self.local_gb_used += sign * disk_gb
+        self.vcpus_used += sign * vcpus
+        self.num_instances = max(0, self.num_instances + sign)
+        self.num_io_ops = max(0, self.num_io_ops + sign)
+        uuids = list(self.instance_uuids)
+        if instance_uuid and sign > 0 and instance_uuid not in uuids:
+            self.instance_uuids = uuids + [instance_uuid]
+        elif instance_uuid and sign < 0 and instance_uuid in uuids:
+            uuids.remove(instance_uuid)
+            self.instance_uuids = uuids
+
+    def __repr__(self) -> str:
+        return ('(%s, %s) ram: %sMB disk: %sMB io_ops: %s instances: %s'
+                % (self.host, self.nodename, self.free_ram_mb,
+                   self.free_disk_mb, self.num_io_ops, self.num_instances))
+
+
+
 @base.SchedulerObjectRegistry.register
-class HostState(base.SchedulerObject):
+class HostState(HostResources, base.SchedulerObject):
     # Version 1.0: Initial version
     # Version 1.1: Added failed_builds
     VERSION = '1.1'
@@ -86,71 +213,6 @@ class HostState(base.SchedulerObject):
             return
         super().obj_load_attr(attrname)
 
-    # Derived values the filters and weighers read.
-    @property
-    def free_ram_mb(self) -> int:
-        return self.memory_mb - self.memory_mb_used
-
-    @property
-    def free_disk_mb(self) -> int:
-        return (self.local_gb - self.local_gb_used) * 1024
-
-    @property
-    def free_vcpus(self) -> int:
-        return self.vcpus - self.vcpus_used
-
-    @property
-    def total_usable_ram_mb(self) -> int:
-        return self.memory_mb
-
-    @property
-    def total_usable_disk_gb(self) -> int:
-        return self.local_gb
-
-    @property
-    def availability_zones(self) -> set:
-        return {agg.availability_zone for agg in self.aggregates
-                if agg.availability_zone}
-
-    def allocation_ratio(self, resource: str) -> float:
-        """The ratio for ``'cpu'``, ``'ram'`` or ``'disk'`` on this host.
-
-        An aggregate of the host with metadata ``<resource>_allocation_ratio``
-        overrides what the compute reported; with several such
-        aggregates the smallest value wins (the safe choice), and that
-        conflict is logged.
-        """
-        key = '%s_allocation_ratio' % resource
-        overrides = []
-        for agg in self.aggregates:
-            value = agg.metadata.get(key)
-            if value is None:
-                continue
-            try:
-                overrides.append(float(value))
-            except ValueError:
-                LOG.warning('Aggregate %(agg)s has a non-numeric %(key)s '
-                            '%(value)r; ignoring it',
-                            {'agg': agg.name, 'key': key, 'value': value})
-        if not overrides:
-            return getattr(self, key)
-        if len(set(overrides)) > 1:
-            LOG.debug('%(host)s is in aggregates with different %(key)s '
-                      '%(values)s; using the smallest',
-                      {'host': self.host, 'key': key, 'values': overrides})
-        return min(overrides)
-
-    def seconds_since_report(self, now: float | None = None) -> float:
-        return (now or time.time()) - self.received_at
-
-    def is_up(self, now: float | None = None) -> bool:
-        """Reported within ``[scheduler] service_down_time``."""
-        return (self.seconds_since_report(now)
-                <= CONF.scheduler.service_down_time)
-
-    def key(self) -> tuple:
-        return (self.host, self.nodename)
-
     def set_defaults(self) -> 'HostState':
         """Fill every unset field that has a default, then return self."""
         for name, field in self.fields.items():
@@ -160,33 +222,6 @@ class HostState(base.SchedulerObject):
         if self.updated_at is None:
             self.updated_at = timeutils.utcnow(with_timezone=True)
         return self
-
-    def consume_from_request(self, spec_obj) -> None:
-        """Account for one instance of ``spec_obj`` placed on this host."""
-        memory_mb, vcpus, disk_gb = resources_of(spec_obj)
-        self.apply_claim(memory_mb, vcpus, disk_gb,
-                         spec_obj.obj_get('instance_uuid'))
-
-    def apply_claim(self, memory_mb: int, vcpus: int, disk_gb: int,
-                    instance_uuid: str | None = None, sign: int = 1) -> None:
-        """Add (``sign=1``) or give back (``sign=-1``) one instance's usage."""
-        self.memory_mb_used += sign * memory_mb
-        self.local_gb_used += sign * disk_gb
-        self.vcpus_used += sign * vcpus
-        self.num_instances = max(0, self.num_instances + sign)
-        self.num_io_ops = max(0, self.num_io_ops + sign)
-        uuids = list(self.instance_uuids)
-        if instance_uuid and sign > 0 and instance_uuid not in uuids:
-            self.instance_uuids = uuids + [instance_uuid]
-        elif instance_uuid and sign < 0 and instance_uuid in uuids:
-            uuids.remove(instance_uuid)
-            self.instance_uuids = uuids
-
-    def __repr__(self) -> str:
-        return ('(%s, %s) ram: %sMB disk: %sMB io_ops: %s instances: %s'
-                % (self.host, self.nodename, self.free_ram_mb,
-                   self.free_disk_mb, self.num_io_ops, self.num_instances))
-
 
 
 def resources_of(spec_obj) -> tuple:

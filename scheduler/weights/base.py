@@ -2,9 +2,11 @@
 
 import typing
 
+from oslo_config import cfg
 from oslo_log import log as logging
 
 LOG = logging.getLogger(__name__)
+CONF = cfg.CONF
 
 
 def normalize(weights: list, minval: float | None = None,
@@ -18,6 +20,29 @@ def normalize(weights: list, minval: float | None = None,
         return [0.0] * len(weights)
     span = maxval - minval
     return [(w - minval) / span for w in weights]
+
+
+def aggregate_override(host_state, key: str, default: float) -> float:
+    """``key`` from the host's aggregate metadata, else ``default``.
+
+    Several aggregates disagreeing: the smallest value wins, logged.
+    """
+    values = []
+    for raw in host_state.aggregate_values(key):
+        try:
+            values.append(float(raw))
+        except ValueError:
+            LOG.warning('Host %(host)s: aggregate metadata %(key)s=%(raw)r is '
+                        'not a number; ignored',
+                        {'host': host_state.host, 'key': key, 'raw': raw})
+    if not values:
+        return default
+    if len(set(values)) > 1:
+        LOG.info('Host %(host)s is in aggregates with different %(key)s '
+                 '%(values)s; using %(min)s',
+                 {'host': host_state.host, 'key': key, 'values': values,
+                  'min': min(values)})
+    return min(values)
 
 
 class WeighedHost:
@@ -46,8 +71,29 @@ class BaseHostWeigher:
     minval: float | None = None
     maxval: float | None = None
 
+    #: The ``[filter_scheduler]`` option holding this weigher's
+    #: multiplier; the same key in a host's aggregate metadata overrides
+    #: it for that host.  None means a fixed multiplier of 1.0.
+    multiplier_option: str | None = None
+
     def weight_multiplier(self, host_state) -> float:
-        return 1.0
+        """The multiplier for ``host_state`` (``None``: the configured one)."""
+        if self.multiplier_option is None:
+            return 1.0
+        default = getattr(CONF.filter_scheduler, self.multiplier_option)
+        if host_state is None:
+            return default
+        return aggregate_override(host_state, self.multiplier_option,
+                                  default)
+
+    def weight_multipliers(self, hosts: list) -> list:
+        """Multipliers of ``hosts``, in order; config is read once."""
+        if self.multiplier_option is None:
+            return [self.weight_multiplier(h) for h in hosts]
+        default = self.weight_multiplier(None)
+        key = self.multiplier_option
+        return [aggregate_override(h, key, default)
+                if h.aggregate_values(key) else default for h in hosts]
 
     def _weigh_object(self, host_state, spec_obj) -> float:
         raise NotImplementedError()
@@ -69,12 +115,14 @@ class HostWeightHandler:
         weighed = [WeighedHost(h) for h in hosts]
         if not weighed:
             return weighed
+        hosts = [w.obj for w in weighed]
         for weigher in weighers:
             raw = weigher.weigh_objects(weighed, spec_obj)
             norm = normalize(raw, weigher.minval, weigher.maxval)
+            multipliers = weigher.weight_multipliers(hosts)
             name = weigher.name()
-            for w, value in zip(weighed, norm):
-                contribution = weigher.weight_multiplier(w.obj) * value
+            for w, value, multiplier in zip(weighed, norm, multipliers):
+                contribution = multiplier * value
                 w.contributions[name] = contribution
                 w.weight += contribution
         weighed.sort(key=lambda w: w.weight, reverse=True)

@@ -15,6 +15,8 @@ from scheduler import context
 from scheduler import rpc
 from scheduler import rpcapi
 from tests.functional import daemons
+from tests.functional.db_servers import mysql_url  # noqa: F401 (fixture)
+from tests.functional.db_servers import postgresql_url  # noqa: F401
 from tests.functional import services
 
 CONF = cfg.CONF

@@ -18,6 +18,16 @@ def in_ci() -> bool:
     return os.environ.get('CI', '').lower() == 'true'
 
 
+def unreachable(message: str) -> None:
+    """Fail under CI, else skip loudly (and list it in the final banner)."""
+    if in_ci():
+        pytest.fail('%s (CI=true: a missing service is a failure)' % message,
+                    pytrace=False)
+    if message not in MISSING:
+        MISSING.append(message)
+    pytest.skip('SERVICE MISSING: %s' % message)
+
+
 def require(name: str, host: str, port: int, check=None) -> None:
     """Skip (or, under CI, fail) unless ``name`` answers on host:port."""
     try:
@@ -25,18 +35,10 @@ def require(name: str, host: str, port: int, check=None) -> None:
         if check is not None:
             check()
     except Exception as e:  # any failure means "not usable here"
-        message = '%s not reachable at %s:%d: %s' % (name, host, port, e)
-        if in_ci():
-            pytest.fail('%s (CI=true: a missing service is a failure)'
-                        % message)
-        if message not in MISSING:
-            MISSING.append(message)
-        pytest.skip('SERVICE MISSING: %s' % message)
+        unreachable('%s not reachable at %s:%d: %s' % (name, host, port, e))
 
 
 RABBIT_URL = 'rabbit://guest:guest@127.0.0.1:5672/'
-POSTGRESQL_ADMIN_URL = 'postgresql+psycopg2://postgres@127.0.0.1:5432/postgres'
-MYSQL_ADMIN_URL = 'mysql+pymysql://root@127.0.0.1:3306/'
 
 
 def require_rabbit() -> str:

@@ -1,0 +1,1 @@
+"""The inventory: the only place that talks SQL."""

@@ -1,0 +1,1 @@
+"""The alembic environment of the inventory (see scheduler.db.migration)."""

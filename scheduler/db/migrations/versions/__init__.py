@@ -1,0 +1,1 @@
+"""One alembic revision a module, oldest first by ``down_revision``."""

@@ -1,0 +1,156 @@
+"""The inventory's tables, as SQLAlchemy declarative models.
+
+The migrations in ``scheduler.db.migrations`` create these same tables;
+``tests/unit/db/test_migrations.py`` checks that the two never drift.
+
+Portability choices, made once here so that every backend behaves alike:
+
+* every string has an explicit length and every unique key stays far
+  below MySQL's 3072-byte index limit with utf8mb4 (4 bytes a character);
+* MySQL tables use the binary utf8mb4 collation, so that ``'Node1'`` and
+  ``'node1'`` are two hosts there too, as on SQLite and PostgreSQL;
+* timestamps are naive UTC; MySQL keeps their microseconds (``fsp=6``)
+  so they round-trip unchanged;
+* the JSON report is a MEDIUMTEXT on MySQL, whose TEXT stops at 64 KiB.
+"""
+
+import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+from sqlalchemy import orm
+
+MYSQL_TABLE_ARGS = {
+    'mysql_engine': 'InnoDB',
+    'mysql_charset': 'utf8mb4',
+    'mysql_collate': 'utf8mb4_bin',
+}
+
+DateTime = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), 'mysql',
+                                      'mariadb')
+LongText = sa.Text().with_variant(mysql.MEDIUMTEXT(), 'mysql', 'mariadb')
+
+
+class Base(orm.DeclarativeBase):
+    """Base of the inventory's models."""
+
+
+class Host(Base):
+    """The last report of one compute node, keyed by (host, nodename)."""
+
+    __tablename__ = 'hosts'
+    __table_args__ = (
+        sa.UniqueConstraint('host', 'nodename',
+                            name='uniq_hosts0host0nodename'),
+        MYSQL_TABLE_ARGS,
+    )
+
+    id: orm.Mapped[int] = orm.mapped_column(sa.Integer, primary_key=True,
+                                            autoincrement=True)
+    host: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    nodename: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    uuid: orm.Mapped[str | None] = orm.mapped_column(sa.String(36))
+    # The HostState primitive (obj_to_primitive()) as a JSON document.
+    report: orm.Mapped[str] = orm.mapped_column(LongText)
+    disabled: orm.Mapped[bool] = orm.mapped_column(sa.Boolean,
+                                                   default=False)
+    # When the compute produced the report, not when the row was written.
+    updated_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(
+        DateTime)
+    created_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(
+        DateTime)
+
+
+class Aggregate(Base):
+    """A named group of hosts carrying metadata (e.g. its zone)."""
+
+    __tablename__ = 'aggregates'
+    __table_args__ = (
+        sa.UniqueConstraint('uuid', name='uniq_aggregates0uuid'),
+        sa.UniqueConstraint('name', name='uniq_aggregates0name'),
+        MYSQL_TABLE_ARGS,
+    )
+
+    id: orm.Mapped[int] = orm.mapped_column(sa.Integer, primary_key=True,
+                                            autoincrement=True)
+    uuid: orm.Mapped[str] = orm.mapped_column(sa.String(36))
+    name: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    created_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(
+        DateTime)
+    updated_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(
+        DateTime)
+
+    hosts: orm.Mapped[list['AggregateHost']] = orm.relationship(
+        cascade='all, delete-orphan', passive_deletes=True,
+        lazy='selectin', order_by='AggregateHost.host')
+    metadata_items: orm.Mapped[list['AggregateMetadata']] = orm.relationship(
+        cascade='all, delete-orphan', passive_deletes=True,
+        lazy='selectin', order_by='AggregateMetadata.key')
+
+
+class AggregateHost(Base):
+    """Membership of a host (the service host, not a node) in an aggregate."""
+
+    __tablename__ = 'aggregate_hosts'
+    __table_args__ = (
+        sa.UniqueConstraint('aggregate_id', 'host',
+                            name='uniq_aggregate_hosts0aggregate_id0host'),
+        MYSQL_TABLE_ARGS,
+    )
+
+    id: orm.Mapped[int] = orm.mapped_column(sa.Integer, primary_key=True,
+                                            autoincrement=True)
+    aggregate_id: orm.Mapped[int] = orm.mapped_column(
+        sa.Integer,
+        sa.ForeignKey('aggregates.id', ondelete='CASCADE',
+                      name='aggregate_hosts_aggregate_id_fkey'))
+    host: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+
+
+class AggregateMetadata(Base):
+    """One key/value pair of an aggregate's metadata."""
+
+    __tablename__ = 'aggregate_metadata'
+    __table_args__ = (
+        sa.UniqueConstraint('aggregate_id', 'key',
+                            name='uniq_aggregate_metadata0aggregate_id0key'),
+        MYSQL_TABLE_ARGS,
+    )
+
+    id: orm.Mapped[int] = orm.mapped_column(sa.Integer, primary_key=True,
+                                            autoincrement=True)
+    aggregate_id: orm.Mapped[int] = orm.mapped_column(
+        sa.Integer,
+        sa.ForeignKey('aggregates.id', ondelete='CASCADE',
+                      name='aggregate_metadata_aggregate_id_fkey'))
+    key: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    value: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+
+
+class Instance(Base):
+    """A placement: the resources an instance holds on a node.
+
+    ``status`` is ``'claimed'`` from the scheduler's decision until the
+    compute reports the instance, then ``'active'``.
+    """
+
+    __tablename__ = 'instances'
+    __table_args__ = (
+        sa.Index('instances_host_idx', 'host'),
+        MYSQL_TABLE_ARGS,
+    )
+
+    instance_uuid: orm.Mapped[str] = orm.mapped_column(sa.String(36),
+                                                       primary_key=True)
+    host: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    nodename: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    project_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    user_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    memory_mb: orm.Mapped[int] = orm.mapped_column(sa.Integer)
+    vcpus: orm.Mapped[int] = orm.mapped_column(sa.Integer)
+    disk_gb: orm.Mapped[int] = orm.mapped_column(sa.Integer)
+    status: orm.Mapped[str] = orm.mapped_column(sa.String(16))
+    created_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(
+        DateTime)
+    updated_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(
+        DateTime)
