@@ -121,13 +121,11 @@ class HostManager:
                      'updated_at': timeutils.utcnow(),
                      'report': s.report.obj_to_primitive()}
                     for s in reports.values()])
-            for claim in claims:
-                self.db.instance_claim(
-                    claim.instance_uuid, claim.host, claim.nodename,
-                    claim.memory_mb, claim.vcpus, claim.disk_gb,
-                    project_id=claim.project_id, user_id=claim.user_id)
-            for uuid in released:
-                self.db.instance_delete(uuid)
+            if claims:
+                self.db.instances_claim([
+                    dataclasses.asdict(c) for c in claims])
+            if released:
+                self.db.instances_delete(released)
             if fulfilled:
                 self.db.instance_set_active(fulfilled)
         except Exception:

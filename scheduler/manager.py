@@ -67,6 +67,10 @@ class SchedulerManager(periodic_task.PeriodicTasks):
 
     def __init__(self, driver: driver_mod.Scheduler | None = None):
         super().__init__(CONF)
+        # spacing=0 in the decorators means oslo's 60 s default: run
+        # every task at [scheduler] periodic_task_interval instead.
+        self._periodic_spacing = dict.fromkeys(
+            self._periodic_spacing, CONF.scheduler.periodic_task_interval)
         self.driver = driver or load_driver()
 
     # -- RPC: placement -------------------------------------------------
@@ -94,7 +98,7 @@ class SchedulerManager(periodic_task.PeriodicTasks):
             raise
         if not return_objects:
             return [alts[0].to_legacy_dict() for alts in selections]
-        if peer_manifest:
+        if peer_manifest and objects_base.needs_backport(peer_manifest):
             return [[objects_base.obj_to_primitive_for(s, peer_manifest)
                      for s in alts] for alts in selections]
         return selections

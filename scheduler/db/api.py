@@ -544,27 +544,48 @@ def instance_claim(instance_uuid: str, host: str, nodename: str,
     ``'claimed'`` until its compute reports it.  A project or user left
     out keeps the stored one.
     """
+    return instances_claim([{
+        'instance_uuid': instance_uuid, 'host': host, 'nodename': nodename,
+        'memory_mb': memory_mb, 'vcpus': vcpus, 'disk_gb': disk_gb,
+        'project_id': project_id, 'user_id': user_id}])[0]
+
+
+@_retry_on_conflict
+def instances_claim(claims: list[dict]) -> list[dict]:
+    """``instance_claim`` for many instances in one transaction.
+
+    The scheduler flushes the claims of many requests at once; one
+    transaction per claim made the flush the service's largest cost.
+    """
     now = timeutils.utcnow()
+    by_uuid = {c['instance_uuid']: c for c in claims}
     with _transaction() as session:
-        row = session.get(models.Instance, instance_uuid,
-                          with_for_update=True)
-        if row is None:
-            row = models.Instance(instance_uuid=instance_uuid,
-                                  created_at=now)
-            session.add(row)
-        row.host = host
-        row.nodename = nodename
-        row.memory_mb = memory_mb
-        row.vcpus = vcpus
-        row.disk_gb = disk_gb
-        if project_id is not None:
-            row.project_id = project_id
-        if user_id is not None:
-            row.user_id = user_id
-        row.status = CLAIMED
-        row.updated_at = now
+        rows = {}
+        for chunk in _chunks(sorted(by_uuid)):
+            for row in session.scalars(
+                    sa.select(models.Instance)
+                    .where(models.Instance.instance_uuid.in_(chunk))
+                    .with_for_update()):
+                rows[row.instance_uuid] = row
+        for uuid, claim in by_uuid.items():
+            row = rows.get(uuid)
+            if row is None:
+                row = models.Instance(instance_uuid=uuid, created_at=now)
+                session.add(row)
+                rows[uuid] = row
+            row.host = claim['host']
+            row.nodename = claim['nodename']
+            row.memory_mb = claim['memory_mb']
+            row.vcpus = claim['vcpus']
+            row.disk_gb = claim['disk_gb']
+            if claim.get('project_id') is not None:
+                row.project_id = claim['project_id']
+            if claim.get('user_id') is not None:
+                row.user_id = claim['user_id']
+            row.status = CLAIMED
+            row.updated_at = now
         session.flush()
-        return _instance_dict(row)
+        return [_instance_dict(rows[c['instance_uuid']]) for c in claims]
 
 
 def _activate(session: orm.Session, instance_uuids: Sequence[str],
@@ -592,9 +613,18 @@ def instance_set_active(instance_uuids: list[str]) -> int:
 @_retry_on_deadlock
 def instance_delete(instance_uuid: str) -> bool:
     """Drop an instance's placement; False when there was none."""
+    return bool(instances_delete([instance_uuid]))
+
+
+@_retry_on_deadlock
+def instances_delete(instance_uuids: list[str]) -> int:
+    """Drop many placements in one transaction; returns how many existed."""
+    count = 0
     with _transaction() as session:
-        return bool(session.execute(sa.delete(models.Instance).where(
-            models.Instance.instance_uuid == instance_uuid)).rowcount)
+        for chunk in _chunks(sorted(set(instance_uuids))):
+            count += session.execute(sa.delete(models.Instance).where(
+                models.Instance.instance_uuid.in_(chunk))).rowcount
+    return count
 
 
 def instance_get_all(host: str | None = None) -> list[dict]:

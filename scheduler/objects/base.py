@@ -5,6 +5,7 @@ derives from ``SchedulerObject``.  ``SchedulerObjectSerializer`` is the
 only serializer: ``scheduler.rpc`` wraps it with the request context.
 """
 
+from oslo_utils import versionutils
 from oslo_versionedobjects import base as ovo_base
 from oslo_versionedobjects import exception as ovo_exc
 
@@ -28,6 +29,16 @@ class SchedulerObject(ovo_base.VersionedObject,
 
     OBJ_SERIAL_NAMESPACE = 'versioned_object'
     OBJ_PROJECT_NAMESPACE = 'scheduler'
+
+    @classmethod
+    def _obj_from_primitive(cls, context, objver, primitive):
+        # oslo reads any non-dict data as "no field set": a garbled
+        # object would arrive as an empty one.
+        data = primitive.get(cls._obj_primitive_key('data'))
+        if not isinstance(data, dict):
+            raise ValueError('%s data is a %s, not a dict'
+                             % (cls.obj_name(), type(data).__name__))
+        return super()._obj_from_primitive(context, objver, primitive)
 
     def obj_get(self, name: str, default=None):
         """Return a field's value, or ``default`` when it is not set."""
@@ -105,16 +116,41 @@ def obj_manifest() -> dict:
             if issubclass(classes[0], SchedulerObject)}
 
 
+def _older(version: str, than: str) -> bool:
+    return (versionutils.convert_version_to_tuple(version)
+            < versionutils.convert_version_to_tuple(than))
+
+
+def common_manifest(manifest: dict) -> dict:
+    """For each object, the older of our version and the peer's.
+
+    A peer newer than us reads our versions; only objects it has at an
+    older version need a backport.
+    """
+    ours = obj_manifest()
+    return {name: (manifest[name] if name in manifest
+                   and _older(manifest[name], version) else version)
+            for name, version in ours.items()}
+
+
+def needs_backport(manifest: dict) -> bool:
+    """Whether a peer with object versions ``manifest`` lacks any of ours.
+
+    Peers running the same code (the usual case) skip the backport walk.
+    """
+    return any(name in manifest and _older(manifest[name], version)
+               for name, version in obj_manifest().items())
+
+
 def obj_to_primitive_for(obj: SchedulerObject, manifest: dict | None) -> dict:
     """Serialise ``obj`` for a peer whose object versions are ``manifest``.
 
-    Objects the peer does not know at our version are backported with
+    Objects the peer knows only at an older version are backported with
     ``obj_make_compatible``; nested objects follow the same manifest.
     Without a manifest the newest versions are sent.
     """
     if not manifest:
         return obj.obj_to_primitive()
-    name = obj.obj_name()
-    target = manifest.get(name, obj.VERSION)
-    return obj.obj_to_primitive(target_version=target,
-                                version_manifest=manifest)
+    common = common_manifest(manifest)
+    return obj.obj_to_primitive(target_version=common[obj.obj_name()],
+                                version_manifest=common)
