@@ -96,6 +96,21 @@ class Scheduler(metaclass=abc.ABCMeta):
             except Exception:
                 LOG.exception('Failed to schedule instance %s', uuid)
 
+    def explain(self, context, spec_obj) -> dict:
+        """Say how this driver would place ``spec_obj``, claiming nothing.
+
+        Drivers without filters describe the hosts they would choose
+        among.
+        """
+        hosts = self.host_manager.get_up_host_states()
+        return {'driver': type(self).__name__,
+                'hosts_known': len(self.host_manager.get_all_host_states()),
+                'candidates': len(hosts), 'forced': False, 'filters': [],
+                'rejected': {}, 'passed': len(hosts),
+                'ranking': [{'host': h.host, 'nodename': h.nodename,
+                             'weight': None, 'contributions': {}}
+                            for h in hosts[:20]]}
+
     def reset(self) -> None:
         """Re-read driver options after a configuration reload (SIGHUP)."""
 

@@ -61,9 +61,10 @@ class SchedulerManager(periodic_task.PeriodicTasks):
             delete_aggregate
     * 1.2 - get_version_info(); select_destinations(peer_manifest):
             Selections backported to the caller's object versions
+    * 1.3 - explain(spec_obj): the pipeline's decisions, nothing claimed
     """
 
-    target = oslo_messaging.Target(version='1.2')
+    target = oslo_messaging.Target(version='1.3')
 
     def __init__(self, driver: driver_mod.Scheduler | None = None):
         super().__init__(CONF)
@@ -120,6 +121,21 @@ class SchedulerManager(periodic_task.PeriodicTasks):
             LOG.warning('Dropped schedule_run_instance: no instance uuids')
             return
         self.driver.schedule_run_instance(ctxt, spec_obj, uuids)
+
+    @oslo_messaging.expected_exceptions(*_EXPECTED)
+    def explain(self, ctxt, spec_obj=None):
+        """Why hosts pass or fail for ``spec_obj``, without placing it.
+
+        Returns a dict: per-filter counts, per-host rejection reasons and
+        the weighed ranking with each weigher's contribution.  Per-host
+        details name hosts, so only admins get them.
+        """
+        spec_obj = self._spec_from_args(None, None, spec_obj)
+        result = self.driver.explain(ctxt, spec_obj)
+        if not getattr(ctxt, 'is_admin', False):
+            result['rejected'] = {}
+            result['ranking'] = []
+        return result
 
     def get_version_info(self, ctxt):
         """This service's RPC API version and object versions."""

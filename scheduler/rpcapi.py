@@ -12,6 +12,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging
 
+from scheduler import exception
 from scheduler import objects
 from scheduler.objects import base as objects_base
 from scheduler import rpc
@@ -34,7 +35,7 @@ OBJECTS_AT_1_1 = {
 class SchedulerAPI:
     """Client side of the scheduler RPC API (see SchedulerManager)."""
 
-    VERSION = '1.2'
+    VERSION = '1.3'
 
     def __init__(self, transport=None, timeout: int | None = None):
         self._transport = transport
@@ -166,6 +167,18 @@ class SchedulerAPI:
     def delete_aggregate(self, ctxt, aggregate) -> None:
         self._fanout_1_1(ctxt, 'delete_aggregate',
                          aggregate=self._backport(aggregate))
+
+    def explain(self, ctxt, spec_obj) -> dict:
+        """The scheduler's decisions for ``spec_obj``; nothing is claimed.
+
+        Needs a 1.3 scheduler; admins get per-host reasons and ranking.
+        """
+        if not self.client.can_send_version('1.3'):
+            raise exception.InvalidRequest(
+                reason='explain needs scheduler API 1.3; this client is '
+                       'capped lower by [upgrade_levels] scheduler')
+        return self.client.prepare(version='1.3').call(
+            ctxt, 'explain', spec_obj=self._backport(spec_obj))
 
     def get_version_info(self, ctxt) -> dict:
         return self.client.prepare(version='1.2').call(ctxt,

@@ -10,15 +10,20 @@ def emit(rows: list, columns: list, fmt: str = 'table', stream=None) -> None:
     """Print ``rows`` (dicts) with ``columns`` as a table or JSON list."""
     stream = stream or sys.stdout
     if fmt == 'json':
-        json.dump([{c: r.get(c) for c in columns} for r in rows], stream,
-                  indent=2, sort_keys=True, default=str)
-        stream.write('\n')
+        emit_json([{c: r.get(c) for c in columns} for r in rows], stream)
         return
     table = prettytable.PrettyTable(columns)
     table.align = 'l'
     for row in rows:
         table.add_row([_cell(row.get(c)) for c in columns])
     stream.write(table.get_string() + '\n')
+
+
+def emit_json(value, stream=None) -> None:
+    """Print any JSON-friendly value, the way ``emit`` prints JSON."""
+    stream = stream or sys.stdout
+    json.dump(value, stream, indent=2, sort_keys=True, default=str)
+    stream.write('\n')
 
 
 def _cell(value) -> str:

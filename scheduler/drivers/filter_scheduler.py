@@ -159,9 +159,7 @@ class FilterScheduler(driver.Scheduler):
                 weighed = self.filter_and_weigh(spec_obj, hosts, index,
                                                 report, enabled, weighers)
                 if not weighed:
-                    raise exception.NoValidHost(
-                        reason=self._no_host_reason(context, report, index,
-                                                    num))
+                    raise self._no_valid_host(context, report, index, num)
                 hosts = [w.obj for w in weighed]
                 subset = weighed[:min(CONF.filter_scheduler.host_subset_size,
                                       len(weighed))]
@@ -190,11 +188,55 @@ class FilterScheduler(driver.Scheduler):
                               instance_uuids: list) -> None:
         self.schedule_each(context, spec_obj, instance_uuids)
 
+    def explain(self, context, spec_obj, max_ranked: int = 20) -> dict:
+        """Run the pipeline for one instance without claiming anything.
+
+        Says how many hosts each filter removed, which filter rejected
+        each host and why, and how the survivors ranked, weigher by
+        weigher.
+        """
+        report = filters.FilterReport(detailed=True)
+        enabled, weighers = self.enabled_filters, self.weighers
+        hosts = self.candidate_hosts(spec_obj)
+        forced = self.forced_hosts(spec_obj, hosts)
+        if forced is not None:
+            passed = forced
+        else:
+            passed = self.filter_handler.get_filtered_objects(
+                enabled, hosts, spec_obj, 0, report)
+        weighed = self.weight_handler.get_weighed_objects(weighers, passed,
+                                                          spec_obj)
+        rejected = {}
+        for step in report.steps:
+            for host, reason in step.rejected.items():
+                rejected[host] = {'filter': step.name, 'reason': reason}
+        return {
+            'driver': type(self).__name__,
+            'hosts_known': len(self.host_manager.get_all_host_states()),
+            'candidates': len(hosts),
+            'forced': forced is not None,
+            'filters': [{'name': s.name, 'hosts_in': s.hosts_in,
+                         'hosts_out': s.hosts_out, 'removed': s.removed}
+                        for s in report.steps],
+            'rejected': rejected,
+            'passed': len(weighed),
+            'ranking': [{'host': w.obj.host, 'nodename': w.obj.nodename,
+                         'weight': w.weight,
+                         'contributions': dict(w.contributions)}
+                        for w in weighed[:max_ranked]],
+        }
+
     @staticmethod
-    def _no_host_reason(context, report, index: int, num: int) -> str:
+    def _no_valid_host(context, report, index: int,
+                       num: int) -> exception.NoValidHost:
+        """NoValidHost; admins also get the filter walk, as text and data."""
         reason = 'There are not enough hosts available.'
         if num > 1:
             reason += ' (instance %d of %d)' % (index + 1, num)
-        if getattr(context, 'is_admin', False) and report.steps:
-            reason += ' Filter results: %s' % report.summary()
-        return reason
+        if not (getattr(context, 'is_admin', False) and report.steps):
+            return exception.NoValidHost(reason=reason)
+        reason += ' Filter results: %s' % report.summary()
+        return exception.NoValidHost(
+            reason=reason,
+            filters=[{'name': s.name, 'hosts_in': s.hosts_in,
+                      'hosts_out': s.hosts_out} for s in report.steps])

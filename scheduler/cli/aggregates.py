@@ -1,0 +1,157 @@
+"""``aggregate ...``: manage host aggregates in the inventory.
+
+Every change is written to the inventory first, then announced to the
+running schedulers with a fanout cast (``update_aggregates`` /
+``delete_aggregate``) so that every worker applies it at once; a
+scheduler that misses the cast re-reads aggregates on its next periodic
+task.
+"""
+
+import argparse
+import sys
+
+from oslo_log import log as logging
+
+from scheduler.cli import output
+from scheduler import context as ctx_mod
+from scheduler.db import api as db_api
+from scheduler import exception
+from scheduler import objects
+
+LOG = logging.getLogger(__name__)
+
+COLUMNS = ['id', 'uuid', 'name', 'availability_zone', 'hosts', 'metadata']
+
+
+def _announce(changed: dict | None = None, deleted: dict | None = None):
+    """Tell running schedulers; the inventory is already right."""
+    from scheduler import rpcapi
+    try:
+        api = rpcapi.SchedulerAPI(timeout=10)
+        ctxt = ctx_mod.get_admin_context()
+        if changed is not None:
+            api.update_aggregates(ctxt, [_obj(changed)])
+        if deleted is not None:
+            api.delete_aggregate(ctxt, _obj(deleted))
+    except Exception as e:  # the bus may be down; the periodic task heals
+        LOG.warning('Saved, but could not notify the schedulers (%s); they '
+                    'will pick the change up within [scheduler] '
+                    'periodic_task_interval', e)
+
+
+def _obj(agg: dict) -> objects.Aggregate:
+    return objects.Aggregate(id=agg['id'], uuid=agg['uuid'], name=agg['name'],
+                             hosts=list(agg['hosts']),
+                             metadata=dict(agg['metadata']))
+
+
+def _show(args, agg: dict) -> int:
+    if args.format == 'json':
+        output.emit_json(agg)
+    else:
+        output.emit([{'field': k, 'value': agg.get(k)} for k in COLUMNS],
+                    ['field', 'value'])
+    return 0
+
+
+def cmd_create(args) -> int:
+    agg = db_api.aggregate_create(
+        args.name, availability_zone=args.zone,
+        metadata=output.key_values(args.property, '--property'))
+    _announce(changed=agg)
+    return _show(args, agg)
+
+
+def cmd_set(args) -> int:
+    agg = db_api.aggregate_get(args.aggregate)
+    if args.name or args.zone is not None:
+        kwargs = {}
+        if args.name:
+            kwargs['name'] = args.name
+        if args.zone is not None:
+            kwargs['availability_zone'] = args.zone or None
+        agg = db_api.aggregate_update(agg['id'], **kwargs)
+    if args.property:
+        agg = db_api.aggregate_metadata_set(
+            agg['id'], output.key_values(args.property, '--property'))
+    _announce(changed=agg)
+    return _show(args, agg)
+
+
+def cmd_unset(args) -> int:
+    agg = db_api.aggregate_metadata_unset(args.aggregate, args.property)
+    _announce(changed=agg)
+    return _show(args, agg)
+
+
+def cmd_add_host(args) -> int:
+    agg = db_api.aggregate_host_add(args.aggregate, args.host)
+    _announce(changed=agg)
+    return _show(args, agg)
+
+
+def cmd_remove_host(args) -> int:
+    agg = db_api.aggregate_host_remove(args.aggregate, args.host)
+    _announce(changed=agg)
+    return _show(args, agg)
+
+
+def cmd_delete(args) -> int:
+    agg = db_api.aggregate_get(args.aggregate)
+    db_api.aggregate_delete(agg['id'])
+    _announce(deleted=agg)
+    print('Deleted aggregate %s' % agg['name'])
+    return 0
+
+
+def cmd_list(args) -> int:
+    output.emit(db_api.aggregate_get_all(), COLUMNS, args.format)
+    return 0
+
+
+def cmd_show(args) -> int:
+    return _show(args, db_api.aggregate_get(args.aggregate))
+
+
+def run(args) -> int:
+    """Run an aggregate command; inventory errors are one clear line."""
+    try:
+        return args.aggregate_func(args)
+    except exception.SchedulerException as e:
+        sys.stderr.write('%s: %s\n' % (type(e).__name__, e))
+        return 1
+
+
+def register(subparsers, common: argparse.ArgumentParser) -> None:
+    agg = subparsers.add_parser('aggregate', help='manage host aggregates')
+    sub = agg.add_subparsers(dest='aggregate_command', required=True)
+
+    def command(name, func, help_text):
+        parser = sub.add_parser(name, parents=[common], help=help_text)
+        parser.set_defaults(func=run, aggregate_func=func)
+        return parser
+
+    p = command('create', cmd_create, 'create an aggregate')
+    p.add_argument('name')
+    p.add_argument('--zone', help='availability zone of its hosts')
+    p.add_argument('--property', action='append', metavar='KEY=VALUE')
+    p = command('set', cmd_set, 'rename, re-zone or set properties')
+    p.add_argument('aggregate', help='name, uuid or id')
+    p.add_argument('--name')
+    p.add_argument('--zone', help='new zone ("" removes it)')
+    p.add_argument('--property', action='append', metavar='KEY=VALUE')
+    p = command('unset', cmd_unset, 'remove properties')
+    p.add_argument('aggregate')
+    p.add_argument('--property', action='append', metavar='KEY',
+                   required=True)
+    p = command('add-host', cmd_add_host, 'add a host')
+    p.add_argument('aggregate')
+    p.add_argument('host')
+    p = command('remove-host', cmd_remove_host, 'remove a host')
+    p.add_argument('aggregate')
+    p.add_argument('host')
+    p = command('delete', cmd_delete, 'delete an aggregate')
+    p.add_argument('aggregate')
+    command('list', cmd_list, 'list aggregates')
+    p = command('show', cmd_show, 'show one aggregate')
+    p.add_argument('aggregate')

@@ -1,0 +1,156 @@
+"""``select`` and ``explain``: ask the scheduler service, as a conductor does."""
+
+import argparse
+import sys
+import uuid
+
+from scheduler.cli import output
+from scheduler import context as ctx_mod
+from scheduler import exception
+from scheduler import objects
+from scheduler import rpcapi
+
+
+def add_request_options(parser: argparse.ArgumentParser) -> None:
+    """Options that describe the instances to place."""
+    parser.add_argument('--vcpus', type=int, default=1)
+    parser.add_argument('--ram', type=int, default=512, help='MiB')
+    parser.add_argument('--disk', type=int, default=1, help='root disk, GiB')
+    parser.add_argument('--ephemeral', type=int, default=0, help='GiB')
+    parser.add_argument('--swap', type=int, default=0, help='MiB')
+    parser.add_argument('--extra-spec', action='append', metavar='KEY=VALUE',
+                        help='flavor extra spec (repeatable)')
+    parser.add_argument('--image-property', action='append',
+                        metavar='KEY=VALUE', help='image property')
+    parser.add_argument('--hint', action='append', metavar='KEY=VALUE',
+                        help='scheduler hint; repeat a key for a list')
+    parser.add_argument('--availability-zone', '--az')
+    parser.add_argument('--num-instances', '-n', type=int, default=1)
+    parser.add_argument('--force-host', action='append')
+    parser.add_argument('--ignore-host', action='append')
+    parser.add_argument('--boot-from-volume', action='store_true',
+                        help='the root disk is a volume, not local disk')
+    parser.add_argument('--remote-address',
+                        help='source address of the request (ip_scheduler)')
+    parser.add_argument('--project', default='demo')
+    parser.add_argument('--user', default='demo')
+    parser.add_argument('--admin', action='store_true',
+                        help='call as admin (NoValidHost then names filters)')
+    parser.add_argument('--timeout', type=int, default=30,
+                        help='seconds to wait for the scheduler')
+
+
+def build_spec(args) -> objects.RequestSpec:
+    """A RequestSpec from the request options."""
+    hints: dict = {}
+    for pair in args.hint or []:
+        key, _, value = pair.partition('=')
+        hints.setdefault(key.strip(), []).append(value.strip())
+    return objects.RequestSpec(
+        project_id=args.project, user_id=args.user,
+        num_instances=args.num_instances,
+        flavor=objects.Flavor(
+            flavorid=None, name=None, memory_mb=args.ram, vcpus=args.vcpus,
+            root_gb=args.disk, ephemeral_gb=args.ephemeral, swap=args.swap,
+            extra_specs=output.key_values(args.extra_spec, '--extra-spec')),
+        image=objects.ImageMeta(properties=output.key_values(
+            args.image_property, '--image-property')),
+        availability_zone=args.availability_zone,
+        scheduler_hints=hints or None,
+        force_hosts=args.force_host or None,
+        ignore_hosts=args.ignore_host or None,
+        is_bfv=args.boot_from_volume)
+
+
+def _context(args) -> ctx_mod.RequestContext:
+    return ctx_mod.RequestContext(
+        user_id=args.user, project_id=args.project,
+        remote_address=args.remote_address, is_admin=args.admin,
+        roles=['admin'] if args.admin else [])
+
+
+def cmd_select(args) -> int:
+    spec = build_spec(args)
+    uuids = [str(uuid.uuid4()) for _ in range(args.num_instances)]
+    api = rpcapi.SchedulerAPI(timeout=args.timeout)
+    try:
+        result = api.select_destinations(
+            _context(args), spec, uuids, return_objects=True,
+            return_alternates=args.alternates)
+    except exception.SchedulerException as e:
+        sys.stderr.write('%s: %s\n' % (type(e).__name__, e))
+        return 1
+    rows = []
+    for index, (inst, alts) in enumerate(zip(uuids, result)):
+        first = alts[0]
+        rows.append({
+            'instance': index, 'instance_uuid': inst,
+            'host': first.service_host, 'nodename': first.nodename,
+            'availability_zone': first.availability_zone,
+            'weight': first.obj_get('weight'),
+            'alternates': [a.service_host for a in alts[1:]],
+            'limits': first.limits.to_dict() if first.limits else {},
+        })
+    output.emit(rows, ['instance', 'instance_uuid', 'host', 'nodename',
+                       'availability_zone', 'weight', 'alternates',
+                       'limits'], args.format)
+    return 0
+
+
+def cmd_explain(args) -> int:
+    api = rpcapi.SchedulerAPI(timeout=args.timeout)
+    try:
+        result = api.explain(_context(args), build_spec(args))
+    except exception.SchedulerException as e:
+        sys.stderr.write('%s: %s\n' % (type(e).__name__, e))
+        return 1
+    if args.format == 'json':
+        output.emit_json(result)
+        return 0
+    out = sys.stdout
+    out.write('Driver %(driver)s: %(hosts_known)d host(s) known, '
+              '%(candidates)d candidate(s), %(passed)d passed the filters'
+              '%(forced)s\n' % dict(result, forced=' (forced hosts, filters '
+                                    'skipped)' if result['forced'] else ''))
+    if result['filters']:
+        out.write('\nFilters, in order:\n')
+        output.emit(result['filters'], ['name', 'hosts_in', 'hosts_out',
+                                        'removed'])
+    rejected = sorted(result['rejected'].items())
+    if rejected:
+        shown = rejected[:args.max_hosts]
+        out.write('\nRejected hosts (%d%s):\n' % (
+            len(rejected), ', first %d shown' % len(shown)
+            if len(shown) < len(rejected) else ''))
+        output.emit([{'host': h, 'filter': r['filter'], 'reason': r['reason']}
+                     for h, r in shown], ['host', 'filter', 'reason'])
+    if result['ranking']:
+        weighers = sorted({k for r in result['ranking']
+                           for k in r['contributions']})
+        out.write('\nRanking (best first):\n')
+        output.emit([dict(r, **r['contributions'])
+                     for r in result['ranking']],
+                    ['host', 'nodename', 'weight'] + weighers)
+    elif not args.admin:
+        out.write('\n(per-host reasons and the ranking are shown to admins: '
+                  'add --admin)\n')
+    return 0
+
+
+def register(subparsers, common: argparse.ArgumentParser) -> None:
+    sel = subparsers.add_parser(
+        'select', parents=[common],
+        help='select destinations (a conductor-style select_destinations '
+             'call)')
+    add_request_options(sel)
+    sel.add_argument('--alternates', action='store_true',
+                     help='also return alternate hosts')
+    sel.set_defaults(func=cmd_select)
+
+    exp = subparsers.add_parser(
+        'explain', parents=[common],
+        help='why each host passes or fails a request; nothing is claimed')
+    add_request_options(exp)
+    exp.add_argument('--max-hosts', type=int, default=50,
+                     help='rejected hosts to list')
+    exp.set_defaults(func=cmd_explain)
