@@ -3,8 +3,10 @@
 from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging
+from oslo_messaging import opts as messaging_opts
 
 from scheduler import conf  # noqa: F401  (registers our options)
+from scheduler import version
 
 CONF = cfg.CONF
 
@@ -16,14 +18,6 @@ _DEFAULT_LOG_LEVELS = [
 ]
 
 _logging_registered = False
-
-
-def version_string() -> str:
-    try:
-        from pbr import version
-        return version.VersionInfo('openstack-scheduler').version_string()
-    except Exception:
-        return 'unknown'
 
 
 def register_logging_options() -> None:
@@ -43,10 +37,12 @@ def parse_args(argv: list, default_config_files: list | None = None,
     """
     register_logging_options()
     oslo_messaging.set_transport_defaults(control_exchange='scheduler')
-    # [DEFAULT] transport_url and friends, so config files may set them
-    # before any transport exists.
-    CONF.register_opts(oslo_messaging.transport._transport_opts)
-    CONF(argv, project='scheduler', prog=prog, version=version_string(),
+    # oslo.messaging's options ([DEFAULT] transport_url,
+    # [oslo_messaging_notifications], ...), so that config files may set
+    # them and our code may read them before any transport exists.
+    for group, opts in messaging_opts.list_opts():
+        CONF.register_opts(opts, group=group)
+    CONF(argv, project='scheduler', prog=prog, version=version.version_string(),
          default_config_files=default_config_files)
     if setup_logging:
         logging.setup(CONF, 'scheduler')

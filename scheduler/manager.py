@@ -14,6 +14,7 @@ from oslo_service import periodic_task
 from scheduler import driver as driver_mod
 from scheduler import exception
 from scheduler import loader
+from scheduler import notifications
 from scheduler import objects
 from scheduler.objects import base as objects_base
 
@@ -87,16 +88,21 @@ class SchedulerManager(periodic_task.PeriodicTasks):
         if instance_uuids is None and isinstance(request_spec, dict):
             instance_uuids = request_spec.get('instance_uuids')
         uuids = self._instance_uuids(spec_obj, instance_uuids)
+        driver_name = type(self.driver).__name__
+        notifications.select_start(ctxt, spec_obj, driver_name)
         try:
             selections = self.driver.select_destinations(
                 ctxt, spec_obj, uuids, return_alternates=return_alternates)
-        except exception.NoValidHost as e:
-            # The driver logged why at INFO (the filter walk names the
-            # filter that emptied the list); this is the caller's view.
-            LOG.debug('No valid host for instance(s) %(uuids)s: %(reason)s',
-                      {'uuids': uuids or '-',
-                       'reason': e.kwargs.get('reason')})
+        except Exception as e:
+            notifications.select_error(ctxt, spec_obj, driver_name, e)
+            if isinstance(e, exception.NoValidHost):
+                # The driver logged why at INFO (the filter walk names
+                # the filter that emptied the list).
+                LOG.debug('No valid host for instance(s) %(uuids)s: '
+                          '%(reason)s', {'uuids': uuids or '-',
+                                         'reason': e.kwargs.get('reason')})
             raise
+        notifications.select_end(ctxt, spec_obj, driver_name, selections)
         if not return_objects:
             return [alts[0].to_legacy_dict() for alts in selections]
         if peer_manifest and objects_base.needs_backport(peer_manifest):

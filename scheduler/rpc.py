@@ -40,8 +40,29 @@ def get_notification_transport(conf: cfg.ConfigOpts | None = None):
         conf or cfg.CONF, allowed_remote_exmods=ALLOWED_EXMODS)
 
 
+_NOTIFIERS: dict = {}
+
+
+def get_notifier(publisher_id: str, conf: cfg.ConfigOpts | None = None):
+    """A Notifier for versioned notifications.
+
+    Driver, topics and transport come from oslo.messaging's
+    ``[oslo_messaging_notifications]`` options; with no driver set, it
+    sends nothing.
+    """
+    if publisher_id not in _NOTIFIERS:
+        conf = conf or cfg.CONF
+        _NOTIFIERS[publisher_id] = oslo_messaging.Notifier(
+            get_notification_transport(conf), publisher_id=publisher_id,
+            serializer=RequestContextSerializer())
+    return _NOTIFIERS[publisher_id]
+
+
 def cleanup() -> None:
     """Close every transport this process opened."""
+    for notifier in _NOTIFIERS.values():
+        notifier.transport.cleanup()
+    _NOTIFIERS.clear()
     for transport in _TRANSPORTS.values():
         transport.cleanup()
     _TRANSPORTS.clear()

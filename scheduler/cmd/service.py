@@ -4,11 +4,14 @@ import sys
 
 from oslo_config import cfg
 from oslo_log import log as logging
+from oslo_reports import guru_meditation_report as gmr
+from oslo_reports import opts as gmr_opts
 
 from scheduler import config
 from scheduler.db import migration
 from scheduler import exception
 from scheduler import service
+from scheduler import version
 
 CONF = cfg.CONF
 LOG = logging.getLogger('scheduler.cmd.service')
@@ -23,6 +26,11 @@ STARTUP_ERRORS = (exception.SchedulerDriverNotFound,
 def main(argv: list | None = None) -> None:
     config.parse_args(sys.argv[1:] if argv is None else argv,
                       prog='scheduler-service')
+    # SIGUSR2 prints a Guru Meditation report: threads, green threads and
+    # configuration (secrets masked), without stopping the service.
+    gmr_opts.set_defaults(CONF)
+    gmr.TextGuruMeditation.setup_autorun(version.VersionInfo, conf=CONF)
+    CONF.log_opt_values(LOG, logging.DEBUG)
     try:
         migration.db_sync()
         server = service.Service.create(binary='scheduler-service',

@@ -15,6 +15,7 @@ def register_all() -> None:
     __import__('scheduler.objects.host_state')
     __import__('scheduler.objects.selection')
     __import__('scheduler.objects.request_spec')
+    __import__('scheduler.objects.notification')
 
 
 register_all()

@@ -1,0 +1,70 @@
+"""Versioned notifications about scheduling decisions.
+
+Event types, published as ``scheduler:<host>``:
+
+* ``scheduler.select_destinations.start`` (INFO): a request arrived;
+* ``scheduler.select_destinations.end`` (INFO): where the instances go;
+* ``scheduler.select_destinations.error`` (ERROR): NoValidHost or
+  another failure, with the exception.
+
+Enable them with ``[oslo_messaging_notifications] driver = messagingv2``
+(and ``topics``, default ``notifications``).  A notification that cannot
+be sent is logged and dropped: it never fails a scheduling request.
+"""
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from scheduler.objects import notification as payloads
+from scheduler import rpc
+
+LOG = logging.getLogger(__name__)
+CONF = cfg.CONF
+
+EVENT_PREFIX = 'scheduler.select_destinations'
+
+
+def _notifier():
+    return rpc.get_notifier('scheduler:%s' % CONF.host)
+
+
+def _enabled() -> bool:
+    return bool(CONF.oslo_messaging_notifications.driver)
+
+
+def _send(ctxt, priority: str, event: str, payload) -> None:
+    try:
+        notifier = _notifier()
+        getattr(notifier, priority)(ctxt, event, payload)
+    except Exception as e:  # notifications must never fail a request
+        LOG.warning('Could not send notification %s: %s', event, e)
+
+
+def select_start(ctxt, spec_obj, driver: str) -> None:
+    if not _enabled():
+        return
+    _send(ctxt, 'info', EVENT_PREFIX + '.start',
+          payloads.SelectDestinationsPayload(
+              request_spec=payloads.RequestSpecPayload.from_spec(spec_obj),
+              destinations=[], driver=driver))
+
+
+def select_end(ctxt, spec_obj, driver: str, selections: list) -> None:
+    if not _enabled():
+        return
+    _send(ctxt, 'info', EVENT_PREFIX + '.end',
+          payloads.SelectDestinationsPayload(
+              request_spec=payloads.RequestSpecPayload.from_spec(spec_obj),
+              destinations=[[alts[0].service_host, alts[0].nodename]
+                            for alts in selections],
+              driver=driver))
+
+
+def select_error(ctxt, spec_obj, driver: str, error: Exception) -> None:
+    if not _enabled():
+        return
+    _send(ctxt, 'error', EVENT_PREFIX + '.error',
+          payloads.ExceptionPayload(
+              request_spec=payloads.RequestSpecPayload.from_spec(spec_obj),
+              exception=type(error).__name__,
+              exception_message=str(error), driver=driver))
