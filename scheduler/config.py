@@ -29,13 +29,20 @@ def register_logging_options() -> None:
 
 
 def parse_args(argv: list, default_config_files: list | None = None,
-               setup_logging: bool = True, prog: str | None = None) -> None:
+               setup_logging: bool = True, prog: str | None = None,
+               command_line_tool: bool = False) -> None:
     """Parse ``argv`` (without the program name) and set up logging.
 
     Also registers oslo.messaging's transport options, so that
     ``--config-file`` may set ``transport_url`` for every command.
+    A ``command_line_tool`` logs to stderr, and only warnings unless
+    ``--debug``: its stdout is for its output (tables, JSON).
     """
     register_logging_options()
+    if command_line_tool:
+        CONF.set_default('use_stderr', True)
+        logging.set_defaults(default_log_levels=_DEFAULT_LOG_LEVELS + [
+            'scheduler=WARN'])
     oslo_messaging.set_transport_defaults(control_exchange='scheduler')
     # oslo.messaging's options ([DEFAULT] transport_url,
     # [oslo_messaging_notifications], ...), so that config files may set
@@ -46,3 +53,5 @@ def parse_args(argv: list, default_config_files: list | None = None,
          default_config_files=default_config_files)
     if setup_logging:
         logging.setup(CONF, 'scheduler')
+        if command_line_tool and CONF.debug:
+            logging.getLogger('scheduler').logger.setLevel(logging.DEBUG)

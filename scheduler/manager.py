@@ -6,6 +6,9 @@ API and object versions.  The logic lives in the driver and the
 HostManager.
 """
 
+import contextlib
+import time
+
 from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging
@@ -14,6 +17,7 @@ from oslo_service import periodic_task
 from scheduler import driver as driver_mod
 from scheduler import exception
 from scheduler import loader
+from scheduler import metrics
 from scheduler import notifications
 from scheduler import objects
 from scheduler.objects import base as objects_base
@@ -26,6 +30,27 @@ MAX_INSTANCES_PER_REQUEST = 1000
 
 _EXPECTED = (exception.NoValidHost, exception.InvalidRequest,
              exception.MalformedObject)
+
+
+_OUTCOMES = ((exception.NoValidHost, 'no_valid_host'),
+             (exception.InvalidRequest, 'invalid_request'),
+             (exception.MalformedObject, 'malformed_object'))
+
+
+@contextlib.contextmanager
+def _measured(method: str):
+    """Count a call and time it, labelled with how it ended."""
+    started = time.monotonic()
+    outcome = 'error'
+    try:
+        yield
+        outcome = 'success'
+    except Exception as e:
+        outcome = next((label for cls, label in _OUTCOMES
+                        if isinstance(e, cls)), 'error')
+        raise
+    finally:
+        metrics.record_request(method, outcome, time.monotonic() - started)
 
 
 def load_driver(name: str | None = None) -> driver_mod.Scheduler:
@@ -83,6 +108,15 @@ class SchedulerManager(periodic_task.PeriodicTasks):
                             instance_uuids=None, return_objects=False,
                             return_alternates=False, peer_manifest=None):
         """Choose destinations; see the version history for the shapes."""
+        with _measured('select_destinations'):
+            return self._select_destinations(
+                ctxt, request_spec, filter_properties, spec_obj,
+                instance_uuids, return_objects, return_alternates,
+                peer_manifest)
+
+    def _select_destinations(self, ctxt, request_spec, filter_properties,
+                             spec_obj, instance_uuids, return_objects,
+                             return_alternates, peer_manifest):
         spec_obj = self._spec_from_args(request_spec, filter_properties,
                                         spec_obj)
         if instance_uuids is None and isinstance(request_spec, dict):
@@ -103,6 +137,7 @@ class SchedulerManager(periodic_task.PeriodicTasks):
                                          'reason': e.kwargs.get('reason')})
             raise
         notifications.select_end(ctxt, spec_obj, driver_name, selections)
+        metrics.record_selections(driver_name, len(selections))
         if not return_objects:
             return [alts[0].to_legacy_dict() for alts in selections]
         if peer_manifest and objects_base.needs_backport(peer_manifest):
@@ -136,8 +171,9 @@ class SchedulerManager(periodic_task.PeriodicTasks):
         the weighed ranking with each weigher's contribution.  Per-host
         details name hosts, so only admins get them.
         """
-        spec_obj = self._spec_from_args(None, None, spec_obj)
-        result = self.driver.explain(ctxt, spec_obj)
+        with _measured('explain'):
+            spec_obj = self._spec_from_args(None, None, spec_obj)
+            result = self.driver.explain(ctxt, spec_obj)
         if not getattr(ctxt, 'is_admin', False):
             result['rejected'] = {}
             result['ranking'] = []
@@ -158,6 +194,7 @@ class SchedulerManager(periodic_task.PeriodicTasks):
             return
         try:
             self.driver.update_service_capabilities(host_state)
+            metrics.record_report()
         except Exception as e:
             LOG.warning('Ignored the report of %s/%s: %s',
                         host_state.obj_get('host'),
@@ -199,6 +236,13 @@ class SchedulerManager(periodic_task.PeriodicTasks):
     @periodic_task.periodic_task(spacing=0)
     def _refresh_aggregates(self, ctxt):
         self.driver.host_manager.refresh_aggregates()
+
+    @periodic_task.periodic_task(spacing=0, run_immediately=True)
+    def _publish_metrics(self, ctxt):
+        hosts = self.driver.host_manager
+        metrics.set_hosts(known=len(hosts.get_all_host_states()),
+                          up=len(hosts.get_up_host_states()))
+        metrics.flush()
 
     def reset(self) -> None:
         """Apply a reloaded configuration to new requests (SIGHUP)."""

@@ -4,6 +4,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging
 from oslo_messaging.rpc import dispatcher as rpc_dispatcher
+from oslo_messaging.rpc import server as rpc_server
 
 from scheduler import concurrency
 from scheduler import context as scheduler_context
@@ -106,13 +107,34 @@ class ServerSerializer(RequestContextSerializer):
             raise oslo_messaging.ExpectedException()
 
 
+class Dispatcher(rpc_dispatcher.RPCDispatcher):
+    """oslo.messaging's dispatcher, quiet about callers' mistakes.
+
+    An unknown method or an API version this server does not speak is
+    the caller's error: it still gets ``NoSuchMethod`` /
+    ``UnsupportedVersion`` back, and the service logs one warning line
+    instead of a traceback.
+    """
+
+    def dispatch(self, incoming):
+        try:
+            return super().dispatch(incoming)
+        except (rpc_dispatcher.NoSuchMethod,
+                rpc_dispatcher.UnsupportedVersion) as error:
+            LOG.warning('Rejected a call: %s', error)
+            raise oslo_messaging.ExpectedException()
+
+
 def get_server(target: oslo_messaging.Target, endpoints: list,
                transport: oslo_messaging.Transport | None = None):
-    """An RPC server with our serializer and the configured executor."""
-    return oslo_messaging.get_rpc_server(
-        transport or get_transport(), target, endpoints,
-        executor=concurrency.EXECUTOR, serializer=ServerSerializer(),
-        access_policy=rpc_dispatcher.DefaultRPCAccessPolicy)
+    """An RPC server with our serializer, dispatcher and executor.
+
+    Built as ``oslo_messaging.get_rpc_server`` does, with our dispatcher.
+    """
+    dispatcher = Dispatcher(endpoints, ServerSerializer(),
+                            rpc_dispatcher.DefaultRPCAccessPolicy)
+    return rpc_server.RPCServer(transport or get_transport(), target,
+                                dispatcher, concurrency.EXECUTOR)
 
 
 def get_client(target: oslo_messaging.Target, version_cap: str | None = None,

@@ -9,6 +9,7 @@ from oslo_service import service
 
 from scheduler import context
 from scheduler import manager as manager_mod
+from scheduler import metrics
 from scheduler import rpc
 
 LOG = logging.getLogger(__name__)
@@ -62,6 +63,7 @@ class Service(service.Service):
         self.tg.add_dynamic_timer(
             self.periodic_tasks, initial_delay=None,
             periodic_interval_max=self.periodic_interval)
+        metrics.start(CONF)
 
     def periodic_tasks(self, raise_on_error: bool = False) -> float:
         ctxt = context.get_admin_context()
@@ -81,6 +83,7 @@ class Service(service.Service):
             self.manager.driver.host_manager.flush()
         except Exception:
             LOG.exception('Could not save state at shutdown')
+        metrics.stop()
         super().stop(graceful=graceful)
 
     def reset(self) -> None:

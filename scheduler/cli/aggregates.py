@@ -118,7 +118,7 @@ def run(args) -> int:
     try:
         return args.aggregate_func(args)
     except exception.SchedulerException as e:
-        sys.stderr.write('%s: %s\n' % (type(e).__name__, e))
+        sys.stderr.write(output.error_line(e) + '\n')
         return 1
 
 

@@ -47,3 +47,17 @@ def key_values(pairs: list | None, what: str) -> dict:
         key, value = pair.split('=', 1)
         out[key.strip()] = value.strip()
     return out
+
+
+def error_line(error: Exception) -> str:
+    """``NoValidHost: <message>`` for an error raised in the service.
+
+    oslo.messaging re-raises remote errors as ``<Name>_Remote``
+    subclasses whose text ends with the remote traceback; show the
+    type and message a caller cares about.
+    """
+    cls = type(error)
+    if cls.__name__.endswith('_Remote'):
+        cls = cls.__mro__[1]
+    message = getattr(error, 'message', None) or str(error)
+    return '%s: %s' % (cls.__name__, message.strip())

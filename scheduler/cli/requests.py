@@ -78,7 +78,7 @@ def cmd_select(args) -> int:
             _context(args), spec, uuids, return_objects=True,
             return_alternates=args.alternates)
     except exception.SchedulerException as e:
-        sys.stderr.write('%s: %s\n' % (type(e).__name__, e))
+        sys.stderr.write(output.error_line(e) + '\n')
         return 1
     rows = []
     for index, (inst, alts) in enumerate(zip(uuids, result)):
@@ -102,7 +102,7 @@ def cmd_explain(args) -> int:
     try:
         result = api.explain(_context(args), build_spec(args))
     except exception.SchedulerException as e:
-        sys.stderr.write('%s: %s\n' % (type(e).__name__, e))
+        sys.stderr.write(output.error_line(e) + '\n')
         return 1
     if args.format == 'json':
         output.emit_json(result)

@@ -47,7 +47,8 @@ def main(argv: list | None = None) -> int:
     if args.debug:
         conf_args.append('--debug')
     config.parse_args(conf_args, prog='scheduler-manage',
-                      default_config_files=[] if args.config_file else None)
+                      default_config_files=[] if args.config_file else None,
+                      command_line_tool=True)
     return args.func(args)
 
 

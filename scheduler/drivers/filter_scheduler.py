@@ -9,6 +9,7 @@ from scheduler import driver
 from scheduler import exception
 from scheduler import filters
 from scheduler import loader
+from scheduler import metrics
 from scheduler import weights
 
 LOG = logging.getLogger(__name__)
@@ -182,6 +183,8 @@ class FilterScheduler(driver.Scheduler):
             for claim in claims:
                 self.host_manager.release(claim)
             raise
+        finally:
+            metrics.record_filter_steps(report.steps)
         return results
 
     def schedule_run_instance(self, context, spec_obj,

@@ -155,6 +155,11 @@ class HostFilterHandler:
                                 flt.rejection_reason(host, spec_obj)
                 report.steps.append(step)
             if not hosts:
+                if not before:
+                    # Nothing to blame a filter for.
+                    LOG.info('No host to filter for the request with '
+                             'instance ID %s', request_id)
+                    break
                 LOG.info('Filtering removed all hosts for the request with '
                          'instance ID %(uuid)s: filter %(name)s left none of '
                          '%(count)d host(s). Filter results: %(walk)s',

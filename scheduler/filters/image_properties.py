@@ -1,6 +1,8 @@
 """ImagePropertiesFilter: the host supports the image's architecture,
 hypervisor type and version, and VM mode."""
 
+import re
+
 from oslo_utils import versionutils
 
 from scheduler.filters import base
@@ -9,13 +11,22 @@ from scheduler.filters import extra_specs_ops
 _VM_MODE_ALIASES = {'pv': 'xen', 'hv': 'hvm', 'baremetal': 'hvm'}
 
 
+_REQUIREMENT = re.compile(r'^\s*(==|!=|>=|<=|=)?\s*(\d+(?:\.\d+)*)\s*$')
+
+
 def _version_requirement(requirement: str) -> str:
-    """'>= 6.0' -> '>= 6000000', comparable with hypervisor_version."""
-    words = requirement.split()
-    if len(words) == 2:
-        return '%s %d' % (words[0],
-                          versionutils.convert_version_to_int(words[1]))
-    return '== %d' % versionutils.convert_version_to_int(words[0])
+    """'>= 6.0' (or '>=6.0') -> '>= 6000000', comparable with
+    hypervisor_version, which encodes x.y.z as x*10^6 + y*10^3 + z."""
+    match = _REQUIREMENT.match(requirement)
+    if not match:
+        raise ValueError('unreadable version requirement %r' % requirement)
+    op, version = match.group(1) or '==', match.group(2)
+    parts = version.split('.')
+    # '6.0' means 6.0.0; a single number (nova's '6000') is taken as is.
+    if len(parts) > 1:
+        parts += ['0'] * (3 - len(parts))
+    return '%s %d' % (op, versionutils.convert_version_to_int(
+        '.'.join(parts)))
 
 
 class ImagePropertiesFilter(base.RequestScopedFilter):

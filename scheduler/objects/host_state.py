@@ -45,11 +45,13 @@ def ratio_overrides(host: str, aggregates: list) -> dict:
             if value is None:
                 continue
             try:
-                found.setdefault(resource, []).append(float(value))
+                ratio = float(value)
             except ValueError:
                 LOG.warning('Aggregate %(agg)s has a non-numeric %(key)s '
                             '%(value)r; ignoring it',
                             {'agg': agg.name, 'key': key, 'value': value})
+                continue
+            found.setdefault(resource, []).append(ratio)
     out = {}
     for resource, values in found.items():
         if len(set(values)) > 1:
@@ -80,6 +82,11 @@ class HostResources:
     @property
     def free_vcpus(self) -> int:
         return self.vcpus - self.vcpus_used
+
+    @property
+    def vcpus_total(self) -> int:
+        # nova's name, which extra specs use: capabilities:vcpus_total.
+        return self.vcpus
 
     @property
     def total_usable_ram_mb(self) -> int:

@@ -119,8 +119,10 @@ class RequestSpec(base.SchedulerObject):
                                                    else None)
         spec.project_id = props.get('project_id')
         spec.user_id = props.get('user_id')
-        spec.num_instances = int(request_spec.get('num_instances')
-                                 or len(uuids) or 1)
+        num = request_spec.get('num_instances')
+        # An explicit 0 stays 0, for the manager to reject.
+        spec.num_instances = int(num if num is not None
+                                 else len(uuids) or 1)
         spec.availability_zone = (props.get('availability_zone')
                                   or filter_properties.get(
                                       'availability_zone'))
@@ -139,8 +141,11 @@ class RequestSpec(base.SchedulerObject):
             hosts=[list(h) for h in retry.get('hosts', [])]) if retry else None
         group_policy = filter_properties.get('group_policies')
         if group_policy or filter_properties.get('group_hosts'):
+            # nova sends a set of policies (JSON a list): take the first.
+            if isinstance(group_policy, (set, frozenset)):
+                group_policy = sorted(group_policy)
             policy = group_policy[0] if isinstance(
-                group_policy, (list, tuple, set)) and group_policy \
+                group_policy, (list, tuple)) and group_policy \
                 else group_policy
             spec.instance_group = group_obj.InstanceGroup(
                 uuid=None, name=None, policy=policy or None,
@@ -175,7 +180,8 @@ class RequestSpec(base.SchedulerObject):
             'image': self.image.to_dict() if self.image else {},
             'is_bfv': self.is_bfv,
         }
-        if self.instance_uuid:
+        # One uuid stands for the request only when it is one instance.
+        if self.instance_uuid and self.num_instances == 1:
             spec['instance_uuids'] = [self.instance_uuid]
         return spec
 

@@ -1,4 +1,4 @@
-"""The checked-in sample config is what oslo-config-generator writes now."""
+"""Files the project keeps in step with its code: the sample config, CI."""
 
 import os
 import subprocess
@@ -33,7 +33,7 @@ def test_sample_documents_every_scheduler_option():
         name = getattr(group, 'name', group)
         assert '[%s]' % name in sample
         for opt in options:
-            assert '#%s = ' % opt.dest in sample, (name, opt.dest)
+            assert '#%s =' % opt.dest in sample, (name, opt.dest)
             assert len(opt.help.strip()) > 40, 'help text of %s' % opt.dest
 
 

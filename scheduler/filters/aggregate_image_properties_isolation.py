@@ -1,0 +1,69 @@
+"""AggregateImagePropertiesIsolation: the image's properties match the
+metadata of the host's aggregates that set the same keys."""
+
+from oslo_config import cfg
+
+from scheduler.filters import aggregate_metadata
+from scheduler.filters import base
+
+CONF = cfg.CONF
+
+
+class AggregateImagePropertiesIsolation(base.RequestScopedFilter):
+    """Passes hosts whose aggregates' metadata agree with the image's
+    properties: for each image property whose key some aggregate of the
+    host sets, the image's value must be one of the aggregate values
+    (a comma list).  A host in no aggregate, or in aggregates that set
+    none of the image's keys, takes every image.
+
+    With ``aggregate_image_properties_isolation_namespace`` set only
+    keys ``<namespace><separator>...`` are compared.
+
+    Limitation (nova bug 1677217): this filter only keeps images *with*
+    a property away from hosts whose aggregate wants another value.  An
+    image that does not have the property at all passes every host,
+    including the isolated ones.  The Trove blog of the seeds fell into
+    exactly this trap: tagging Trove images ``trove=true`` and the
+    Trove aggregate ``trove=true`` kept Trove images on Trove hosts,
+    but customers' untagged images still landed on the Trove hosts.
+    Isolating hosts needs a filter that also rejects images lacking the
+    property (the blog wrote its own TroveImageFilter), or
+    IsolatedHostsFilter for a fixed list of image ids.
+    """
+
+    run_filter_once_per_request = True
+
+    def prepare(self, spec_obj):
+        """``[(key, value)]`` of the image properties to compare."""
+        props = spec_obj.image_properties
+        if not props:
+            return base.SKIP
+        fs = CONF.filter_scheduler
+        namespace = fs.aggregate_image_properties_isolation_namespace
+        prefix = (namespace + fs.aggregate_image_properties_isolation_separator
+                  if namespace else '')
+        checks = [(key, str(value)) for key, value in props.items()
+                  if value is not None and str(value) != ''
+                  and key.startswith(prefix)]
+        return checks or base.SKIP
+
+    @staticmethod
+    def _mismatch(host_state, checks):
+        for key, value in checks:
+            allowed = aggregate_metadata.values(host_state, key)
+            if allowed and value not in allowed:
+                return key, value, allowed
+        return None
+
+    def passes(self, host_state, checks) -> bool:
+        return self._mismatch(host_state, checks) is None
+
+    def rejection_reason(self, host_state, spec_obj) -> str:
+        checks = self.prepare(spec_obj)
+        found = None if checks is base.SKIP else self._mismatch(host_state,
+                                                                 checks)
+        if found is None:
+            return 'did not pass'
+        key, value, allowed = found
+        return ('image property %s=%s is not in the host aggregates\' '
+                'values %s' % (key, value, ', '.join(sorted(allowed))))

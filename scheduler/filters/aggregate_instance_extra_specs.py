@@ -1,0 +1,77 @@
+"""AggregateInstanceExtraSpecsFilter: the metadata of the host's
+aggregates satisfies the flavor's extra specs."""
+
+from oslo_log import log as logging
+
+from scheduler.filters import aggregate_metadata
+from scheduler.filters import base
+from scheduler.filters import extra_specs_ops
+
+LOG = logging.getLogger(__name__)
+
+SCOPE = 'aggregate_instance_extra_specs'
+
+
+class AggregateInstanceExtraSpecsFilter(base.RequestScopedFilter):
+    """Passes hosts whose aggregates' metadata satisfies every flavor
+    extra spec scoped ``aggregate_instance_extra_specs:`` and, for
+    backward compatibility, every unscoped one (a key without a colon).
+
+    An aggregate value may be a comma list; the spec is met when any
+    item satisfies it.  Requirements use the extra specs operator
+    language (``<or> a <or> b``, ``>= 4``, ``s== x``...; no operator
+    means equal), as ComputeCapabilitiesFilter does.  A host whose
+    aggregates do not set the key does not pass.
+
+    Unscoped keys are checked by ComputeCapabilitiesFilter too: with
+    both filters enabled a flavor using them must satisfy both, which
+    is seldom what anyone wants, hence the scope.
+    """
+
+    run_filter_once_per_request = True
+
+    def prepare(self, spec_obj):
+        """``[(spec key, metadata key, requirement)]`` to check."""
+        checks = []
+        for key, req in (spec_obj.flavor.extra_specs or {}).items():
+            scope, sep, rest = key.partition(':')
+            if sep:
+                if scope != SCOPE:
+                    continue
+                meta_key = rest
+            else:
+                meta_key = key
+            if meta_key:
+                checks.append((key, meta_key, req))
+        return checks or base.SKIP
+
+    @staticmethod
+    def _failed(host_state, checks):
+        for key, meta_key, req in checks:
+            have = aggregate_metadata.values(host_state, meta_key)
+            if not any(extra_specs_ops.match(v, req) for v in have):
+                return key, meta_key, req, have
+        return None
+
+    def passes(self, host_state, checks) -> bool:
+        failed = self._failed(host_state, checks)
+        if failed is not None:
+            LOG.debug('%(host)s fails flavor extra spec %(key)s=%(req)r: '
+                      'aggregate metadata %(meta)s is %(have)s',
+                      {'host': host_state, 'key': failed[0],
+                       'meta': failed[1], 'req': failed[2],
+                       'have': sorted(failed[3]) or 'not set'})
+        return failed is None
+
+    def rejection_reason(self, host_state, spec_obj) -> str:
+        checks = self.prepare(spec_obj)
+        failed = None if checks is base.SKIP else self._failed(host_state,
+                                                                checks)
+        if failed is None:
+            return 'did not pass'
+        key, meta_key, req, have = failed
+        if not have:
+            return ('flavor extra spec %s=%r: no aggregate of the host sets '
+                    '%s' % (key, req, meta_key))
+        return ('flavor extra spec %s=%r not met by aggregate metadata '
+                '%s=%s' % (key, req, meta_key, ','.join(sorted(have))))

@@ -1,0 +1,34 @@
+"""AggregateIoOpsFilter: the host has fewer concurrent I/O operations
+than its aggregates' ``max_io_ops_per_host``."""
+
+from oslo_config import cfg
+
+from scheduler.filters import aggregate_metadata
+from scheduler.filters import base
+
+CONF = cfg.CONF
+
+KEY = 'max_io_ops_per_host'
+
+
+class AggregateIoOpsFilter(base.RequestScopedFilter):
+    """Passes hosts with fewer concurrent I/O operations (``num_io_ops``)
+    than the ``max_io_ops_per_host`` metadata of their aggregates (the
+    smallest when several set it), or than ``[filter_scheduler]
+    max_io_ops_per_host`` when none does.
+    """
+
+    def prepare(self, spec_obj) -> int:
+        return CONF.filter_scheduler.max_io_ops_per_host
+
+    def passes(self, host_state, default: int) -> bool:
+        limit = aggregate_metadata.min_int(host_state, KEY, default)
+        return host_state.num_io_ops < limit
+
+    def rejection_reason(self, host_state, spec_obj) -> str:
+        limit = aggregate_metadata.min_int(host_state, KEY,
+                                           self.prepare(spec_obj))
+        where = ('aggregate' if host_state.aggregate_values(KEY)
+                 else '[filter_scheduler]')
+        return ('%d concurrent I/O operations >= %s max_io_ops_per_host %d'
+                % (host_state.num_io_ops, where, limit))

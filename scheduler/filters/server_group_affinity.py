@@ -1,0 +1,34 @@
+"""ServerGroupAffinityFilter: the host is one of the hosts of the
+instance's affinity server group, if the group has any."""
+
+from scheduler.filters import base
+from scheduler.filters import server_group_anti_affinity
+
+POLICY = 'affinity'
+
+
+class ServerGroupAffinityFilter(base.RequestScopedFilter):
+    """Passes, when the instance's server group has the ``affinity``
+    policy and already runs on some hosts (``instance_group.hosts``),
+    only those hosts; every host otherwise (no group, another policy,
+    or the group's first instance).
+
+    Runs for every instance of a request: the scheduler adds each host
+    it picks to the group's hosts, so the later instances follow the
+    first.
+    """
+
+    def prepare(self, spec_obj):
+        group = server_group_anti_affinity.group_of(spec_obj, POLICY)
+        hosts = frozenset(group.obj_get('hosts') or ()) if group else None
+        return hosts or base.SKIP
+
+    def passes(self, host_state, hosts: frozenset) -> bool:
+        return host_state.host in hosts
+
+    def rejection_reason(self, host_state, spec_obj) -> str:
+        hosts = self.prepare(spec_obj)
+        if hosts is base.SKIP:
+            return 'did not pass'
+        return ('not one of the affinity server group\'s hosts %s'
+                % ', '.join(sorted(hosts)))

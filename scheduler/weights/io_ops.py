@@ -1,0 +1,16 @@
+"""IoOpsWeigher: prefer hosts with fewer concurrent I/O operations (or
+more, if the multiplier is positive)."""
+
+from scheduler.weights import base
+
+
+class IoOpsWeigher(base.BaseHostWeigher):
+    """Weighs hosts by ``num_io_ops`` (instances building, resizing,
+    snapshotting, migrating, rescuing or unshelving).  The default
+    ``io_ops_weight_multiplier`` of -1.0 prefers lightly loaded hosts.
+    """
+
+    multiplier_option = 'io_ops_weight_multiplier'
+
+    def _weigh_object(self, host_state, spec_obj) -> float:
+        return host_state.num_io_ops

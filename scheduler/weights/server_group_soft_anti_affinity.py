@@ -1,0 +1,27 @@
+"""ServerGroupSoftAntiAffinityWeigher: for a soft-anti-affinity server
+group, prefer hosts running fewer of its members."""
+
+from scheduler.weights import base
+from scheduler.weights import non_negative
+from scheduler.weights import server_group_soft_affinity
+
+POLICY = 'soft-anti-affinity'
+
+
+class ServerGroupSoftAntiAffinityWeigher(non_negative.NonNegativeMultiplier,
+                                         base.BaseHostWeigher):
+    """Weighs hosts by minus how many members of the instance's
+    ``soft-anti-affinity`` server group they run: the fewer, the
+    better.  Instances of other groups or of none weigh 0 everywhere.
+    Only a positive ``soft_anti_affinity_weight_multiplier`` makes
+    sense; a negative aggregate override is logged and read as 0.0.
+    """
+
+    multiplier_option = 'soft_anti_affinity_weight_multiplier'
+
+    def weigh_objects(self, weighed_hosts: list, spec_obj) -> list:
+        counts = server_group_soft_affinity.member_counts(
+            [w.obj for w in weighed_hosts], spec_obj, POLICY)
+        if counts is None:
+            return [0.0] * len(weighed_hosts)
+        return [-c for c in counts]

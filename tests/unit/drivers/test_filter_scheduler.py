@@ -1,0 +1,362 @@
+"""The filter scheduler: filter, weigh, pick, claim - one instance at a time.
+
+Every test builds a small fleet of reports, asks for placements and
+checks where the instances went.  Randomness only enters through
+``host_subset_size``; tests that use it seed ``random``.
+"""
+
+import random
+
+import pytest
+
+from scheduler.drivers import filter_scheduler
+from scheduler import exception
+from scheduler import filters
+from scheduler import objects
+from tests.unit import fixtures
+
+FLEET = [fixtures.report('small', memory_mb=2048, vcpus=4, local_gb=40),
+         fixtures.report('mid', memory_mb=4096, vcpus=8, local_gb=80),
+         fixtures.report('big', memory_mb=8192, vcpus=16, local_gb=160)]
+
+
+def _fleet():
+    return [r.obj_clone() for r in FLEET]
+
+
+@pytest.fixture
+def spread(conf):
+    """RAM decides alone: the host with the most free RAM wins."""
+    conf.config(weight_classes=['RAMWeigher'], ram_weight_multiplier=1.0,
+                enabled_filters=fixtures.CORE_FILTERS,
+                group='filter_scheduler')
+
+
+def _driver(reports=None, aggregates=()):
+    manager = fixtures.manager_with(
+        _fleet() if reports is None else reports, aggregates)
+    return filter_scheduler.FilterScheduler(manager)
+
+
+def _place(driver, spec, uuids=None, alternates=False, context=None):
+    return driver.select_destinations(context, spec, uuids,
+                                       return_alternates=alternates)
+
+
+def _hosts(selections):
+    return [alts[0].service_host for alts in selections]
+
+
+# --- placement ---------------------------------------------------------------
+
+def test_one_instance_goes_to_the_best_host(spread):
+    selections = _place(_driver(), fixtures.request(memory_mb=1024))
+    assert len(selections) == 1 and len(selections[0]) == 1
+    chosen = selections[0][0]
+    assert isinstance(chosen, objects.Selection)
+    assert (chosen.service_host, chosen.nodename) == ('big', 'big')
+    assert chosen.weight == 1.0
+    # The limits the resource filters computed, for the compute.
+    assert chosen.limits.memory_mb == 8192
+    assert chosen.limits.vcpu == 16
+    assert chosen.limits.disk_gb == 160
+
+
+def test_the_chosen_host_is_claimed(spread):
+    driver = _driver()
+    _place(driver, fixtures.request(memory_mb=1024), [fixtures.uuid(1)])
+    big = driver.host_manager.get_host_state('big')
+    assert big.free_ram_mb == 7168
+    assert fixtures.uuid(1) in big.instance_uuids
+    assert _place(driver, fixtures.request(memory_mb=1024))[0][0] \
+        .instance_uuid is None
+
+
+def test_stacking_with_a_negative_multiplier(conf, spread):
+    conf.config(ram_weight_multiplier=-1.0, group='filter_scheduler')
+    assert _hosts(_place(_driver(), fixtures.request(memory_mb=1024))) == \
+        ['small']
+
+
+def test_filters_remove_hosts_before_weighing(spread):
+    # Only 'small' reports the hypervisor the flavor asks for.
+    reports = _fleet()
+    reports[0].hypervisor_type = 'ironic'
+    spec = fixtures.request(
+        extra_specs={'capabilities:hypervisor_type': 's== ironic'})
+    assert _hosts(_place(_driver(reports), spec)) == ['small']
+
+
+def test_each_instance_consumes_resources_before_the_next(spread):
+    # 3 x 3 GB: 'big' (8 GB) takes two, then 'mid' (4 GB) is best.
+    driver = _driver()
+    uuids = [fixtures.uuid(n) for n in (1, 2, 3)]
+    selections = _place(driver, fixtures.request(memory_mb=3072,
+                                                 num_instances=3), uuids)
+    assert _hosts(selections) == ['big', 'big', 'mid']
+    assert [alts[0].instance_uuid for alts in selections] == uuids
+    assert driver.host_manager.get_host_state('big').free_ram_mb == 2048
+    assert driver.host_manager.get_host_state('mid').free_ram_mb == 1024
+
+
+def test_uuid_count_must_match_num_instances(spread):
+    with pytest.raises(exception.InvalidRequest):
+        _place(_driver(), fixtures.request(num_instances=2),
+               [fixtures.uuid(1)])
+
+
+def test_host_subset_size_picks_among_the_best(conf, spread):
+    conf.config(host_subset_size=2, group='filter_scheduler')
+    random.seed(1)
+    picked = {_hosts(_place(_driver(), fixtures.request()))[0]
+              for _ in range(30)}
+    # The two best hosts, never the worst.
+    assert picked == {'big', 'mid'}
+
+
+def test_host_subset_size_larger_than_the_fleet(conf, spread):
+    conf.config(host_subset_size=50, group='filter_scheduler')
+    random.seed(2)
+    picked = {_hosts(_place(_driver(), fixtures.request()))[0]
+              for _ in range(40)}
+    assert picked == {'big', 'mid', 'small'}
+
+
+# --- alternates --------------------------------------------------------------
+
+def test_alternates_are_distinct_hosts_max_attempts_minus_one(conf, spread):
+    conf.config(max_attempts=3, group='scheduler')
+    reports = _fleet() + [fixtures.report('big', 'big-node2',
+                                          memory_mb=8192)]
+    selections = _place(_driver(reports), fixtures.request(),
+                        [fixtures.uuid(1)], alternates=True)
+    alts = selections[0]
+    assert len(alts) == 3
+    hosts = [s.service_host for s in alts]
+    assert hosts[0] == 'big'
+    assert len(set(hosts)) == 3      # the second 'big' node is no alternate
+    assert all(s.instance_uuid == fixtures.uuid(1) for s in alts)
+    # Best first.
+    assert [s.weight for s in alts] == sorted((s.weight for s in alts),
+                                              reverse=True)
+
+
+def test_fewer_alternates_when_fewer_hosts_fit(conf, spread):
+    conf.config(max_attempts=5, group='scheduler')
+    selections = _place(_driver(), fixtures.request(memory_mb=3000),
+                        alternates=True)
+    assert [s.service_host for s in selections[0]] == ['big', 'mid']
+
+
+def test_no_alternates_unless_asked(conf, spread):
+    conf.config(max_attempts=3, group='scheduler')
+    assert len(_place(_driver(), fixtures.request())[0]) == 1
+
+
+def test_max_attempts_one_means_no_alternates(conf, spread):
+    conf.config(max_attempts=1, group='scheduler')
+    assert len(_place(_driver(), fixtures.request(), alternates=True)[0]) \
+        == 1
+
+
+# --- no valid host -----------------------------------------------------------
+
+def test_no_valid_host_releases_the_earlier_claims(spread):
+    # 2 x 6 GB: the first fits on 'big', the second nowhere.
+    driver = _driver()
+    before = {s.host: s.free_ram_mb
+              for s in driver.host_manager.get_all_host_states()}
+    with pytest.raises(exception.NoValidHost) as info:
+        _place(driver, fixtures.request(memory_mb=6144, num_instances=2),
+               [fixtures.uuid(1), fixtures.uuid(2)])
+    assert '(instance 2 of 2)' in str(info.value)
+    after = {s.host: s.free_ram_mb
+             for s in driver.host_manager.get_all_host_states()}
+    assert after == before
+    assert fixtures.uuid(1) not in \
+        driver.host_manager.get_host_state('big').instance_uuids
+    driver.host_manager.flush()
+    assert driver.host_manager.db.claims == []
+
+
+def test_admins_see_the_filter_walk_in_no_valid_host(spread):
+    from scheduler import context
+    with pytest.raises(exception.NoValidHost) as info:
+        _place(_driver(), fixtures.request(memory_mb=1 << 20),
+               context=context.get_admin_context())
+    assert 'RamFilter: 3 -> 0' in str(info.value)
+    with pytest.raises(exception.NoValidHost) as info:
+        _place(_driver(), fixtures.request(memory_mb=1 << 20),
+               context=context.RequestContext(is_admin=False))
+    assert 'RamFilter' not in str(info.value)
+
+
+def test_no_hosts_at_all(spread):
+    with pytest.raises(exception.NoValidHost):
+        _place(_driver([]), fixtures.request())
+
+
+def test_a_detailed_report_explains_the_rejections(spread):
+    report = filters.FilterReport(detailed=True)
+    with pytest.raises(exception.NoValidHost):
+        _driver().select_destinations(None, fixtures.request(vcpus=32),
+                                      None, report=report)
+    step = report.emptied_by()
+    assert step.name == 'VCPUFilter'
+    assert step.rejected['big/big'] == 'requested 32 vCPUs > 16 physical CPUs'
+
+
+# --- narrowing before the filters ----------------------------------------------
+
+def test_ignore_hosts(spread):
+    spec = fixtures.request(ignore_hosts=['big'])
+    assert _hosts(_place(_driver(), spec)) == ['mid']
+
+
+def test_forced_host_skips_the_filters(spread):
+    # 'small' has 2 GB: RamFilter would reject a 4 GB instance.
+    spec = fixtures.request(memory_mb=4096, force_hosts=['small'])
+    assert _hosts(_place(_driver(), spec)) == ['small']
+
+
+def test_forced_node(spread):
+    reports = _fleet() + [fixtures.report('big', 'big-node2',
+                                          memory_mb=1024)]
+    spec = fixtures.request(memory_mb=4096, force_nodes=['big-node2'])
+    selections = _place(_driver(reports), spec)
+    assert (selections[0][0].service_host, selections[0][0].nodename) == \
+        ('big', 'big-node2')
+
+
+def test_forced_host_must_still_be_up(spread):
+    reports = _fleet()
+    reports[0].disabled = True
+    with pytest.raises(exception.NoValidHost):
+        _place(_driver(reports), fixtures.request(force_hosts=['small']))
+
+
+def test_forcing_an_unknown_host_finds_nothing(spread):
+    with pytest.raises(exception.NoValidHost):
+        _place(_driver(), fixtures.request(force_hosts=['nowhere']))
+
+
+def test_requested_destination_host_and_node(spread):
+    reports = _fleet() + [fixtures.report('big', 'big-node2',
+                                          memory_mb=1024)]
+    spec = fixtures.request(requested_destination=objects.Destination(
+        host='mid', node=None, aggregates=None))
+    assert _hosts(_place(_driver(reports), spec)) == ['mid']
+    spec = fixtures.request(requested_destination=objects.Destination(
+        host='big', node='big-node2', aggregates=None))
+    assert _place(_driver(reports), spec)[0][0].nodename == 'big-node2'
+
+
+def test_requested_destination_still_runs_the_filters(spread):
+    spec = fixtures.request(memory_mb=4096,
+                            requested_destination=objects.Destination(
+                                host='small', node=None, aggregates=None))
+    with pytest.raises(exception.NoValidHost):
+        _place(_driver(), spec)
+
+
+def test_requested_destination_aggregates(spread):
+    aggs = [fixtures.aggregate('ssd', ['small', 'mid']),
+            fixtures.aggregate('gpu', ['small'])]
+    dest = objects.Destination(host=None, node=None, aggregates=['ssd'])
+    assert _hosts(_place(_driver(aggregates=aggs),
+                         fixtures.request(requested_destination=dest))) == \
+        ['mid']
+    # Each entry must hold; an entry is a comma list of alternatives.
+    dest = objects.Destination(host=None, node=None,
+                               aggregates=['ssd', 'gpu,other'])
+    assert _hosts(_place(_driver(aggregates=aggs),
+                         fixtures.request(requested_destination=dest))) == \
+        ['small']
+
+
+def test_availability_zone_request(spread):
+    aggs = [fixtures.aggregate('rack', ['small'], zone='az1')]
+    spec = fixtures.request(availability_zone='az1')
+    selections = _place(_driver(aggregates=aggs), spec)
+    assert _hosts(selections) == ['small']
+    assert selections[0][0].availability_zone == 'az1'
+
+
+# --- server groups -----------------------------------------------------------
+
+def test_group_hosts_grow_with_each_placed_instance(spread):
+    group = objects.InstanceGroup(uuid=fixtures.uuid(900), name='web',
+                                  policy='anti-affinity', rules={},
+                                  members=[], hosts=['elsewhere'])
+    spec = fixtures.request(memory_mb=3072, num_instances=2,
+                            instance_group=group)
+    _place(_driver(), spec, [fixtures.uuid(1), fixtures.uuid(2)])
+    assert group.hosts == ['elsewhere', 'big', 'big']
+
+
+def test_group_hosts_of_the_driver_come_from_members():
+    driver = _driver([fixtures.report('h1', instance_uuids=[fixtures.uuid(1)]),
+                      fixtures.report('h2')])
+    group = objects.InstanceGroup(uuid=None, name=None, policy='affinity',
+                                  rules={}, members=[fixtures.uuid(1)],
+                                  hosts=['h9'])
+    assert driver.group_hosts(None, group) == ['h1', 'h9']
+
+
+# --- configuration ------------------------------------------------------------
+
+def test_unknown_enabled_filter_is_named(conf):
+    conf.config(enabled_filters=['RamFilter', 'NoSuchFilter'],
+                group='filter_scheduler')
+    with pytest.raises(exception.SchedulerHostFilterNotFound) as info:
+        _driver()
+    assert 'NoSuchFilter' in str(info.value)
+
+
+def test_unknown_weigher_is_named(conf):
+    conf.config(weight_classes=['NoSuchWeigher'], group='filter_scheduler')
+    with pytest.raises(exception.SchedulerWeigherNotFound) as info:
+        _driver()
+    assert 'NoSuchWeigher' in str(info.value)
+
+
+def test_reset_applies_new_filters_and_multipliers(conf, spread):
+    driver = _driver()
+    assert _hosts(_place(driver, fixtures.request(memory_mb=3072,
+                                                  force_hosts=None))) == \
+        ['big']
+    # The operator drops RamFilter and turns spreading into stacking.
+    conf.config(enabled_filters=['ComputeFilter'],
+                ram_weight_multiplier=-1.0, group='filter_scheduler')
+    driver.reset()
+    assert [f.name() for f in driver.enabled_filters] == ['ComputeFilter']
+    # Stacking now: 'small' (2 GB free) is chosen, no RamFilter to stop it.
+    assert _hosts(_place(driver, fixtures.request(memory_mb=3072))) == \
+        ['small']
+
+
+def test_a_bad_reset_keeps_the_running_pipeline(conf, spread):
+    driver = _driver()
+    running = list(driver.enabled_filters)
+    conf.config(enabled_filters=['Nope'], group='filter_scheduler')
+    with pytest.raises(exception.SchedulerHostFilterNotFound):
+        driver.reset()
+    assert driver.enabled_filters == running
+    assert _hosts(_place(driver, fixtures.request())) == ['big']
+
+
+def test_schedule_run_instance_casts_to_the_chosen_hosts(spread):
+    driver = _driver()
+    casts = []
+
+    class Compute:
+        def run_instance(self, context, host, node, instance_uuid, spec_obj,
+                         limits=None):
+            casts.append((host, node, instance_uuid, spec_obj.num_instances))
+
+    driver.compute_rpcapi = Compute()
+    driver.schedule_run_instance(
+        None, fixtures.request(memory_mb=6144, num_instances=3),
+        [fixtures.uuid(1), fixtures.uuid(2), fixtures.uuid(3)])
+    # One instance at a time; the third fits nowhere and is only logged.
+    assert casts == [('big', 'big', fixtures.uuid(1), 1)]

@@ -1,0 +1,311 @@
+"""HostManager: reports, claims, hosts going down, and the inventory.
+
+A compute's report replaces what the scheduler knew of its node; the
+instances the scheduler placed there that the report does not show yet
+(claims) are counted again until the compute reports them, or until
+they expire.  State is written to the inventory by ``flush()`` and read
+back by a new HostManager after a restart.
+"""
+
+import logging
+import time
+
+import pytest
+
+from scheduler.drivers import filter_scheduler
+from scheduler import exception
+from scheduler import host_manager
+from scheduler import objects
+from tests.unit import fixtures
+
+
+def _claim(manager, host, memory_mb=1024, vcpus=1, root_gb=10, uuid=1):
+    state = manager.get_host_state(host)
+    return manager.claim(state, fixtures.request(memory_mb=memory_mb,
+                                                 vcpus=vcpus,
+                                                 root_gb=root_gb),
+                         fixtures.uuid(uuid))
+
+
+# --- reports -----------------------------------------------------------------
+
+def test_a_new_report_replaces_the_old_state():
+    manager = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
+    manager.update_from_report(fixtures.report('h1', memory_mb=8192,
+                                               memory_mb_used=1024))
+    states = manager.get_all_host_states()
+    assert len(states) == 1
+    assert (states[0].memory_mb, states[0].free_ram_mb) == (8192, 7168)
+
+
+def test_nodes_of_one_host_are_kept_apart():
+    manager = fixtures.manager_with([fixtures.report('h1', 'node-a'),
+                                     fixtures.report('h1', 'node-b')])
+    assert sorted(s.nodename for s in manager.get_all_host_states()) == \
+        ['node-a', 'node-b']
+    assert manager.get_host_state('h1', 'node-b').nodename == 'node-b'
+    assert manager.host_names() == ['h1']
+
+
+def test_unknown_host_raises_host_not_found():
+    with pytest.raises(exception.HostNotFound):
+        fixtures.manager_with().get_host_state('nowhere')
+
+
+def test_aggregates_are_attached_to_their_hosts():
+    aggs = [fixtures.aggregate('Trove', ['h1']),
+            fixtures.aggregate('az', ['h1', 'h2'], zone='az1')]
+    manager = fixtures.manager_with(
+        [fixtures.report('h1'), fixtures.report('h2')], aggs)
+    h1 = manager.get_host_state('h1')
+    h2 = manager.get_host_state('h2')
+    assert sorted(a.name for a in h1.aggregates) == ['Trove', 'az']
+    assert [a.name for a in h2.aggregates] == ['az']
+    assert h2.availability_zones == {'az1'}
+    assert [a.name for a in manager.aggregates()] == ['Trove', 'az']
+
+
+# --- claims ------------------------------------------------------------------
+
+def test_claim_consumes_resources_at_once():
+    manager = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
+    _claim(manager, 'h1', memory_mb=1024, vcpus=2, root_gb=10)
+    state = manager.get_host_state('h1')
+    assert (state.free_ram_mb, state.vcpus_used, state.local_gb_used) == \
+        (3072, 2, 10)
+    assert state.instance_uuids == [fixtures.uuid(1)]
+
+
+def test_claim_is_applied_again_on_a_report_that_lacks_the_instance():
+    # The compute sent this report before it heard of the instance.
+    manager = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
+    _claim(manager, 'h1', memory_mb=1024)
+    manager.update_from_report(fixtures.report('h1', memory_mb=4096))
+    state = manager.get_host_state('h1')
+    assert state.free_ram_mb == 3072
+    assert fixtures.uuid(1) in state.instance_uuids
+
+
+def test_claim_is_dropped_when_the_report_includes_the_instance():
+    manager = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
+    _claim(manager, 'h1', memory_mb=1024)
+    manager.update_from_report(fixtures.report(
+        'h1', memory_mb=4096, memory_mb_used=1024, num_instances=1,
+        instance_uuids=[fixtures.uuid(1)]))
+    # Counted once, by the compute.
+    assert manager.get_host_state('h1').free_ram_mb == 3072
+    # And the next report without it (the instance was deleted) frees it.
+    manager.update_from_report(fixtures.report('h1', memory_mb=4096))
+    assert manager.get_host_state('h1').free_ram_mb == 4096
+    manager.flush()
+    assert manager.db.activated == [fixtures.uuid(1)]
+
+
+def test_claim_expires_when_the_compute_never_reports_it(conf, caplog):
+    conf.config(service_down_time=60, group='scheduler')
+    caplog.set_level(logging.INFO, logger='scheduler.host_manager')
+    manager = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
+    claim = _claim(manager, 'h1', memory_mb=1024)
+    claim.claimed_at = time.time() - 61
+    manager.update_from_report(fixtures.report('h1', memory_mb=4096))
+    assert manager.get_host_state('h1').free_ram_mb == 4096
+    assert 'Claim of instance %s on h1 expired' % fixtures.uuid(1) in \
+        caplog.text
+    manager.flush()
+    assert manager.db.deleted == [fixtures.uuid(1)]
+
+
+def test_release_gives_the_resources_back():
+    manager = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
+    claim = _claim(manager, 'h1', memory_mb=1024)
+    manager.release(claim)
+    state = manager.get_host_state('h1')
+    assert state.free_ram_mb == 4096
+    assert state.instance_uuids == []
+    # Never written, so nothing to delete either.
+    manager.flush()
+    assert manager.db.claims == [] and manager.db.deleted == []
+    # A report without the instance does not bring the claim back.
+    manager.update_from_report(fixtures.report('h1', memory_mb=4096))
+    assert manager.get_host_state('h1').free_ram_mb == 4096
+
+
+def test_release_of_a_flushed_claim_deletes_it():
+    manager = fixtures.manager_with([fixtures.report('h1')])
+    claim = _claim(manager, 'h1')
+    manager.flush()
+    assert manager.db.claims == [fixtures.uuid(1)]
+    manager.release(claim)
+    manager.flush()
+    assert manager.db.deleted == [fixtures.uuid(1)]
+
+
+def test_instance_info_from_the_compute_fulfils_claims():
+    manager = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
+    _claim(manager, 'h1', memory_mb=1024)
+    manager.update_instance_info('h1', [fixtures.uuid(1)])
+    manager.flush()
+    assert manager.db.activated == [fixtures.uuid(1)]
+    # No longer a claim: the next report is the truth.
+    manager.update_from_report(fixtures.report('h1', memory_mb=4096))
+    assert manager.get_host_state('h1').free_ram_mb == 4096
+
+
+def test_deleted_instance_frees_its_claim():
+    manager = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
+    _claim(manager, 'h1', memory_mb=1024)
+    manager.delete_instance_info('h1', fixtures.uuid(1))
+    assert manager.get_host_state('h1').free_ram_mb == 4096
+
+
+class _FlakyInventory(fixtures.FakeInventory):
+    fail = True
+
+    def instances_claim(self, claims):
+        if self.fail:
+            self.fail = False
+            raise RuntimeError('database went away')
+        super().instances_claim(claims)
+
+
+def test_a_failed_flush_is_retried_by_the_next_one(caplog):
+    manager = host_manager.HostManager(inventory=_FlakyInventory())
+    manager.update_from_report(fixtures.report('h1'))
+    _claim(manager, 'h1')
+    manager.flush()
+    assert manager.db.claims == []
+    assert 'Could not write to the inventory' in caplog.text
+    manager.flush()
+    assert manager.db.claims == [fixtures.uuid(1)]
+    assert [r['host'] for r in manager.db.saved_reports] == ['h1', 'h1']
+
+
+# --- hosts going down and back up --------------------------------------------
+
+def test_a_silent_host_is_logged_down_once_and_back_up(conf, caplog):
+    conf.config(service_down_time=60, group='scheduler')
+    caplog.set_level(logging.INFO, logger='scheduler.host_manager')
+    manager = fixtures.manager_with([fixtures.report('h1'),
+                                     fixtures.report('h2')])
+    manager.get_host_state('h2').received_at = time.time() - 90
+    assert manager.check_down_hosts() == [('h2', 'h2')]
+    assert manager.check_down_hosts() == []        # logged once
+    warnings = [r.getMessage() for r in caplog.records
+                if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert warnings[0].startswith('Host h2/h2 has not reported for 9')
+    assert [s.host for s in manager.get_up_host_states()] == ['h1']
+    assert manager.host_names() == ['h1']
+    # Down hosts stay known: ComputeFilter explains why they are skipped.
+    assert len(manager.get_all_host_states()) == 2
+
+    caplog.clear()
+    manager.update_from_report(fixtures.report('h2'))
+    assert 'Host h2/h2 is reporting again' in caplog.text
+    assert manager.host_names() == ['h1', 'h2']
+    # Down again later: logged again.
+    manager.get_host_state('h2').received_at = time.time() - 90
+    assert manager.check_down_hosts() == [('h2', 'h2')]
+
+
+def test_disabled_hosts_are_not_up():
+    manager = fixtures.manager_with([fixtures.report('h1', disabled=True),
+                                     fixtures.report('h2')])
+    assert manager.host_names() == ['h2']
+
+
+# --- the inventory: a restarted daemon schedules from what it knew ------------
+
+def test_flush_and_reload_from_the_inventory(inventory):
+    inventory.aggregate_create('Trove', metadata={'ram_allocation_ratio':
+                                                  '1.0'})
+    inventory.aggregate_host_add('Trove', 'h1')
+    inventory.aggregate_create('rack2', availability_zone='az2')
+    inventory.aggregate_host_add('rack2', 'h2')
+
+    before = host_manager.HostManager()
+    before.load_from_inventory()
+    before.update_from_report(fixtures.report('h1', memory_mb=4096,
+                                              hypervisor_type='QEMU'))
+    before.update_from_report(fixtures.report('h2', memory_mb=8192,
+                                              disabled=True))
+    _claim(before, 'h1', memory_mb=3072, vcpus=2, root_gb=10)
+    before.flush()
+
+    after = host_manager.HostManager()
+    after.load_from_inventory()
+    states = {s.host: s for s in after.get_all_host_states()}
+    assert sorted(states) == ['h1', 'h2']
+    h1 = states['h1']
+    assert h1.hypervisor_type == 'QEMU'
+    assert [a.name for a in h1.aggregates] == ['Trove']
+    assert states['h2'].availability_zones == {'az2'}
+    assert states['h2'].disabled
+    # The open claim is counted again.
+    assert (h1.free_ram_mb, h1.vcpus_used, h1.local_gb_used) == (1024, 2, 10)
+    assert fixtures.uuid(1) in h1.instance_uuids
+    assert after.host_names() == ['h1']
+
+
+def test_a_restarted_daemon_schedules_from_what_it_knew(inventory, conf):
+    conf.config(enabled_filters=fixtures.CORE_FILTERS,
+                group='filter_scheduler')
+    before = host_manager.HostManager()
+    before.load_from_inventory()
+    before.update_from_report(fixtures.report('h1', memory_mb=4096))
+    driver = filter_scheduler.FilterScheduler(before)
+    spec = fixtures.request(memory_mb=3072, root_gb=1)
+    driver.select_destinations(None, spec, [fixtures.uuid(1)])
+    before.flush()
+
+    restarted = host_manager.HostManager()
+    restarted.load_from_inventory()
+    driver = filter_scheduler.FilterScheduler(restarted)
+    # 1 GB left: a second 3 GB instance does not fit ...
+    with pytest.raises(exception.NoValidHost):
+        driver.select_destinations(None, fixtures.request(memory_mb=3072),
+                                   [fixtures.uuid(2)])
+    # ... even after the compute reports without the first instance yet.
+    restarted.update_from_report(fixtures.report('h1', memory_mb=4096))
+    with pytest.raises(exception.NoValidHost):
+        driver.select_destinations(None, fixtures.request(memory_mb=3072),
+                                   [fixtures.uuid(2)])
+    # Once the compute reports the instance, the claim is settled.
+    restarted.update_from_report(fixtures.report(
+        'h1', memory_mb=4096, memory_mb_used=3072,
+        instance_uuids=[fixtures.uuid(1)]))
+    restarted.flush()
+    claimed = [i for i in inventory.instance_get_all()
+               if i['status'] == 'claimed']
+    assert claimed == []
+
+
+def test_an_unreadable_saved_report_is_skipped(inventory, caplog):
+    inventory.host_reports_save([
+        {'host': 'h1', 'nodename': 'h1', 'uuid': None, 'disabled': False,
+         'updated_at': None, 'report': {'versioned_object.name': 'Nope'}},
+        {'host': 'h2', 'nodename': 'h2', 'uuid': None, 'disabled': False,
+         'updated_at': None,
+         'report': fixtures.report('h2').obj_to_primitive()}])
+    manager = host_manager.HostManager()
+    manager.load_from_inventory()
+    assert manager.host_names() == ['h2']
+    assert 'Ignoring unreadable saved report of h1/h1' in caplog.text
+
+
+def test_aggregate_changes_reach_the_hosts(inventory):
+    manager = host_manager.HostManager()
+    manager.load_from_inventory()
+    manager.update_from_report(fixtures.report('h1'))
+    manager.update_aggregates([objects.Aggregate(
+        id=None, uuid=fixtures.uuid(800), name='Trove', hosts=['h1'],
+        metadata={})])
+    assert [a.name for a in manager.get_host_state('h1').aggregates] == \
+        ['Trove']
+    assert [a['name'] for a in inventory.aggregate_get_all()] == ['Trove']
+    manager.delete_aggregate(manager.aggregates()[0])
+    assert manager.get_host_state('h1').aggregates == []
+    # Deleting what is already gone is no error.
+    manager.delete_aggregate(objects.Aggregate(id=None, uuid=None,
+                                               name='Trove', hosts=[],
+                                               metadata={}))

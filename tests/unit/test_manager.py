@@ -1,0 +1,357 @@
+"""SchedulerManager, called directly as the RPC server would call it.
+
+The manager checks what arrives, turns legacy dicts into a RequestSpec,
+asks the driver and shapes the answer for the caller: the seed's list of
+dicts, Selections, or Selections backported to the caller's versions.
+"""
+
+import logging
+
+import oslo_messaging
+import pytest
+
+from scheduler import context
+from scheduler import driver as driver_mod
+from scheduler.drivers import chance
+from scheduler.drivers import filter_scheduler
+from scheduler import exception
+from scheduler import manager as manager_mod
+from scheduler import objects
+from scheduler.objects import base as objects_base
+from tests.unit import fixtures
+
+CTX = context.get_admin_context()
+
+
+def _manager(reports=None):
+    reports = reports if reports is not None else [
+        fixtures.report('small', memory_mb=2048),
+        fixtures.report('big', memory_mb=8192)]
+    driver = filter_scheduler.FilterScheduler(fixtures.manager_with(reports))
+    return manager_mod.SchedulerManager(driver=driver)
+
+
+@pytest.fixture(autouse=True)
+def ram_decides(conf):
+    conf.config(weight_classes=['RAMWeigher'],
+                enabled_filters=fixtures.CORE_FILTERS,
+                group='filter_scheduler')
+
+
+def call(method, *args, **kwargs):
+    """Call an endpoint method; expected errors come out with their type.
+
+    Endpoints mark NoValidHost & co as expected, which wraps them for
+    oslo.messaging; an RPC caller sees the original type, and so do we.
+    """
+    try:
+        return method(CTX, *args, **kwargs)
+    except oslo_messaging.ExpectedException as wrapped:
+        raise wrapped.exc_info[1]
+
+
+def _legacy(num_instances=1, memory_mb=1024, uuids=None, **props):
+    request_spec = {
+        'num_instances': num_instances,
+        'instance_properties': dict({'project_id': 'demo'}, **props),
+        'instance_type': {'memory_mb': memory_mb, 'vcpus': 1, 'root_gb': 1,
+                          'ephemeral_gb': 0, 'swap': 0, 'extra_specs': {}},
+        'image': {'properties': {}},
+    }
+    if uuids is not None:
+        request_spec['instance_uuids'] = uuids
+    return request_spec
+
+
+# --- select_destinations -----------------------------------------------------
+
+def test_legacy_dicts_in_the_seeds_list_of_dicts_out():
+    dests = call(_manager().select_destinations,
+                 request_spec=_legacy(num_instances=2,
+                                      uuids=[fixtures.uuid(1),
+                                             fixtures.uuid(2)]),
+                 filter_properties={'scheduler_hints': {}})
+    assert dests == [
+        {'host': 'big', 'nodename': 'big',
+         'limits': {'memory_mb': 8192, 'disk_gb': 100, 'vcpu': 8}},
+        {'host': 'big', 'nodename': 'big',
+         'limits': {'memory_mb': 8192, 'disk_gb': 100, 'vcpu': 8}}]
+
+
+def test_legacy_filter_properties_are_honoured():
+    dests = call(_manager().select_destinations, request_spec=_legacy(),
+                 filter_properties={'ignore_hosts': ['big']})
+    assert [d['host'] for d in dests] == ['small']
+
+
+def test_legacy_dicts_of_a_multi_instance_spec_are_accepted():
+    # A spec that was scheduled before carries one instance_uuid.
+    spec = fixtures.request(num_instances=2, instance_uuid=fixtures.uuid(2))
+    dests = call(_manager().select_destinations,
+                 request_spec=spec.to_legacy_request_spec_dict(),
+                 filter_properties=spec.to_legacy_filter_properties_dict())
+    assert len(dests) == 2
+
+
+def test_objects_in_selections_out():
+    selections = call(_manager().select_destinations,
+                      spec_obj=fixtures.request(),
+                      instance_uuids=[fixtures.uuid(1)], return_objects=True)
+    assert len(selections) == 1
+    assert isinstance(selections[0][0], objects.Selection)
+    assert selections[0][0].service_host == 'big'
+    assert selections[0][0].instance_uuid == fixtures.uuid(1)
+
+
+def test_objects_in_legacy_dicts_out():
+    dests = call(_manager().select_destinations, spec_obj=fixtures.request())
+    assert [d['host'] for d in dests] == ['big']
+
+
+def test_alternates_on_request(conf):
+    conf.config(max_attempts=2, group='scheduler')
+    selections = call(_manager().select_destinations,
+                      spec_obj=fixtures.request(), return_objects=True,
+                      return_alternates=True)
+    assert [s.service_host for s in selections[0]] == ['big', 'small']
+
+
+def test_peer_manifest_backports_the_selections():
+    old_peer = {'Selection': '1.0', 'SchedulerLimits': '1.0'}
+    answer = call(_manager().select_destinations,
+                  spec_obj=fixtures.request(), return_objects=True,
+                  peer_manifest=old_peer)
+    primitive = answer[0][0]
+    assert primitive['versioned_object.name'] == 'Selection'
+    assert primitive['versioned_object.version'] == '1.0'
+    assert 'weight' not in primitive['versioned_object.data']
+    assert primitive['versioned_object.data']['service_host'] == 'big'
+    # The old peer reads it as a Selection.
+    sel = objects_base.SchedulerObjectSerializer().deserialize_entity(
+        None, primitive)
+    assert sel.service_host == 'big'
+
+
+def test_a_peer_with_our_versions_gets_everything():
+    answer = call(_manager().select_destinations,
+                  spec_obj=fixtures.request(), return_objects=True,
+                  peer_manifest=objects_base.obj_manifest())
+    sel = objects_base.SchedulerObjectSerializer().deserialize_entity(
+        None, answer[0][0])
+    assert sel.VERSION == objects.Selection.VERSION
+    assert sel.weight == 1.0
+
+
+def test_no_valid_host_reaches_the_caller_typed():
+    with pytest.raises(exception.NoValidHost):
+        call(_manager().select_destinations,
+             spec_obj=fixtures.request(memory_mb=1 << 20))
+
+
+def test_the_wrapper_is_what_oslo_messaging_expects():
+    with pytest.raises(oslo_messaging.ExpectedException):
+        _manager().select_destinations(
+            CTX, spec_obj=fixtures.request(memory_mb=1 << 20))
+
+
+INVALID = {
+    'nothing at all': dict(),
+    'a dict as spec_obj': dict(spec_obj={'flavor': {}}),
+    'a HostState as spec_obj': dict(spec_obj=fixtures.report('h1')),
+    'a spec without flavor': dict(spec_obj=objects.RequestSpec()),
+    'zero instances': dict(spec_obj=fixtures.request(num_instances=0)),
+    'ten thousand instances': dict(
+        spec_obj=fixtures.request(num_instances=10000)),
+    'negative instances': dict(spec_obj=fixtures.request(num_instances=-1)),
+    'legacy zero instances': dict(request_spec=_legacy(num_instances=0)),
+    'legacy ten thousand': dict(request_spec=_legacy(num_instances=10000)),
+    'instance_uuids not a list': dict(spec_obj=fixtures.request(),
+                                      instance_uuids=fixtures.uuid(1)),
+    'instance_uuids not strings': dict(spec_obj=fixtures.request(),
+                                       instance_uuids=[1]),
+    'more uuids than instances': dict(
+        spec_obj=fixtures.request(),
+        instance_uuids=[fixtures.uuid(1), fixtures.uuid(2)]),
+    'legacy uuids not a list': dict(
+        request_spec=dict(_legacy(), instance_uuids='abc')),
+    'legacy request_spec not a dict': dict(request_spec=['num_instances']),
+    'legacy filter_properties not a dict': dict(request_spec=_legacy(),
+                                                filter_properties='x'),
+    'legacy instance_type not a dict': dict(
+        request_spec=dict(_legacy(), instance_type='m1.small')),
+    'legacy negative memory': dict(
+        request_spec=dict(_legacy(), instance_type={'memory_mb': -5})),
+    'legacy num_instances not a number': dict(
+        request_spec=dict(_legacy(), num_instances='two')),
+    'legacy instance_properties not a dict': dict(
+        request_spec=dict(_legacy(), instance_properties=5)),
+    'legacy image not a dict': dict(request_spec=dict(_legacy(),
+                                                      image='cirros')),
+    'legacy hints not a dict': dict(request_spec=_legacy(),
+                                    filter_properties={'scheduler_hints':
+                                                       'x'}),
+    'legacy retry not a dict': dict(request_spec=_legacy(),
+                                    filter_properties={'retry': 'x'}),
+    'legacy limits not a dict': dict(request_spec=_legacy(),
+                                     filter_properties={'limits': 'x'}),
+    'legacy unknown group policy': dict(
+        request_spec=_legacy(),
+        filter_properties={'group_policies': ['friends']}),
+}
+
+
+@pytest.mark.parametrize('case', sorted(INVALID))
+def test_invalid_requests_are_rejected_typed(case):
+    manager = _manager()
+    with pytest.raises(exception.InvalidRequest):
+        call(manager.select_destinations, **INVALID[case])
+    # Nothing was claimed on the way.
+    assert all(s.memory_mb_used == 0
+               for s in manager.driver.host_manager.get_all_host_states())
+
+
+def test_max_instances_per_request_is_accepted():
+    manager = _manager([fixtures.report('h%d' % n, memory_mb=1 << 20,
+                                        vcpus=1000, local_gb=1000)
+                        for n in range(2)])
+    spec = fixtures.request(memory_mb=1,
+                            num_instances=manager_mod.MAX_INSTANCES_PER_REQUEST)
+    assert len(call(manager.select_destinations, spec_obj=spec)) == \
+        manager_mod.MAX_INSTANCES_PER_REQUEST
+
+
+# --- schedule_run_instance ------------------------------------------------------
+
+class _Compute:
+    def __init__(self):
+        self.casts = []
+
+    def run_instance(self, context, host, node, instance_uuid, spec_obj,
+                     limits=None):
+        self.casts.append((host, instance_uuid))
+
+
+def test_schedule_run_instance_legacy_and_objects():
+    manager = _manager()
+    manager.driver.compute_rpcapi = _Compute()
+    call(manager.schedule_run_instance,
+         request_spec=_legacy(uuids=[fixtures.uuid(1)]), filter_properties={})
+    call(manager.schedule_run_instance, spec_obj=fixtures.request(),
+         instance_uuids=[fixtures.uuid(2)])
+    assert manager.driver.compute_rpcapi.casts == [
+        ('big', fixtures.uuid(1)), ('big', fixtures.uuid(2))]
+
+
+def test_schedule_run_instance_drops_bad_casts_with_a_warning(caplog):
+    manager = _manager()
+    manager.driver.compute_rpcapi = _Compute()
+    call(manager.schedule_run_instance, spec_obj='junk')
+    call(manager.schedule_run_instance, spec_obj=fixtures.request())
+    assert manager.driver.compute_rpcapi.casts == []
+    warnings = [r.getMessage() for r in caplog.records
+                if r.levelno == logging.WARNING]
+    assert len(warnings) == 2
+    assert 'no instance uuids' in warnings[1]
+
+
+# --- reports ---------------------------------------------------------------------
+
+@pytest.mark.parametrize('junk', [
+    None, 'h1', {'host': 'h1', 'memory_mb': 1024}, fixtures.request(),
+    objects.HostState(host='h1', nodename='h1'),      # no sizes
+    objects.HostState(memory_mb=1, local_gb=1, vcpus=1),   # no name
+], ids=['None', 'str', 'dict', 'RequestSpec', 'no-sizes', 'no-name'])
+def test_junk_reports_are_ignored_with_one_warning(junk, caplog):
+    manager = _manager([])
+    call(manager.update_service_capabilities, host_state=junk)
+    assert manager.driver.host_manager.get_all_host_states() == []
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    # The service goes on taking good reports.
+    call(manager.update_service_capabilities,
+         host_state=fixtures.report('h1'))
+    assert manager.driver.host_manager.host_names() == ['h1']
+
+
+def test_extra_arguments_of_newer_computes_are_ignored():
+    manager = _manager([])
+    call(manager.update_service_capabilities,
+         host_state=fixtures.report('h1'), service_name='compute')
+    assert manager.driver.host_manager.host_names() == ['h1']
+
+
+def test_instance_info_reaches_the_host_manager():
+    manager = _manager([fixtures.report('h1', memory_mb=4096)])
+    call(manager.select_destinations, spec_obj=fixtures.request(
+        memory_mb=1024), instance_uuids=[fixtures.uuid(1)])
+    hm = manager.driver.host_manager
+    call(manager.delete_instance_info, host_name='h1',
+         instance_uuid=fixtures.uuid(1))
+    assert hm.get_host_state('h1').free_ram_mb == 4096
+    call(manager.sync_instance_info, host_name='h1', instance_uuids=[])
+    call(manager.update_instance_info, host_name='h1',
+         instance_uuids=[fixtures.uuid(3)])
+
+
+def test_a_bad_aggregate_update_is_only_logged(caplog):
+    manager = _manager()
+    call(manager.update_aggregates, aggregates=[object()])
+    assert 'Ignored an aggregate update' in caplog.text
+
+
+# --- version info and driver loading ---------------------------------------------
+
+def test_get_version_info():
+    info = call(_manager().get_version_info)
+    assert info == {
+        'rpc_version': manager_mod.SchedulerManager.target.version,
+        'objects': objects_base.obj_manifest()}
+    # 1.2 introduced get_version_info itself.
+    assert tuple(map(int, info['rpc_version'].split('.'))) >= (1, 2)
+    assert info['objects']['RequestSpec'] == objects.RequestSpec.VERSION
+
+
+def test_load_driver_by_entry_point_name(conf):
+    assert isinstance(manager_mod.load_driver('chance_scheduler'),
+                      chance.ChanceScheduler)
+    conf.config(driver='filter_scheduler', group='scheduler')
+    assert isinstance(manager_mod.load_driver(),
+                      filter_scheduler.FilterScheduler)
+
+
+def test_load_driver_by_dotted_path(conf):
+    conf.config(driver='scheduler.drivers.chance.ChanceScheduler',
+                group='scheduler')
+    manager = manager_mod.SchedulerManager()
+    assert isinstance(manager.driver, chance.ChanceScheduler)
+
+
+def test_unknown_driver_is_named():
+    with pytest.raises(exception.SchedulerDriverNotFound) as info:
+        manager_mod.load_driver('nova.scheduler.ip_scheduler.IPScheduler')
+    assert "'nova.scheduler.ip_scheduler.IPScheduler'" in str(info.value)
+    assert 'scheduler.drivers' in str(info.value)
+
+
+def test_a_class_that_is_no_scheduler_is_rejected():
+    with pytest.raises(exception.SchedulerDriverNotFound) as info:
+        manager_mod.load_driver('scheduler.filters.ram.RamFilter')
+    assert 'not a subclass of scheduler.driver.Scheduler' in str(info.value)
+
+
+def test_a_driver_must_implement_the_two_marked_methods():
+    class Half(driver_mod.Scheduler):
+        def select_destinations(self, context, spec_obj, instance_uuids,
+                                return_alternates=False):
+            return []
+
+    with pytest.raises(TypeError):
+        Half()
+
+
+def test_reset_reaches_the_driver(conf):
+    manager = _manager()
+    conf.config(enabled_filters=['ComputeFilter'], group='filter_scheduler')
+    manager.reset()
+    assert [f.name() for f in manager.driver.enabled_filters] == \
+        ['ComputeFilter']

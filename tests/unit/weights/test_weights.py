@@ -1,0 +1,131 @@
+"""Weighers rank the hosts that passed the filters.
+
+weight = sum over weighers of multiplier x normalize(raw weights), the
+heaviest host first.  A negative multiplier turns spreading into
+stacking.
+"""
+
+import pytest
+
+from scheduler import weights
+from scheduler.weights import base
+from scheduler.weights import cpu
+from scheduler.weights import disk
+from scheduler.weights import ram
+from tests.unit import fixtures
+
+
+def test_normalize_scales_to_zero_one():
+    assert base.normalize([]) == []
+    assert base.normalize([1, 2, 3]) == [0.0, 0.5, 1.0]
+    assert base.normalize([10, 10]) == [0.0, 0.0]
+    assert base.normalize([-5, 5]) == [0.0, 1.0]
+
+
+def test_normalize_with_fixed_bounds():
+    assert base.normalize([5], minval=0, maxval=10) == [0.5]
+    assert base.normalize([2, 4], minval=0) == [0.5, 1.0]
+
+
+def _hosts():
+    # free RAM: 1 GB, 4 GB, 8 GB; free vCPUs: 16, 4, 8; free disk: 50, 20, 90
+    return fixtures.hosts(
+        fixtures.report('small', memory_mb=1024, vcpus=16, local_gb=50),
+        fixtures.report('mid', memory_mb=4096, vcpus=4, local_gb=20),
+        fixtures.report('big', memory_mb=8192, vcpus=8, local_gb=90))
+
+
+def _rank(weighers, hosts=None):
+    weighed = base.HostWeightHandler().get_weighed_objects(
+        weighers, hosts if hosts is not None else _hosts(),
+        fixtures.request())
+    return [(w.obj.host, round(w.weight, 4)) for w in weighed]
+
+
+def test_ram_weigher_spreads_to_the_most_free_ram(conf):
+    conf.config(ram_weight_multiplier=1.0, group='filter_scheduler')
+    assert _rank([ram.RAMWeigher()]) == [
+        ('big', 1.0), ('mid', round(3072 / 7168, 4)), ('small', 0.0)]
+
+
+def test_negative_ram_multiplier_stacks(conf):
+    conf.config(ram_weight_multiplier=-1.0, group='filter_scheduler')
+    assert [h for h, _ in _rank([ram.RAMWeigher()])] == \
+        ['small', 'mid', 'big']
+
+
+def test_zero_multiplier_disables_a_weigher(conf):
+    conf.config(ram_weight_multiplier=0.0, group='filter_scheduler')
+    assert {w for _h, w in _rank([ram.RAMWeigher()])} == {0.0}
+
+
+def test_cpu_weigher_counts_the_allocation_ratio(conf):
+    conf.config(cpu_weight_multiplier=1.0, group='filter_scheduler')
+    hosts = fixtures.hosts(
+        fixtures.report('dense', vcpus=4, cpu_allocation_ratio=16.0),
+        fixtures.report('strict', vcpus=32, cpu_allocation_ratio=1.0))
+    assert [h for h, _ in _rank([cpu.CPUWeigher()], hosts)] == \
+        ['dense', 'strict']
+
+
+def test_cpu_and_disk_weighers(conf):
+    assert _rank([cpu.CPUWeigher()])[0][0] == 'small'
+    assert _rank([disk.DiskWeigher()])[0][0] == 'big'
+    conf.config(disk_weight_multiplier=-1.0, group='filter_scheduler')
+    assert _rank([disk.DiskWeigher()])[0][0] == 'mid'
+
+
+def test_weights_add_up_with_their_multipliers(conf):
+    conf.config(ram_weight_multiplier=1.0, cpu_weight_multiplier=2.0,
+                disk_weight_multiplier=0.5, group='filter_scheduler')
+    weighed = base.HostWeightHandler().get_weighed_objects(
+        [ram.RAMWeigher(), cpu.CPUWeigher(), disk.DiskWeigher()],
+        _hosts(), fixtures.request())
+    by_host = {w.obj.host: w for w in weighed}
+    small = by_host['small']
+    # small: least RAM (0), most vCPUs (1 x 2.0), disk 30/70 (x 0.5)
+    assert small.contributions == pytest.approx(
+        {'RAMWeigher': 0.0, 'CPUWeigher': 2.0, 'DiskWeigher': 0.5 * 30 / 70})
+    for w in weighed:
+        assert w.weight == pytest.approx(sum(w.contributions.values()))
+    assert [w.obj.host for w in weighed] == ['small', 'big', 'mid']
+
+
+def test_per_aggregate_multiplier_overrides_the_option(conf):
+    # Admin guide: an aggregate's ram_weight_multiplier wins for its
+    # hosts; with several the smallest is used.
+    conf.config(ram_weight_multiplier=1.0, group='filter_scheduler')
+    aggs = [fixtures.aggregate('stack', ['big'],
+                               {'ram_weight_multiplier': '-1.0'}),
+            fixtures.aggregate('other', ['big'],
+                               {'ram_weight_multiplier': '5.0'})]
+    hosts = fixtures.hosts(
+        fixtures.report('small', memory_mb=1024),
+        fixtures.report('mid', memory_mb=4096),
+        fixtures.report('big', memory_mb=8192), aggregates=aggs)
+    ranked = dict(_rank([ram.RAMWeigher()], hosts))
+    assert ranked['big'] == -1.0
+    assert ranked['mid'] > 0
+
+
+class FreeIoWeigher(base.BaseHostWeigher):
+    """A custom weigher over the whole list: fewer io ops is better."""
+
+    def weigh_objects(self, weighed_hosts, spec_obj):
+        return [-w.obj.num_io_ops for w in weighed_hosts]
+
+
+def test_a_custom_weigher_with_a_fixed_multiplier():
+    hosts = fixtures.hosts(fixtures.report('busy', num_io_ops=9),
+                           fixtures.report('idle', num_io_ops=0))
+    assert _rank([FreeIoWeigher()], hosts) == [('idle', 1.0), ('busy', 0.0)]
+
+
+def test_no_hosts_no_weights():
+    assert base.HostWeightHandler().get_weighed_objects(
+        [ram.RAMWeigher()], [], fixtures.request()) == []
+
+
+def test_all_weighers_lists_the_in_tree_ones():
+    names = {cls.__name__ for cls in weights.all_weighers()}
+    assert {'RAMWeigher', 'CPUWeigher', 'DiskWeigher'} <= names
