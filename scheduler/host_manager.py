@@ -23,6 +23,8 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from scheduler import exception
+from scheduler.filters import numa_topology
+from scheduler.filters import pci_passthrough
 from scheduler import host_view
 from scheduler import objects
 from scheduler.objects import host_state as host_state_obj
@@ -44,6 +46,9 @@ class Claim:
     project_id: str | None = None
     user_id: str | None = None
     claimed_at: float = dataclasses.field(default_factory=time.time)
+    #: NUMA cells and PCI devices taken, as the filters' claim_* return.
+    numa: list = dataclasses.field(default_factory=list)
+    pci: list = dataclasses.field(default_factory=list)
 
 
 def _inventory():
@@ -158,8 +163,7 @@ class HostManager:
                 del pending[uuid]
                 self._released.append(uuid)
             else:
-                state.apply_claim(claim.memory_mb, claim.vcpus,
-                                  claim.disk_gb, uuid)
+                _apply(state, claim)
         if key in self._down:
             self._down.discard(key)
             LOG.info('Host %s/%s is reporting again; scheduling to it',
@@ -212,6 +216,8 @@ class HostManager:
                       spec_obj.obj_get('project_id'),
                       spec_obj.obj_get('user_id'))
         host_state.apply_claim(memory_mb, vcpus, disk_gb, instance_uuid)
+        claim.numa = numa_topology.claim_numa(host_state, spec_obj)
+        claim.pci = pci_passthrough.claim_pci(host_state, spec_obj)
         if instance_uuid:
             self._claims[host_state.key()][instance_uuid] = claim
             self._new_claims.append(claim)
@@ -222,8 +228,7 @@ class HostManager:
         key = (claim.host, claim.nodename)
         state = self._states.get(key)
         if state is not None:
-            state.apply_claim(claim.memory_mb, claim.vcpus, claim.disk_gb,
-                              claim.instance_uuid or None, sign=-1)
+            _apply(state, claim, sign=-1)
         if claim.instance_uuid:
             self._claims.get(key, {}).pop(claim.instance_uuid, None)
             if claim in self._new_claims:
@@ -288,13 +293,20 @@ class HostManager:
                 continue
             claim = self._claims.get(key, {}).pop(instance_uuid, None)
             if claim is not None:
-                state.apply_claim(claim.memory_mb, claim.vcpus,
-                                  claim.disk_gb, instance_uuid, sign=-1)
+                _apply(state, claim, sign=-1)
         self._released.append(instance_uuid)
 
     def host_names(self, states: list | None = None) -> list:
         states = self.get_up_host_states() if states is None else states
         return sorted({s.host for s in states})
+
+
+def _apply(state, claim: Claim, sign: int = 1) -> None:
+    """Lay a claim over a host state (``sign=-1`` takes it off)."""
+    state.apply_claim(claim.memory_mb, claim.vcpus, claim.disk_gb,
+                      claim.instance_uuid or None, sign=sign)
+    numa_topology.apply_numa_usage(state, claim.numa, sign=sign)
+    pci_passthrough.apply_pci_usage(state, claim.pci, sign=sign)
 
 
 def _aggregate_obj(row: dict):

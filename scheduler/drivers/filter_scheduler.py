@@ -151,6 +151,7 @@ class FilterScheduler(driver.Scheduler):
         group = spec_obj.obj_get('instance_group')
         alternates_wanted = (CONF.scheduler.max_attempts - 1
                              if return_alternates else 0)
+        group_hosts = list(group.hosts) if group is not None else None
         claims, results = [], []
         try:
             for index in range(num):
@@ -182,6 +183,8 @@ class FilterScheduler(driver.Scheduler):
         except Exception:
             for claim in claims:
                 self.host_manager.release(claim)
+            if group is not None:
+                group.hosts = group_hosts
             raise
         finally:
             metrics.record_filter_steps(report.steps)

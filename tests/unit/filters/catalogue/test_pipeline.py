@@ -94,3 +94,58 @@ def test_every_filter_and_weigher_at_once(conf):
     # Best metrics and most free resources first; the first instance's
     # I/O operation then tips IoOpsWeigher towards another host.
     assert placed == ['h3', 'h2']
+
+
+def _pci_request(count=1):
+    return [objects.InstancePCIRequest(
+        count=count, spec=[{'vendor_id': '8086', 'product_id': '1520'}],
+        alias_name='nic')]
+
+
+def _pci_pool(count):
+    return [objects.PciDevicePool(vendor_id='8086', product_id='1520',
+                                  numa_node=None, tags={}, count=count)]
+
+
+def test_pci_devices_are_consumed_by_each_instance_of_a_request(conf):
+    reports = [fixtures.report('h1', pci_pools=_pci_pool(1)),
+               fixtures.report('h2', pci_pools=_pci_pool(1)),
+               fixtures.report('h3')]
+    driver = _driver('PciPassthroughFilter', reports=reports, conf=conf)
+
+    placed = _place(driver, fixtures.request(num_instances=2,
+                                             pci_requests=_pci_request()), 2)
+
+    assert sorted(placed) == ['h1', 'h2'], 'one device each, none on h3'
+    with pytest.raises(exception.NoValidHost):
+        _place(driver, fixtures.request(pci_requests=_pci_request()), 1)
+
+
+def test_a_pci_claim_survives_a_report_sent_before_the_build(conf):
+    reports = [fixtures.report('h1', pci_pools=_pci_pool(1))]
+    driver = _driver('PciPassthroughFilter', reports=reports, conf=conf)
+    _place(driver, fixtures.request(pci_requests=_pci_request()), 1)
+
+    # The compute reports again without the instance (still building).
+    driver.host_manager.update_from_report(
+        fixtures.report('h1', pci_pools=_pci_pool(1)))
+
+    with pytest.raises(exception.NoValidHost):
+        _place(driver, fixtures.request(pci_requests=_pci_request()), 1)
+
+
+def test_numa_cells_are_consumed_by_each_instance_of_a_request(conf):
+    topology = objects.NUMATopology(cells=[
+        objects.NUMACell(id=0, cpuset={0, 1}, memory=2048, cpu_usage=0,
+                         memory_usage=0)])
+    reports = [fixtures.report('h1', numa_topology=topology,
+                               cpu_allocation_ratio=1.0,
+                               ram_allocation_ratio=1.0)]
+    driver = _driver('NUMATopologyFilter', reports=reports, conf=conf)
+    wants = objects.InstanceNUMATopology(cells=[
+        objects.InstanceNUMACell(id=0, cpuset={0, 1}, memory=1024)])
+
+    _place(driver, fixtures.request(numa_topology=wants), 1)
+
+    with pytest.raises(exception.NoValidHost):
+        _place(driver, fixtures.request(numa_topology=wants), 1)

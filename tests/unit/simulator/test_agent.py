@@ -1,0 +1,323 @@
+"""Simulated compute agents, called directly (no bus) and as a process."""
+
+import inspect
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from scheduler import context as ctx_mod
+from scheduler import objects
+from scheduler.simulator import agent
+from scheduler.simulator import fleet
+
+UUID1 = 'a1a1a1a1-0000-4000-8000-000000000001'
+UUID2 = 'a1a1a1a1-0000-4000-8000-000000000002'
+
+
+class RecordingSchedulerAPI:
+    """Stands in for SchedulerAPI: remembers every cast."""
+
+    def __init__(self):
+        self.casts = []
+
+    def _record(self, method, *args):
+        self.casts.append((method,) + args)
+
+    def update_service_capabilities(self, ctxt, host_state):
+        self._record('update_service_capabilities', host_state)
+
+    def update_instance_info(self, ctxt, host_name, instance_uuids):
+        self._record('update_instance_info', host_name, list(instance_uuids))
+
+    def delete_instance_info(self, ctxt, host_name, instance_uuid):
+        self._record('delete_instance_info', host_name, instance_uuid)
+
+    def update_aggregates(self, ctxt, aggregates):
+        self._record('update_aggregates', aggregates)
+
+    def methods(self) -> list:
+        return [c[0] for c in self.casts]
+
+    def last_state(self):
+        return [c[1] for c in self.casts
+                if c[0] == 'update_service_capabilities'][-1]
+
+
+def _spec(memory_mb=0, vcpus=0, root_gb=0, ephemeral_gb=0, swap=0,
+          is_bfv=False) -> objects.RequestSpec:
+    return objects.RequestSpec(
+        flavor=objects.Flavor(memory_mb=memory_mb, vcpus=vcpus,
+                              root_gb=root_gb, ephemeral_gb=ephemeral_gb,
+                              swap=swap, extra_specs={}),
+        num_instances=1, is_bfv=is_bfv)
+
+
+@pytest.fixture
+def api():
+    return RecordingSchedulerAPI()
+
+
+@pytest.fixture
+def compute(api):
+    host = fleet.uniform(1, prefix='sim', memory_mb=8192, vcpus=4,
+                         local_gb=100, cpu_allocation_ratio=2.0,
+                         ram_allocation_ratio=1.0,
+                         disk_allocation_ratio=1.0).hosts[0]
+    return agent.SimulatedCompute(host, api)
+
+
+@pytest.fixture
+def endpoint(compute):
+    return agent.ComputeEndpoint(compute)
+
+
+@pytest.fixture
+def ctxt():
+    return ctx_mod.RequestContext(user_id='u', project_id='p')
+
+
+class TestInitialState:
+
+    def test_reported_fields(self, compute):
+        state = compute.snapshot()
+        assert (state.host, state.nodename) == ('sim-001', 'sim-001')
+        assert state.uuid == fleet.host_uuid('sim-001')
+        assert state.supported_instances == [['x86_64', 'kvm', 'hvm']]
+        assert str(state.host_ip) == '127.1.0.1'
+        assert state.updated_at is not None
+        assert (state.memory_mb_used, state.num_instances,
+                state.failed_builds) == (0, 0, 0)
+
+    def test_ratios_default_to_compute_options(self, conf):
+        conf.config(cpu_allocation_ratio=3.0, ram_allocation_ratio=1.25,
+                    group='compute')
+        host = fleet.uniform(1, disk_allocation_ratio=2.0).hosts[0]
+        state = agent.build_host_state(host)
+        assert (state.cpu_allocation_ratio, state.ram_allocation_ratio,
+                state.disk_allocation_ratio) == (3.0, 1.25, 2.0)
+
+    def test_snapshot_survives_the_wire(self, compute):
+        primitive = compute.snapshot().obj_to_primitive()
+        state = objects.HostState.obj_from_primitive(primitive)
+        assert state.host == 'sim-001'
+        assert state.cpu_info == {'arch': 'x86_64'}
+
+
+class TestRunInstance:
+
+    def test_consumes_and_tells_the_scheduler(self, endpoint, compute, api,
+                                              ctxt):
+        endpoint.run_instance(ctxt, UUID1, 'sim-001',
+                              _spec(2048, 2, 10, 5, swap=1),
+                              objects.SchedulerLimits.from_dict({}))
+        state = compute.state
+        assert state.memory_mb_used == 2048
+        assert state.vcpus_used == 2
+        # Root + ephemeral + swap rounded up to a whole GiB.
+        assert state.local_gb_used == 16
+        assert state.num_instances == 1
+        assert state.instance_uuids == [UUID1]
+        assert compute.instances == {UUID1: (2048, 2, 16)}
+        assert api.methods() == ['update_instance_info',
+                                 'update_service_capabilities']
+        assert api.casts[0][1:] == ('sim-001', [UUID1])
+        reported = api.last_state()
+        assert reported.instance_uuids == [UUID1]
+        assert reported.memory_mb_used == 2048
+        assert list(compute.received) == [('run_instance', UUID1, True)]
+
+    def test_boot_from_volume_leaves_the_root_disk_out(self, compute):
+        assert compute.run_instance(UUID1, _spec(512, 1, 40, 2,
+                                                 is_bfv=True))
+        assert compute.state.local_gb_used == 2
+
+    def test_refuses_beyond_the_scheduler_limits(self, endpoint, compute,
+                                                 api, ctxt, caplog):
+        limits = objects.SchedulerLimits.from_dict({'memory_mb': 4096})
+        endpoint.run_instance(ctxt, UUID1, 'sim-001', _spec(4096, 1),
+                              limits)
+        endpoint.run_instance(ctxt, UUID2, 'sim-001', _spec(1024, 1),
+                              limits)
+        assert list(compute.instances) == [UUID1]
+        assert compute.state.memory_mb_used == 4096
+        assert compute.state.failed_builds == 1
+        assert 'refused instance %s: RAM' % UUID2 in caplog.text
+        assert api.methods()[-2:] == ['delete_instance_info',
+                                      'update_service_capabilities']
+        assert api.casts[-2][1:] == ('sim-001', UUID2)
+        assert api.last_state().failed_builds == 1
+        assert compute.received[-1] == ('run_instance', UUID2, False)
+
+    @pytest.mark.parametrize('flavor, what', [
+        ((8193, 1, 0), 'RAM'),     # 8192 MB x 1.0
+        ((1, 9, 0), 'vCPUs'),      # 4 x 2.0
+        ((1, 1, 101), 'disk'),     # 100 GB x 1.0
+    ])
+    def test_without_limits_the_host_totals_and_ratios_apply(
+            self, compute, caplog, flavor, what):
+        memory_mb, vcpus, root_gb = flavor
+        assert not compute.run_instance(UUID1,
+                                        _spec(memory_mb, vcpus, root_gb))
+        assert '%s: ' % what in caplog.text
+        assert compute.state.num_instances == 0
+
+    def test_vcpu_overcommit_within_the_ratio(self, compute):
+        assert compute.run_instance(UUID1, _spec(1, 8, 0))
+        assert compute.state.vcpus_used == 8
+
+    def test_limits_may_come_as_a_dict(self, compute):
+        assert not compute.run_instance(UUID1, _spec(1, 2, 0),
+                                        {'vcpu': 1})
+        assert compute.run_instance(UUID1, _spec(1, 1, 0), {'vcpu': 1})
+
+    def test_a_successful_build_resets_failed_builds(self, compute):
+        compute.run_instance(UUID1, _spec(memory_mb=10 ** 6))
+        assert compute.state.failed_builds == 1
+        compute.run_instance(UUID2, _spec(memory_mb=1))
+        assert compute.state.failed_builds == 0
+
+    def test_same_instance_twice_counts_once(self, compute, api):
+        compute.run_instance(UUID1, _spec(1024, 1))
+        compute.run_instance(UUID1, _spec(1024, 1))
+        assert compute.state.memory_mb_used == 1024
+        assert compute.state.num_instances == 1
+
+
+class TestTerminateInstance:
+
+    def test_frees_and_tells_the_scheduler(self, endpoint, compute, api,
+                                           ctxt):
+        endpoint.run_instance(ctxt, UUID1, 'sim-001', _spec(2048, 2, 10))
+        api.casts.clear()
+        endpoint.terminate_instance(ctxt, UUID1)
+        state = compute.state
+        assert (state.memory_mb_used, state.vcpus_used, state.local_gb_used,
+                state.num_instances, state.instance_uuids) == (0, 0, 0, 0,
+                                                                [])
+        assert compute.instances == {}
+        assert api.methods() == ['delete_instance_info',
+                                 'update_service_capabilities']
+        assert api.casts[0][1:] == ('sim-001', UUID1)
+        assert api.last_state().instance_uuids == []
+
+    def test_unknown_instance(self, compute, api, caplog):
+        assert not compute.terminate_instance(UUID2)
+        # The scheduler may still hold a claim for it: told all the same.
+        assert api.methods() == ['delete_instance_info']
+        assert 'has no instance %s' % UUID2 in caplog.text
+
+
+class TestEndpoint:
+
+    def test_speaks_compute_api_1_0(self):
+        assert agent.ComputeEndpoint.target.version == '1.0'
+
+    def test_only_the_two_casts_are_public(self, endpoint):
+        public = {name for name in dir(endpoint)
+                  if not name.startswith('_')
+                  and inspect.ismethod(getattr(endpoint, name))}
+        assert public == {'run_instance', 'terminate_instance'}
+
+
+class TestFleet:
+
+    @pytest.fixture
+    def sim_fleet(self, api, tmp_path):
+        spec = fleet.uniform(3, prefix='sim', availability_zone='az1')
+        return agent.Fleet(spec, control_dir=str(tmp_path),
+                           scheduler_api=api)
+
+    def test_report_all(self, sim_fleet, api):
+        assert sim_fleet.report_all() == 3
+        assert sorted(c[1].host for c in api.casts) == [
+            'sim-001', 'sim-002', 'sim-003']
+
+    def test_down_file_silences_a_host_until_removed(self, sim_fleet, api,
+                                                     tmp_path, caplog):
+        down = tmp_path / 'sim-002.down'
+        down.touch()
+        assert sim_fleet.report_all() == 2
+        assert 'sim-002' not in {c[1].host for c in api.casts}
+        assert 'Host sim-002 is silenced' in caplog.text
+        down.unlink()
+        assert sim_fleet.report_all() == 3
+        assert 'Host sim-002 is no longer silenced' in caplog.text
+
+    def test_silent_host_still_serves_but_says_nothing(self, sim_fleet,
+                                                       api):
+        sim_fleet.set_silent('sim-001')
+        compute = sim_fleet.hosts['sim-001']
+        assert compute.run_instance(UUID1, _spec(512, 1))
+        assert compute.state.num_instances == 1
+        assert api.casts == []
+        sim_fleet.set_silent('sim-001', False)
+        assert compute.report()
+        assert api.last_state().instance_uuids == [UUID1]
+
+    def test_unknown_host_cannot_be_silenced(self, sim_fleet):
+        with pytest.raises(KeyError):
+            sim_fleet.set_silent('nope')
+
+    def test_sends_the_fleet_aggregates(self, sim_fleet, api):
+        sim_fleet.send_aggregates()
+        [(method, aggregates)] = api.casts
+        assert method == 'update_aggregates'
+        assert [(a.name, a.hosts) for a in aggregates] == [
+            ('az1', ['sim-001', 'sim-002', 'sim-003'])]
+
+
+# -- scheduler-compute-sim as a process ------------------------------------
+
+def _command() -> list:
+    script = os.path.join(os.path.dirname(sys.executable),
+                          'scheduler-compute-sim')
+    if os.access(script, os.X_OK):
+        return [script]
+    return [sys.executable, '-m', 'scheduler.cmd.compute_sim']
+
+
+def _wait_for_line(path, text, proc, timeout=60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and text in path.read_text():
+            return
+        if proc.poll() is not None:
+            pytest.fail('exited early with %s' % proc.returncode)
+        time.sleep(0.1)
+    proc.kill()
+    pytest.fail('%r not logged within %s s' % (text, timeout))
+
+
+@pytest.mark.parametrize('signo', [signal.SIGTERM, signal.SIGINT])
+def test_process_stops_cleanly_on_signal(tmp_path, signo):
+    conf_file = tmp_path / 'sim.conf'
+    conf_file.write_text('[DEFAULT]\ntransport_url = fake://\n'
+                         'state_path = %s\n' % tmp_path)
+    log = tmp_path / 'sim.log'
+    proc = subprocess.Popen(
+        _command() + ['--config-file', str(conf_file), '--hosts', '3',
+                      '--prefix', 'sig', '--log-file', str(log)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE)
+    _wait_for_line(log, 'Simulating 3 compute host(s)', proc)
+    proc.send_signal(signo)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert 'Stopped 3 simulated host(s)' in log.read_text()
+
+
+def test_process_refuses_a_bad_fleet_file(tmp_path):
+    conf_file = tmp_path / 'sim.conf'
+    conf_file.write_text('[DEFAULT]\ntransport_url = fake://\n')
+    bad = tmp_path / 'fleet.json'
+    bad.write_text('{"groups": [{"prefix": "x"}]}')
+    proc = subprocess.run(
+        _command() + ['--config-file', str(conf_file), '--fleet', str(bad)],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        timeout=60)
+    assert proc.returncode == 2
+    assert "group 1 (x): 'count' is required" in proc.stderr
