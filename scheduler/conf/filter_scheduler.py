@@ -73,6 +73,20 @@ spreads concurrent requests over more hosts, which lowers the chance
 that several schedulers race for the same host.  Values larger than the
 number of candidates are capped.
 """),
+    cfg.BoolOpt(
+        'shuffle_best_same_weighed_hosts',
+        default=False,
+        mutable=True,
+        help="""
+Shuffle the hosts that share the best weight before picking among the
+best ``host_subset_size``.  With identical hosts (all weighing the same)
+this spreads instances that would otherwise all go to the first such
+host in the list, which matters most when ``host_subset_size`` is 1.
+
+Related options:
+
+* ``host_subset_size``
+"""),
     cfg.FloatOpt(
         'ram_weight_multiplier',
         default=1.0,

@@ -48,6 +48,17 @@ def load_weighers(names: list) -> list:
     return [cls() for cls in classes]
 
 
+def shuffle_best_same_weighed(weighed: list) -> list:
+    """``weighed`` (best first) with the hosts tied for best shuffled."""
+    best = weighed[0].weight
+    tied = 0
+    while tied < len(weighed) and weighed[tied].weight == best:
+        tied += 1
+    head = weighed[:tied]
+    random.shuffle(head)
+    return head + weighed[tied:]
+
+
 class FilterScheduler(driver.Scheduler):
     """Filters, weighs and claims, one instance after the other."""
 
@@ -163,6 +174,8 @@ class FilterScheduler(driver.Scheduler):
                 if not weighed:
                     raise self._no_valid_host(context, report, index, num)
                 hosts = [w.obj for w in weighed]
+                if CONF.filter_scheduler.shuffle_best_same_weighed_hosts:
+                    weighed = shuffle_best_same_weighed(weighed)
                 subset = weighed[:min(CONF.filter_scheduler.host_subset_size,
                                       len(weighed))]
                 chosen = random.choice(subset)

@@ -360,3 +360,31 @@ def test_schedule_run_instance_casts_to_the_chosen_hosts(spread):
         [fixtures.uuid(1), fixtures.uuid(2), fixtures.uuid(3)])
     # One instance at a time; the third fits nowhere and is only logged.
     assert casts == [('big', 'big', fixtures.uuid(1), 1)]
+
+
+def test_shuffle_best_same_weighed_hosts_spreads_identical_hosts(conf):
+    conf.config(enabled_filters=fixtures.CORE_FILTERS,
+                weight_classes=['RAMWeigher'],
+                shuffle_best_same_weighed_hosts=True, host_subset_size=1,
+                group='filter_scheduler')
+    reports = [fixtures.report('h%d' % i, memory_mb=65536) for i in range(4)]
+    random.seed(7)
+    chosen = set()
+    for n in range(12):
+        driver = filter_scheduler.FilterScheduler(fixtures.manager_with(reports))
+        [[selection]] = driver.select_destinations(
+            None, fixtures.request(), [fixtures.uuid(n)])
+        chosen.add(selection.service_host)
+    assert len(chosen) > 1, 'tied hosts are shuffled, not always the first'
+
+
+def test_without_shuffle_identical_hosts_keep_their_order(conf):
+    conf.config(enabled_filters=fixtures.CORE_FILTERS,
+                weight_classes=['RAMWeigher'], host_subset_size=1,
+                group='filter_scheduler')
+    reports = [fixtures.report('h%d' % i, memory_mb=65536) for i in range(4)]
+    chosen = {filter_scheduler.FilterScheduler(fixtures.manager_with(reports))
+              .select_destinations(None, fixtures.request(),
+                                   [fixtures.uuid(n)])[0][0].service_host
+              for n in range(6)}
+    assert len(chosen) == 1
