@@ -52,6 +52,24 @@ def parse_args(argv: list, default_config_files: list | None = None,
     CONF(argv, project='scheduler', prog=prog, version=version.version_string(),
          default_config_files=default_config_files)
     if setup_logging:
+        setup_logging_or_exit()
+    if setup_logging and command_line_tool and CONF.debug:
+        logging.getLogger('scheduler').logger.setLevel(logging.DEBUG)
+
+
+def setup_logging_or_exit() -> None:
+    """oslo.log's setup, with a clear message for a journal-less install.
+
+    ``use_journal = true`` needs the systemd Python bindings, which
+    oslo.log reports with a bare RuntimeError deep in its setup.
+    """
+    try:
         logging.setup(CONF, 'scheduler')
-        if command_line_tool and CONF.debug:
-            logging.getLogger('scheduler').logger.setLevel(logging.DEBUG)
+    except RuntimeError as e:
+        if CONF.use_journal and 'ystemd' in str(e):
+            raise SystemExit(
+                'use_journal = true needs the systemd Python bindings: '
+                'install python3-systemd from your distribution, or '
+                "pip install 'openstack-scheduler[journal]' (which builds "
+                'against libsystemd-dev), or set use_journal = false')
+        raise

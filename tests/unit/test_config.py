@@ -1,0 +1,34 @@
+"""Command-line and config-file parsing shared by every command."""
+
+import importlib.util
+
+import pytest
+
+from scheduler import config
+
+
+def _write(tmp_path, text: str) -> str:
+    path = tmp_path / 'scheduler.conf'
+    path.write_text(text)
+    return str(path)
+
+
+def test_config_files_may_set_messaging_options(conf, tmp_path):
+    path = _write(tmp_path,
+                  '[DEFAULT]\ntransport_url = rabbit://u:p@127.0.0.1:5672/\n'
+                  '[oslo_messaging_notifications]\ndriver = messagingv2\n')
+    conf.conf.clear_override('transport_url')  # the fixture's fake://
+    config.parse_args(['--config-file', path], default_config_files=[],
+                      setup_logging=False)
+    assert conf.conf.transport_url.startswith('rabbit://')
+    assert conf.conf.oslo_messaging_notifications.driver == ['messagingv2']
+
+
+@pytest.mark.skipif(importlib.util.find_spec('systemd') is not None,
+                    reason='the systemd bindings are installed here')
+def test_use_journal_without_bindings_is_one_clear_error(conf, tmp_path):
+    path = _write(tmp_path, '[DEFAULT]\nuse_journal = true\n')
+    with pytest.raises(SystemExit) as exit_info:
+        config.parse_args(['--config-file', path], default_config_files=[])
+    assert 'python3-systemd' in str(exit_info.value)
+    assert 'use_journal' in str(exit_info.value)
