@@ -244,20 +244,31 @@ class HostManager:
                               for a in self.db.aggregate_get_all()])
 
     def update_aggregates(self, aggregates: list) -> None:
+        """Aggregates another service changed: apply, then save.
+
+        Applied in memory first, so this worker schedules with them even
+        if saving fails (every worker gets the same cast and saves the
+        same rows; the inventory ends up right either way).
+        """
+        changed = {agg.name: agg for agg in aggregates}
+        uuids = {agg.obj_get('uuid') for agg in aggregates} - {None}
+        kept = [a for a in self._aggregates
+                if a.name not in changed and a.uuid not in uuids]
+        self._set_aggregates(kept + list(aggregates))
         for agg in aggregates:
             self.db.aggregate_upsert({
                 'uuid': agg.obj_get('uuid'), 'name': agg.name,
                 'hosts': list(agg.obj_get('hosts') or []),
                 'metadata': dict(agg.obj_get('metadata') or {})})
-        self.refresh_aggregates()
 
     def delete_aggregate(self, aggregate) -> None:
+        self._set_aggregates([a for a in self._aggregates
+                              if a.name != aggregate.name])
         try:
             self.db.aggregate_delete(aggregate.obj_get('uuid')
                                      or aggregate.name)
         except exception.AggregateNotFound:
             pass
-        self.refresh_aggregates()
 
     def aggregates(self) -> list:
         return list(self._aggregates)

@@ -217,11 +217,14 @@ class SchedulerManager(periodic_task.PeriodicTasks):
         """Fanout cast: aggregates were created or changed."""
         try:
             self.driver.host_manager.update_aggregates(list(aggregates))
+            LOG.info('Aggregate(s) %s updated',
+                     ', '.join(a.name for a in aggregates))
         except Exception as e:
             LOG.warning('Ignored an aggregate update: %s', e)
 
     def delete_aggregate(self, ctxt, aggregate):
         self.driver.host_manager.delete_aggregate(aggregate)
+        LOG.info('Aggregate %s deleted', aggregate.name)
 
     # -- housekeeping ---------------------------------------------------
 

@@ -66,21 +66,16 @@ def make_engine(url: str) -> sa.Engine:
     """An engine for ``url`` with the ``[database]`` pool and retry options.
 
     Shared with ``scheduler.db.migration`` so that schema changes run with
-    the same connection settings as the API.  SQLite gets foreign keys
-    turned on (the aggregate tables rely on ON DELETE CASCADE), and the
-    directory of a SQLite file is created: the default file lives under
-    ``state_path``, which may not exist yet.
+    the same connection settings as the API.  PostgreSQL and MySQL go
+    through oslo.db's engine factory; SQLite gets its own (see
+    ``_sqlite_engine``).
     """
     parsed = sa.make_url(url)
-    if parsed.get_backend_name() == 'sqlite' and parsed.database not in (
-            None, '', ':memory:'):
-        os.makedirs(os.path.dirname(os.path.abspath(parsed.database)),
-                    exist_ok=True)
+    if parsed.get_backend_name() == 'sqlite':
+        return _sqlite_engine(parsed)
     opts = CONF.database
     return engines.create_engine(
         url,
-        sqlite_fk=True,
-        sqlite_synchronous=opts.sqlite_synchronous,
         mysql_sql_mode=opts.mysql_sql_mode,
         mysql_wsrep_sync_wait=opts.mysql_wsrep_sync_wait,
         connection_recycle_time=opts.connection_recycle_time,
@@ -93,6 +88,45 @@ def make_engine(url: str) -> sa.Engine:
         retry_interval=opts.retry_interval,
         connection_parameters=opts.connection_parameters,
     )
+
+
+def _sqlite_engine(url: sa.URL) -> sa.Engine:
+    """A SQLite engine safe for several processes writing one file.
+
+    * foreign keys on: the aggregate tables rely on ON DELETE CASCADE;
+    * the file's directory is created: the default file lives under
+      ``state_path``, which may not exist yet;
+    * every transaction takes the write lock at BEGIN (IMMEDIATE).  In
+      SQLite's default deferred transactions a reader that then writes
+      cannot wait for another writer and fails at once with "database is
+      locked"; scheduler workers, the CLI and the simulator's casts write
+      concurrently.  With IMMEDIATE they queue on the busy timeout, and
+      WAL keeps them from blocking readers.
+    """
+    in_memory = url.database in (None, '', ':memory:')
+    if not in_memory:
+        os.makedirs(os.path.dirname(os.path.abspath(url.database)),
+                    exist_ok=True)
+    engine = sa.create_engine(url)
+    synchronous = 'FULL' if CONF.database.sqlite_synchronous else 'OFF'
+
+    @sa.event.listens_for(engine, 'connect')
+    def _connect(dbapi_connection, _record):
+        # BEGIN is ours to emit, not the sqlite3 module's.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute('PRAGMA foreign_keys = ON')
+        cursor.execute('PRAGMA busy_timeout = 30000')
+        cursor.execute('PRAGMA synchronous = %s' % synchronous)
+        if not in_memory:
+            cursor.execute('PRAGMA journal_mode = WAL')
+        cursor.close()
+
+    @sa.event.listens_for(engine, 'begin')
+    def _begin(connection):
+        connection.exec_driver_sql('BEGIN IMMEDIATE')
+
+    return engine
 
 
 def _engine_and_maker() -> tuple[sa.Engine, orm.sessionmaker]:

@@ -224,3 +224,103 @@ def test_scheduler_manage_talks_to_the_service(cluster, conf, tmp_path):
     assert explained.returncode == 0, explained.stderr
     assert 'usable RAM' in explained.stdout
 
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def _scrape(port: int) -> dict:
+    """``{'name{labels}': value}`` from the service's /metrics."""
+    import urllib.request
+    with urllib.request.urlopen('http://127.0.0.1:%d/metrics' % port,
+                                timeout=5) as response:
+        text = response.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith('#'):
+            name, value = line.rsplit(' ', 1)
+            samples[name] = float(value)
+    return samples
+
+
+def test_prometheus_endpoint_counts_for_every_worker(cluster, conf,
+                                                     tmp_path):
+    db = sqlite_url(tmp_path)
+    port = _free_port()
+    extra = ('\n[prometheus]\nenabled = true\nbind_host = 127.0.0.1\n'
+             'port = %d\n' % port)
+    cluster.start_scheduler(db, scheduler_opts={'workers': 2}, extra=extra)
+    cluster.start_sim(hosts=2)
+    wait_for_hosts(conf, db, 2)
+    for _ in range(6):
+        cluster.api.select_destinations(cluster.ctxt, make_spec(), uuids(1))
+    with pytest.raises(exception.NoValidHost):
+        cluster.api.select_destinations(cluster.ctxt, make_spec(ram=10 ** 8),
+                                        uuids(1))
+    ok = ('scheduler_requests_total{method="select_destinations",'
+          'outcome="success"}')
+    failed = ('scheduler_requests_total{method="select_destinations",'
+              'outcome="no_valid_host"}')
+    samples = daemons.wait_for(
+        lambda: (lambda s: s if s.get(ok) == 6 and s.get(failed) == 1
+                 else None)(_scrape(port)),
+        20, what='six successes and one NoValidHost summed over workers')
+    assert samples['scheduler_filter_eliminations_total{filter="RamFilter"}'] \
+        >= 2
+    assert samples['scheduler_hosts{state="known"}'] == 2
+
+
+def test_aggregate_changes_reach_running_workers(cluster, conf, tmp_path):
+    db = sqlite_url(tmp_path)
+    scheduler = cluster.start_scheduler(db, scheduler_opts={'workers': 2})
+    cluster.start_sim(hosts=3)
+    hosts = wait_for_hosts(conf, db, 3)
+    client_conf = daemons.write_multi_config(
+        str(tmp_path / 'client.conf'),
+        '[DEFAULT]\ntransport_url = %s\n\n[scheduler]\ntopic = %s\n\n'
+        '[database]\nconnection = %s\n'
+        % (cluster.transport_url, cluster.topic, db))
+    in_zone = make_spec(availability_zone='zone-a')
+    with pytest.raises(exception.NoValidHost):
+        cluster.api.select_destinations(cluster.ctxt, in_zone, uuids(1))
+
+    for args in (['aggregate', 'create', 'zone-a', '--zone', 'zone-a'],
+                 ['aggregate', 'add-host', 'zone-a', hosts[1]]):
+        done = subprocess.run(
+            [daemons.console_script('scheduler-manage'), '--config-file',
+             client_conf] + args, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert 'could not notify' not in done.stderr, done.stderr
+
+    # Both workers were told by the fanout cast, not only by their
+    # periodic re-read of the inventory.
+    daemons.wait_for(
+        lambda: scheduler.log().count('Aggregate(s) zone-a updated') >= 4,
+        10, what='both workers to take both aggregate casts')
+
+    def placed_in_zone():
+        return cluster.api.select_destinations(cluster.ctxt, in_zone,
+                                               uuids(1))
+    daemons.wait_for(placed_in_zone, 10, what='the new zone to be known')
+    for _ in range(6):
+        [[selection]] = placed_in_zone()
+        assert selection.service_host == hosts[1]
+        assert selection.availability_zone == 'zone-a'
+
+
+def test_every_line_of_a_request_carries_its_request_id(cluster, conf,
+                                                        tmp_path):
+    db = sqlite_url(tmp_path)
+    scheduler = cluster.start_scheduler(db)
+    cluster.start_sim(hosts=2)
+    wait_for_hosts(conf, db, 2)
+    cluster.api.select_destinations(cluster.ctxt, make_spec(), uuids(1))
+    request_id = cluster.ctxt.request_id
+    walk = [line for line in scheduler.log().splitlines()
+            if 'Filter RamFilter returned' in line]
+    assert walk, 'debug logging shows the filter walk'
+    assert all(request_id in line for line in walk)
