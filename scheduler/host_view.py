@@ -43,6 +43,7 @@ class HostView(host_state_obj.HostResources):
         self._zones: set = set()
         self._ratios: dict = {}
         self._metadata: dict = {}
+        self._aggregate_keys: frozenset = frozenset()
 
     def set_aggregates(self, aggregates: list) -> None:
         """Attach the host's aggregates; derived values are computed once."""
@@ -52,12 +53,17 @@ class HostView(host_state_obj.HostResources):
         for agg in self.aggregates:
             for key, value in agg.metadata.items():
                 self._metadata.setdefault(key, []).append(value)
+        self._aggregate_keys = frozenset(self._metadata)
         self._ratios = host_state_obj.ratio_overrides(self.host,
                                                       self.aggregates)
 
     @property
     def availability_zones(self) -> set:
         return self._zones
+
+    @property
+    def aggregate_keys(self) -> frozenset:
+        return self._aggregate_keys
 
     def aggregate_values(self, key: str) -> list:
         return self._metadata.get(key, [])

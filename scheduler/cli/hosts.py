@@ -1,27 +1,73 @@
-"""``hosts``: what the inventory knows about each compute node."""
+"""``hosts list`` and ``hosts show``: what the inventory knows of each node.
+
+Both read the inventory the schedulers flush to, so they work without a
+running service (and show what a restarted scheduler would start from):
+the last report of each node with the claims not yet reported laid over
+it, and the host aggregates.  ``hosts`` alone is ``hosts list``, as it
+was before ``show`` existed.
+"""
 
 import argparse
+import datetime
+import sys
+
+from oslo_db import exception as db_exc
+import sqlalchemy as sa
 
 from scheduler.cli import output
+from scheduler.db import api as db_api
+from scheduler import exception
+from scheduler.objects import host_state as host_state_obj
 
 COLUMNS = ['host', 'nodename', 'state', 'disabled', 'free_ram_mb',
            'memory_mb', 'free_disk_gb', 'local_gb', 'free_vcpus', 'vcpus',
            'instances', 'aggregates', 'last_report_s']
 
+#: Field/value rows of one node in ``hosts show``'s table, in order.
+NODE_FIELDS = ['host', 'nodename', 'uuid', 'state', 'disabled',
+               'disabled_reason', 'memory_mb', 'memory_mb_used',
+               'free_ram_mb', 'local_gb', 'local_gb_used', 'free_disk_gb',
+               'vcpus', 'vcpus_used', 'free_vcpus', 'cpu_allocation_ratio',
+               'ram_allocation_ratio', 'disk_allocation_ratio',
+               'hypervisor_type', 'hypervisor_version',
+               'hypervisor_hostname', 'host_ip', 'availability_zones',
+               'num_instances', 'num_io_ops', 'failed_builds', 'numa_cells',
+               'pci_pools', 'last_report', 'last_report_s']
 
-def host_rows() -> list:
-    """One row per node, from the inventory (no running service needed)."""
+AGGREGATE_COLUMNS = ['name', 'uuid', 'availability_zone', 'metadata']
+
+INSTANCE_COLUMNS = ['instance_uuid', 'nodename', 'status', 'reported',
+                    'memory_mb', 'vcpus', 'disk_gb', 'project_id',
+                    'updated_at']
+
+#: Inventory failures worth one line rather than a traceback: no
+#: database, no schema yet, a server that does not answer.
+_INVENTORY_ERRORS = (db_exc.DBError, sa.exc.SQLAlchemyError,
+                     exception.ConfigurationError)
+
+
+def load_states() -> list:
+    """Every node's state from the inventory, sorted by (host, nodename)."""
     from scheduler import host_manager
     manager = host_manager.HostManager()
     manager.load_from_inventory()
+    return sorted(manager.get_all_host_states(), key=lambda s: s.key())
+
+
+def _free_disk_gb(state) -> int:
+    return state.local_gb - state.local_gb_used
+
+
+def host_rows(states: list | None = None) -> list:
+    """One row per node: the ``hosts list`` columns."""
     rows = []
-    for state in sorted(manager.get_all_host_states(), key=lambda s: s.key()):
+    for state in load_states() if states is None else states:
         rows.append({
             'host': state.host, 'nodename': state.nodename,
             'state': 'up' if state.is_up() else 'down',
             'disabled': state.disabled,
             'free_ram_mb': state.free_ram_mb, 'memory_mb': state.memory_mb,
-            'free_disk_gb': state.local_gb - state.local_gb_used,
+            'free_disk_gb': _free_disk_gb(state),
             'local_gb': state.local_gb,
             'free_vcpus': state.free_vcpus, 'vcpus': state.vcpus,
             'instances': state.num_instances,
@@ -31,14 +77,226 @@ def host_rows() -> list:
     return rows
 
 
-def cmd_hosts(args) -> int:
+def _iso(timestamp: float | None) -> str | None:
+    if timestamp is None:
+        return None
+    return datetime.datetime.fromtimestamp(
+        timestamp, tz=datetime.timezone.utc).isoformat()
+
+
+def _iso_naive_utc(value: datetime.datetime | None) -> str | None:
+    """An inventory timestamp (naive UTC), written as UTC like the rest."""
+    if value is None:
+        return None
+    return value.replace(tzinfo=datetime.timezone.utc).isoformat()
+
+
+def _ratios(state) -> dict:
+    """Per resource: the ratio filters use, what the compute reported,
+    and whether an aggregate overrode it."""
+    out = {}
+    for resource in host_state_obj.RESOURCES:
+        reported = getattr(state, '%s_allocation_ratio' % resource)
+        effective = state.allocation_ratio(resource)
+        out[resource] = {'effective': effective, 'reported': reported,
+                         'overridden': effective != reported}
+    return out
+
+
+def _numa_cells(state) -> list:
+    topology = state.numa_topology
+    if topology is None:
+        return []
+    # A compute may leave the usage out of a new cell: it defaults to 0.
+    return [{'id': cell.id, 'cpus': len(cell.cpuset),
+             'cpu_usage': cell.obj_get('cpu_usage', 0),
+             'memory_mb': cell.memory,
+             'memory_usage_mb': cell.obj_get('memory_usage', 0)}
+            for cell in topology.cells]
+
+
+def _pci_pools(state) -> list:
+    return [{'vendor_id': pool.vendor_id, 'product_id': pool.product_id,
+             'numa_node': pool.obj_get('numa_node'), 'count': pool.count,
+             'tags': dict(pool.obj_get('tags') or {})}
+            for pool in state.pci_pools]
+
+
+def node_detail(state) -> dict:
+    """Everything known of one node, JSON-friendly."""
+    return {
+        'host': state.host, 'nodename': state.nodename,
+        'uuid': state.obj_get('uuid'),
+        'state': 'up' if state.is_up() else 'down',
+        'disabled': state.disabled,
+        'disabled_reason': state.disabled_reason,
+        'memory_mb': state.memory_mb,
+        'memory_mb_used': state.memory_mb_used,
+        'free_ram_mb': state.free_ram_mb,
+        'local_gb': state.local_gb, 'local_gb_used': state.local_gb_used,
+        'free_disk_gb': _free_disk_gb(state),
+        'vcpus': state.vcpus, 'vcpus_used': state.vcpus_used,
+        'free_vcpus': state.free_vcpus,
+        'allocation_ratios': _ratios(state),
+        'hypervisor_type': state.hypervisor_type,
+        'hypervisor_version': state.hypervisor_version,
+        'hypervisor_hostname': state.hypervisor_hostname,
+        'host_ip': str(state.host_ip) if state.host_ip else None,
+        'availability_zones': sorted(state.availability_zones),
+        'num_instances': state.num_instances,
+        'num_io_ops': state.num_io_ops,
+        'failed_builds': state.failed_builds,
+        'instance_uuids': sorted(state.instance_uuids),
+        'numa_cells': _numa_cells(state),
+        'pci_pools': _pci_pools(state),
+        'last_report': _iso(state.received_at),
+        'last_report_s': int(state.seconds_since_report()),
+    }
+
+
+def _aggregate(agg) -> dict:
+    metadata = dict(agg.metadata)
+    return {'name': agg.name, 'uuid': agg.obj_get('uuid'),
+            'availability_zone': metadata.get(db_api.AVAILABILITY_ZONE_KEY),
+            'metadata': metadata}
+
+
+def _instances(states: list, placements: list) -> list:
+    """The instances on the host: its placements in the inventory, and
+    the instances its computes report that the inventory does not hold.
+
+    ``status`` is the placement's (``claimed`` until the compute reports
+    the instance, then ``active``), None without one; ``reported`` says
+    whether the node's last report lists it.
+    """
+    reported = {(s.nodename, uuid) for s in states
+                for uuid in s.report.instance_uuids}
+    rows = []
+    for inst in placements:
+        rows.append({
+            'instance_uuid': inst['instance_uuid'],
+            'nodename': inst['nodename'], 'status': inst['status'],
+            'reported': (inst['nodename'], inst['instance_uuid']) in reported,
+            'memory_mb': inst['memory_mb'], 'vcpus': inst['vcpus'],
+            'disk_gb': inst['disk_gb'], 'project_id': inst['project_id'],
+            'updated_at': _iso_naive_utc(inst['updated_at']),
+        })
+    placed = {(r['nodename'], r['instance_uuid']) for r in rows}
+    for nodename, uuid in sorted(reported - placed):
+        rows.append({'instance_uuid': uuid, 'nodename': nodename,
+                     'status': None, 'reported': True, 'memory_mb': None,
+                     'vcpus': None, 'disk_gb': None, 'project_id': None,
+                     'updated_at': None})
+    rows.sort(key=lambda r: (r['nodename'], r['instance_uuid']))
+    return rows
+
+
+def host_detail(host: str) -> dict:
+    """``hosts show``'s answer; raises HostNotFound for an unknown host."""
+    states = [s for s in load_states() if s.host == host]
+    if not states:
+        raise exception.HostNotFound(host=host)
+    return {
+        'host': host,
+        'nodes': [node_detail(s) for s in states],
+        'aggregates': sorted((_aggregate(a) for a in states[0].aggregates),
+                             key=lambda a: a['name']),
+        'instances': _instances(states, db_api.instance_get_all(host=host)),
+    }
+
+
+def _ratio_cell(ratio: dict) -> str:
+    if ratio['overridden']:
+        return '%g (aggregate; the compute reports %g)' % (
+            ratio['effective'], ratio['reported'])
+    return '%g' % ratio['effective']
+
+
+def _node_cells(node: dict) -> dict:
+    """A node's values as the table shows them."""
+    cells = dict(node)
+    for resource, ratio in node['allocation_ratios'].items():
+        cells['%s_allocation_ratio' % resource] = _ratio_cell(ratio)
+    cells['numa_cells'] = ['cell %(id)d: %(cpus)d cpus, %(memory_mb)d MB'
+                           % c for c in node['numa_cells']]
+    cells['pci_pools'] = ['%(vendor_id)s:%(product_id)s x%(count)d' % p
+                          for p in node['pci_pools']]
+    return cells
+
+
+def _print_detail(detail: dict) -> None:
+    out = sys.stdout
+    for index, node in enumerate(detail['nodes']):
+        if index:
+            out.write('\n')
+        cells = _node_cells(node)
+        output.emit([{'field': f, 'value': cells.get(f)}
+                     for f in NODE_FIELDS], ['field', 'value'])
+    out.write('\nAggregates:\n')
+    if detail['aggregates']:
+        output.emit(detail['aggregates'], AGGREGATE_COLUMNS)
+    else:
+        out.write('(none)\n')
+    out.write('\nInstances:\n')
+    if detail['instances']:
+        output.emit(detail['instances'], INSTANCE_COLUMNS)
+    else:
+        out.write('(none)\n')
+
+
+def cmd_list(args) -> int:
     output.emit(host_rows(), COLUMNS, args.format)
     return 0
+
+
+def cmd_show(args) -> int:
+    detail = host_detail(args.host)
+    if args.format == 'json':
+        output.emit_json(detail)
+    else:
+        _print_detail(detail)
+    return 0
+
+
+def run(args) -> int:
+    """Run a hosts command; an unknown host or a missing inventory is one
+    line on stderr and exit code 1, not a traceback."""
+    try:
+        return args.hosts_func(args)
+    except exception.HostNotFound as e:
+        sys.stderr.write(output.error_line(e) + '\n')
+        return 1
+    except _INVENTORY_ERRORS as e:
+        line = output.error_line(e).splitlines()[0]
+        sys.stderr.write('%s\n(is [database] connection right, and has '
+                         '"scheduler-manage db sync" run?)\n' % line)
+        return 1
+
+
+def _format_option(parser: argparse.ArgumentParser) -> None:
+    """``--format`` after ``list``/``show``, not resetting one given before.
+
+    argparse copies every default of a sub-command over the values parsed
+    before it, so ``hosts --format json list`` would print a table with
+    the shared option; this one sets nothing unless it is given.
+    """
+    parser.add_argument('--format', choices=['table', 'json'],
+                        default=argparse.SUPPRESS, help='output format')
 
 
 def register(subparsers, common: argparse.ArgumentParser) -> None:
     hosts = subparsers.add_parser(
         'hosts', parents=[common],
-        help='hosts known to the inventory: up/down, free and total '
-             'resources')
-    hosts.set_defaults(func=cmd_hosts)
+        help='hosts known to the inventory (alone: "hosts list")')
+    hosts.set_defaults(func=run, hosts_func=cmd_list)
+    sub = hosts.add_subparsers(dest='hosts_command', metavar='{list,show}')
+    listing = sub.add_parser(
+        'list', help='one row per node: up/down, free and total resources')
+    _format_option(listing)
+    listing.set_defaults(hosts_func=cmd_list)
+    show = sub.add_parser(
+        'show', help="everything known of one host's nodes, aggregates and "
+                     'instances')
+    show.add_argument('host')
+    _format_option(show)
+    show.set_defaults(hosts_func=cmd_show)

@@ -4,20 +4,28 @@ Each command group lives in its own module of ``scheduler.cli``:
 
 * ``select`` / ``explain``: ask the scheduler service, as a conductor
   does (``scheduler.cli.requests``);
-* ``hosts``: what the inventory knows of each node
-  (``scheduler.cli.hosts``);
-* ``aggregate ...``: manage host aggregates (``scheduler.cli.aggregates``).
+* ``hosts list`` / ``hosts show HOST``: what the inventory knows of
+  each node (``scheduler.cli.hosts``); ``hosts`` alone lists;
+* ``aggregate ...``: manage host aggregates (``scheduler.cli.aggregates``);
+* ``db sync`` / ``db version``: the inventory's schema
+  (``scheduler.cli.db``);
+* ``config check``: check a configuration before a restart or SIGHUP
+  (``scheduler.cli.config_check``).
+
+Every command takes ``--format json`` for scripts.
 """
 
 import argparse
 import sys
 
 from scheduler.cli import aggregates
+from scheduler.cli import config_check
+from scheduler.cli import db
 from scheduler.cli import hosts
 from scheduler.cli import requests
 from scheduler import config
 
-COMMAND_MODULES = (requests, hosts, aggregates)
+COMMAND_MODULES = (requests, hosts, aggregates, db, config_check)
 
 
 def make_parser() -> argparse.ArgumentParser:

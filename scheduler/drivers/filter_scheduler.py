@@ -223,8 +223,8 @@ class FilterScheduler(driver.Scheduler):
         else:
             passed = self.filter_handler.get_filtered_objects(
                 enabled, hosts, spec_obj, 0, report)
-        weighed = self.weight_handler.get_weighed_objects(weighers, passed,
-                                                          spec_obj)
+        weighed = self.weight_handler.get_weighed_objects(
+            weighers, passed, spec_obj, explain=True)
         rejected = {}
         for step in report.steps:
             for host, reason in step.rejected.items():

@@ -100,6 +100,11 @@ class HostResources:
     def availability_zones(self) -> set:
         return zones_of(self.aggregates)
 
+    @property
+    def aggregate_keys(self) -> set:
+        """Every metadata key set by one of the host's aggregates."""
+        return {key for agg in self.aggregates for key in agg.metadata}
+
     def aggregate_values(self, key: str) -> list:
         """Values of metadata ``key`` in the host's aggregates."""
         return [agg.metadata[key] for agg in self.aggregates

@@ -92,8 +92,12 @@ class BaseHostWeigher:
             return [self.weight_multiplier(h) for h in hosts]
         default = self.weight_multiplier(None)
         key = self.multiplier_option
-        return [aggregate_override(h, key, default)
-                if h.aggregate_values(key) else default for h in hosts]
+        multipliers = [default] * len(hosts)
+        for i, host in enumerate(hosts):
+            # Most hosts' aggregates do not set this key: skip them fast.
+            if key in host.aggregate_keys:
+                multipliers[i] = aggregate_override(host, key, default)
+        return multipliers
 
     def _weigh_object(self, host_state, spec_obj) -> float:
         raise NotImplementedError()
@@ -111,20 +115,33 @@ class HostWeightHandler:
     """Applies weighers and sorts hosts, heaviest first."""
 
     def get_weighed_objects(self, weighers: list, hosts: typing.Iterable,
-                            spec_obj) -> list:
+                            spec_obj, explain: bool = False) -> list:
+        """``hosts`` as WeighedHosts, heaviest first.
+
+        A weigher whose multiplier is 0 for every candidate is skipped:
+        it could not change the order.  Each weigher's contribution per
+        host is kept only when ``explain``-ing: the hot path needs only
+        the totals.
+        """
         weighed = [WeighedHost(h) for h in hosts]
         if not weighed:
             return weighed
         hosts = [w.obj for w in weighed]
+        totals = [0.0] * len(weighed)
         for weigher in weighers:
+            multipliers = weigher.weight_multipliers(hosts)
+            if not any(multipliers) and not explain:
+                continue
             raw = weigher.weigh_objects(weighed, spec_obj)
             norm = normalize(raw, weigher.minval, weigher.maxval)
-            multipliers = weigher.weight_multipliers(hosts)
-            name = weigher.name()
-            for w, value, multiplier in zip(weighed, norm, multipliers):
-                contribution = multiplier * value
-                w.contributions[name] = contribution
-                w.weight += contribution
+            for i, (multiplier, value) in enumerate(zip(multipliers, norm)):
+                totals[i] += multiplier * value
+            if explain:
+                name = weigher.name()
+                for w, multiplier, value in zip(weighed, multipliers, norm):
+                    w.contributions[name] = multiplier * value
+        for w, total in zip(weighed, totals):
+            w.weight = total
         weighed.sort(key=lambda w: w.weight, reverse=True)
         LOG.debug('Weighed %(hosts)s', {'hosts': weighed[:10]})
         return weighed

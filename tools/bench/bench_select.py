@@ -85,7 +85,8 @@ class _NoInventory:
         return lambda *a, **k: []
 
 
-def bench_inprocess(hosts: int, requests: int) -> None:
+def time_inprocess(hosts: int, requests: int) -> tuple:
+    """``(samples in seconds, wall seconds)`` of in-process requests."""
     from scheduler.drivers import filter_scheduler
     from scheduler import host_manager
     manager = host_manager.HostManager(inventory=_NoInventory())
@@ -102,8 +103,12 @@ def bench_inprocess(hosts: int, requests: int) -> None:
         driver.select_destinations(ctxt, make_spec(i), [str(uuid.uuid4())],
                                    return_alternates=True)
         samples.append(time.perf_counter() - t0)
-    summarize('in process, %d hosts' % hosts, samples,
-              time.perf_counter() - start)
+    return samples, time.perf_counter() - start
+
+
+def bench_inprocess(hosts: int, requests: int) -> None:
+    samples, wall = time_inprocess(hosts, requests)
+    summarize('in process, %d hosts' % hosts, samples, wall)
 
 
 def _rss_mb(pid: int) -> float:

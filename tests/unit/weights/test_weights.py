@@ -78,9 +78,9 @@ def test_cpu_and_disk_weighers(conf):
 def test_weights_add_up_with_their_multipliers(conf):
     conf.config(ram_weight_multiplier=1.0, cpu_weight_multiplier=2.0,
                 disk_weight_multiplier=0.5, group='filter_scheduler')
+    weighers = [ram.RAMWeigher(), cpu.CPUWeigher(), disk.DiskWeigher()]
     weighed = base.HostWeightHandler().get_weighed_objects(
-        [ram.RAMWeigher(), cpu.CPUWeigher(), disk.DiskWeigher()],
-        _hosts(), fixtures.request())
+        weighers, _hosts(), fixtures.request(), explain=True)
     by_host = {w.obj.host: w for w in weighed}
     small = by_host['small']
     # small: least RAM (0), most vCPUs (1 x 2.0), disk 30/70 (x 0.5)
@@ -89,6 +89,12 @@ def test_weights_add_up_with_their_multipliers(conf):
     for w in weighed:
         assert w.weight == pytest.approx(sum(w.contributions.values()))
     assert [w.obj.host for w in weighed] == ['small', 'big', 'mid']
+    # The request path keeps only the totals, and they are the same.
+    fast = base.HostWeightHandler().get_weighed_objects(
+        weighers, _hosts(), fixtures.request())
+    assert [(w.obj.host, pytest.approx(w.weight)) for w in fast] == [
+        (w.obj.host, w.weight) for w in weighed]
+    assert all(w.contributions == {} for w in fast)
 
 
 def test_per_aggregate_multiplier_overrides_the_option(conf):

@@ -1,0 +1,608 @@
+"""``config check``: would a scheduler start, and run well, on this config?
+
+Operators run it before a restart or a SIGHUP: the service stops at
+start-up on an unknown driver, filter or weigher, and some mistakes do
+not stop it at all (a CIDR of ``[ip_scheduler] prefix_map`` that does
+not parse simply never matches).  Every check runs, so that one run
+lists every problem; each gives one row or more of check, result and
+detail.  ``fail`` rows make the exit code 1; ``warn`` rows point at
+settings the service accepts but that are probably not what was meant.
+"""
+
+import argparse
+import dataclasses
+import ipaddress
+import math
+import os
+import re
+import socket
+import sys
+from importlib import metadata as importlib_metadata
+from typing import Iterator
+
+from alembic import migration as alembic_migration
+from alembic import script as alembic_script
+from oslo_config import cfg
+import oslo_messaging
+import sqlalchemy as sa
+import stevedore
+
+from scheduler.cli import db as db_cli
+from scheduler.cli import output
+from scheduler.db import migration
+from scheduler.drivers import filter_scheduler
+from scheduler import loader
+from scheduler import manager
+
+CONF = cfg.CONF
+
+OK = 'ok'
+WARN = 'warn'
+FAIL = 'fail'
+SKIP = 'skip'
+
+COLUMNS = ['check', 'result', 'detail']
+
+#: Seconds to wait for a database server or a broker to answer.
+DEFAULT_TIMEOUT = 3.0
+
+#: oslo.messaging's transport drivers, by URL scheme.
+TRANSPORT_DRIVERS = 'oslo.messaging.drivers'
+
+#: The ports AMQP brokers listen on when a transport URL names none.
+_AMQP_PORT = 5672
+_AMQPS_PORT = 5671
+
+
+@dataclasses.dataclass
+class Result:
+    """One row of the report."""
+
+    check: str
+    result: str
+    detail: str
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _error(error: Exception) -> str:
+    """``Type: message``, first line only, as the detail of a failure."""
+    return output.error_line(error).splitlines()[0]
+
+
+def _unreadable(group: str | None, name: str) -> str | None:
+    """Why an option's value cannot be read, or None when it can."""
+    try:
+        getattr(CONF[group], name) if group else CONF[name]
+    except cfg.Error as e:
+        return str(e)
+    return None
+
+
+# -- option values ------------------------------------------------------
+
+_NOT_VALID = re.compile(r"detail='(?P<where>[^']*)'\) is not valid: "
+                        r'(?P<why>.*)$', re.S)
+
+
+def _why(message: str) -> str:
+    """oslo.config's long message cut down to the reason and the file."""
+    found = _NOT_VALID.search(message)
+    if not found:
+        return message
+    return '%s (%s)' % (found.group('why').strip(), found.group('where'))
+
+
+def _options() -> Iterator[tuple]:
+    """``(group or None, name)`` of every registered option."""
+    for key in sorted(CONF):
+        try:
+            value = CONF[key]
+        except cfg.Error:
+            yield None, key
+            continue
+        if isinstance(value, cfg.ConfigOpts.GroupAttr):
+            for name in sorted(value):
+                yield key, name
+        else:
+            yield None, key
+
+
+def _label(group: str | None, name: str) -> str:
+    return '[%s] %s' % (group or 'DEFAULT', name)
+
+
+def check_options() -> list:
+    """Every option's value parses and is in range.
+
+    oslo.config checks a value only when it is read, so a bad one would
+    stop the service wherever the option is first used; ``min``/``max``
+    bounds (``pci_weight_multiplier`` may not be negative) are caught
+    here too.
+    """
+    results = []
+    count = 0
+    for group, name in _options():
+        count += 1
+        problem = _unreadable(group, name)
+        if problem is not None:
+            results.append(Result('options', FAIL, '%s: %s' % (
+                _label(group, name), _why(problem))))
+    if not results:
+        results.append(Result('options', OK,
+                              '%d option values read' % count))
+    return results
+
+
+def _config_files() -> list:
+    """The files the configuration was read from, in order."""
+    files = list(CONF.config_file or [])
+    dirs = CONF.config_dir or []
+    for directory in [dirs] if isinstance(dirs, str) else dirs:
+        if os.path.isdir(directory):
+            files.extend(sorted(
+                os.path.join(directory, name)
+                for name in os.listdir(directory) if name.endswith('.conf')))
+    return files
+
+
+def _our_option_names() -> dict:
+    """``{group: {names}}`` of this service's own groups.
+
+    Deprecated names count: the service still reads them.
+    """
+    from scheduler.conf import opts as conf_opts
+    names: dict = {}
+    for group, opts in conf_opts.list_opts():
+        group_name = getattr(group, 'name', group) or 'DEFAULT'
+        known = names.setdefault(group_name, set())
+        for opt in opts:
+            known.update({opt.dest, opt.name.replace('-', '_')})
+            for old in opt.deprecated_opts:
+                if old.name and old.group in (None, group_name):
+                    known.add(old.name.replace('-', '_'))
+    return names
+
+
+def check_unknown_options() -> list:
+    """Sections and options of the files that nothing reads.
+
+    oslo.config ignores them silently, so a misspelt option keeps its
+    default: ``enabled_filter = ...`` enables nothing.  Options of the
+    libraries' sections are not listed here; their sections are.
+    """
+    known_groups = {key for key in CONF
+                    if isinstance(CONF[key], cfg.ConfigOpts.GroupAttr)}
+    known_groups.add('DEFAULT')
+    ours = _our_option_names()
+    results = []
+    for path in _config_files():
+        sections: dict = {}
+        try:
+            cfg.ConfigParser(path, sections).parse()
+        except Exception as e:
+            results.append(Result('unknown_options', FAIL, '%s: %s' % (
+                path, _error(e))))
+            continue
+        for section, values in sorted(sections.items()):
+            if section not in known_groups:
+                results.append(Result('unknown_options', WARN, '[%s] in %s: '
+                                      'no option of this service is in '
+                                      'this section' % (section, path)))
+                continue
+            if section not in ours or section == 'DEFAULT':
+                continue
+            for key in sorted(values):
+                if key.replace('-', '_') not in ours[section]:
+                    results.append(Result(
+                        'unknown_options', WARN, '[%s] %s in %s is not an '
+                        'option: it is ignored' % (section, key, path)))
+    if not results:
+        results.append(Result('unknown_options', OK, 'every option set is '
+                              'known'))
+    return results
+
+
+def check_multipliers() -> list:
+    """Weigher multipliers are finite numbers.
+
+    ``nan`` and ``inf`` parse as floats but make every host's weight
+    ``nan``: the ranking then means nothing.
+    """
+    results = []
+    checked = 0
+    for group, name in _options():
+        if not name.endswith('multiplier') or _unreadable(group, name):
+            continue
+        value = getattr(CONF[group], name) if group else CONF[name]
+        if not isinstance(value, float):
+            continue
+        checked += 1
+        if not math.isfinite(value):
+            results.append(Result('multipliers', FAIL, '%s is %s: give a '
+                                  'finite number (0.0 turns the weigher '
+                                  'off)' % (_label(group, name), value)))
+    if not results:
+        results.append(Result('multipliers', OK,
+                              '%d multipliers are finite' % checked))
+    return results
+
+
+def check_intervals() -> list:
+    """One lost report must not take a host out of scheduling."""
+    if (_unreadable('scheduler', 'service_down_time')
+            or _unreadable('scheduler', 'report_interval')):
+        return [Result('intervals', SKIP, 'unreadable option (see options)')]
+    down = CONF.scheduler.service_down_time
+    interval = CONF.scheduler.report_interval
+    if down < 2 * interval:
+        return [Result('intervals', WARN,
+                       '[scheduler] service_down_time (%d s) is less than '
+                       'twice report_interval (%d s): one late report '
+                       'marks a host down' % (down, interval))]
+    return [Result('intervals', OK, 'service_down_time %d s, '
+                   'report_interval %d s' % (down, interval))]
+
+
+# -- plugins --------------------------------------------------------------
+
+def check_driver() -> list:
+    """The driver loads and starts, as the service does at start-up.
+
+    A filter scheduler also loads its filters and weighers here; when
+    those fail, the filter and weigher checks below say which one.
+    """
+    name = CONF.scheduler.driver
+    try:
+        driver = manager.load_driver()
+    except Exception as e:
+        return [Result('driver', FAIL, _error(e))]
+    cls = type(driver)
+    return [Result('driver', OK, '%s (%s.%s)' % (name, cls.__module__,
+                                                 cls.__qualname__))]
+
+
+def _broken_plugins(namespace: str) -> list:
+    """``name: error`` of each entry point of ``namespace`` that fails.
+
+    ``scheduler.loader.all_classes`` leaves such plugins out with an
+    error in the log; the report names them.
+    """
+    broken = []
+
+    def _failed(_manager, entrypoint, error):
+        broken.append('%s: %s' % (entrypoint.name, error))
+
+    stevedore.ExtensionManager(namespace, invoke_on_load=False,
+                               on_load_failure_callback=_failed)
+    return broken
+
+
+def _load_entries(check: str, namespace: str, entries: list,
+                  all_marker: str, results: list) -> list:
+    """The classes named by ``entries``; a row per entry that fails."""
+    classes: list = []
+    for entry in entries:
+        entry = entry.strip()
+        if not entry:
+            continue
+        try:
+            found = loader.load_classes(namespace, [entry], all_marker)
+        except Exception as e:
+            why = _error(e)
+            results.append(Result(check, FAIL, why if entry in why
+                                  else '%s: %s' % (entry, why)))
+            continue
+        if entry == all_marker:
+            for broken in _broken_plugins(namespace):
+                results.append(Result(check, WARN, '%s: plugin left out: %s'
+                                      % (entry, broken)))
+        for cls in found:
+            if cls not in classes:
+                classes.append(cls)
+    return classes
+
+
+def check_filters() -> list:
+    """``available_filters`` entries load; ``enabled_filters`` are in them."""
+    fs = CONF.filter_scheduler
+    results: list = []
+    classes = _load_entries('available_filters', loader.FILTER_NAMESPACE,
+                            fs.available_filters,
+                            filter_scheduler.ALL_FILTERS, results)
+    if not any(r.result == FAIL for r in results):
+        results.append(Result('available_filters', OK,
+                              '%d filter classes' % len(classes)))
+    by_name = {cls.__name__: cls for cls in classes}
+    enabled = [n.strip() for n in fs.enabled_filters if n.strip()]
+    bad = False
+    for name in enabled:
+        cls = by_name.get(name)
+        if cls is None:
+            bad = True
+            results.append(Result('enabled_filters', FAIL,
+                                  '%s is not in available_filters' % name))
+            continue
+        try:
+            cls()
+        except Exception as e:
+            bad = True
+            results.append(Result('enabled_filters', FAIL,
+                                  '%s: %s' % (name, _error(e))))
+    if not bad:
+        results.append(Result('enabled_filters', OK, ', '.join(enabled)
+                              or 'none: every host passes'))
+    return results
+
+
+def check_weighers() -> list:
+    """Every ``weight_classes`` entry loads and its weighers start."""
+    results: list = []
+    classes = _load_entries('weight_classes', loader.WEIGHER_NAMESPACE,
+                            CONF.filter_scheduler.weight_classes,
+                            filter_scheduler.ALL_WEIGHERS, results)
+    names = []
+    for cls in classes:
+        try:
+            cls()
+        except Exception as e:
+            results.append(Result('weight_classes', FAIL, '%s: %s' % (
+                cls.__name__, _error(e))))
+            continue
+        names.append(cls.__name__)
+    if not any(r.result == FAIL for r in results):
+        results.append(Result('weight_classes', OK,
+                              ', '.join(names) or 'none: hosts are not '
+                              'ranked'))
+    return results
+
+
+# -- the inventory ----------------------------------------------------------
+
+def _connect_args(url: sa.URL, timeout: float) -> dict:
+    if url.get_backend_name() in ('mysql', 'postgresql'):
+        return {'connect_timeout': max(1, int(math.ceil(timeout)))}
+    return {}
+
+
+def _database_revision(url_text: str, timeout: float) -> str | None:
+    """The schema revision at ``url_text``, after one quick connection.
+
+    A one-off engine without oslo.db's connection retries: the service
+    retries for minutes, a check must answer now.
+    """
+    url = sa.make_url(url_text)
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool,
+                              connect_args=_connect_args(url, timeout))
+    try:
+        with engine.connect() as conn:
+            return alembic_migration.MigrationContext.configure(
+                conn).get_current_revision()
+    finally:
+        engine.dispose()
+
+
+def _known_revisions() -> set:
+    scripts = alembic_script.ScriptDirectory(migration.MIGRATIONS_DIR)
+    return {rev.revision for rev in scripts.walk_revisions()}
+
+
+def check_database(timeout: float = DEFAULT_TIMEOUT) -> list:
+    """``[database] connection`` answers and its schema is at the head."""
+    url = CONF.database.connection
+    shown = db_cli.masked_url(url)
+    if not url:
+        return [Result('database', FAIL, '[database] connection is not set')]
+    sync = 'run "scheduler-manage db sync"'
+    try:
+        parsed = sa.make_url(url)
+        if (parsed.get_backend_name() == 'sqlite'
+                and parsed.database not in (None, '', ':memory:')
+                and not os.path.exists(parsed.database)):
+            return [Result('database', FAIL, '%s: the file does not exist: '
+                           '%s' % (shown, sync))]
+        current = _database_revision(url, timeout)
+    except Exception as e:
+        return [Result('database', FAIL, '%s: cannot connect: %s' % (
+            shown, db_cli.mask_secret(_error(e), url)))]
+    head = migration.head()
+    if current == head:
+        return [Result('database', OK, '%s at %s (head)' % (shown, head))]
+    if current is None:
+        why = 'has no schema'
+    elif current not in _known_revisions():
+        return [Result('database', FAIL, '%s is at %s, which this release '
+                       'does not know (head %s): was it migrated by a newer '
+                       'release?' % (shown, current, head))]
+    else:
+        why = 'is at %s, not %s' % (current, head)
+    return [Result('database', FAIL, '%s %s: %s' % (shown, why, sync))]
+
+
+# -- the message bus --------------------------------------------------------
+
+def _transport_drivers() -> list:
+    return sorted({ep.name for ep in importlib_metadata.entry_points(
+        group=TRANSPORT_DRIVERS)})
+
+
+def _default_port(transport: str) -> int:
+    if transport in ('rabbit', 'kombu'):
+        try:
+            if CONF.oslo_messaging_rabbit.ssl:
+                return _AMQPS_PORT
+        except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
+            pass
+    return _AMQP_PORT
+
+
+def _brokers(parsed) -> list:
+    """``(host, port)`` of each broker of a parsed transport URL."""
+    if not parsed.hosts:
+        return [('localhost', _default_port(parsed.transport))]
+    return [(h.hostname or 'localhost', h.port or
+             _default_port(parsed.transport)) for h in parsed.hosts]
+
+
+def _mask_transport(text: str, url: str | None, parsed=None) -> str:
+    """``text`` with the passwords of every host of ``url`` masked."""
+    text = db_cli.mask_secret(text, url)
+    for host in parsed.hosts if parsed is not None else ():
+        text = db_cli.hide(text, host.password)
+    return text
+
+
+def _parse_transport(check: str, option: str, url: str | None,
+                     results: list):
+    """The parsed URL, or None with a failure row saying why."""
+    try:
+        parsed = oslo_messaging.TransportURL.parse(CONF, url)
+    except Exception as e:
+        shown = db_cli.masked_url(url)
+        results.append(Result(check, FAIL, '%s %s: %s' % (
+            option, shown, db_cli.mask_secret(_error(e), url))))
+        return None
+    shown = (_mask_transport(db_cli.masked_url(url), url, parsed) if url
+             else '(unset: rabbit://)')
+    drivers = _transport_drivers()
+    if parsed.transport not in drivers:
+        results.append(Result(check, FAIL, '%s %s: unknown transport %r '
+                              '(installed: %s)' % (option, shown,
+                                                   parsed.transport,
+                                                   ', '.join(drivers))))
+        return None
+    where = ', '.join('%s:%d' % b for b in _brokers(parsed))
+    detail = '%s (%s)' % (shown, 'in-process' if parsed.transport == 'fake'
+                          else where)
+    results.append(Result(check, OK, detail))
+    return parsed
+
+
+def _reach(parsed, timeout: float) -> list:
+    """A TCP connection to every broker of ``parsed``."""
+    if parsed.transport == 'fake':
+        return [Result('message_bus', OK, 'fake:// is in-process: nothing '
+                       'to reach')]
+    results = []
+    for host, port in _brokers(parsed):
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+        except OSError as e:
+            results.append(Result('message_bus', FAIL, '%s:%d does not '
+                                  'answer: %s' % (host, port, e)))
+        else:
+            results.append(Result('message_bus', OK, '%s:%d accepts '
+                                  'connections' % (host, port)))
+    return results
+
+
+def check_transport(check_bus: bool = False,
+                    timeout: float = DEFAULT_TIMEOUT) -> list:
+    """``transport_url`` (and the notifications' own, if set) parse; with
+    ``check_bus``, every broker accepts a connection."""
+    results: list = []
+    parsed = _parse_transport('transport_url', '[DEFAULT] transport_url',
+                              CONF.transport_url, results)
+    notify_url = CONF.oslo_messaging_notifications.transport_url
+    if notify_url:
+        _parse_transport('notification_transport_url',
+                         '[oslo_messaging_notifications] transport_url',
+                         notify_url, results)
+    if not check_bus:
+        results.append(Result('message_bus', SKIP, 'not contacted (add '
+                              '--check-bus)'))
+    elif parsed is None:
+        results.append(Result('message_bus', SKIP, 'transport_url does not '
+                              'parse'))
+    else:
+        results.extend(_reach(parsed, timeout))
+    return results
+
+
+# -- driver options ---------------------------------------------------------
+
+def check_prefix_map() -> list:
+    """Each ``[ip_scheduler] prefix_map`` source is a valid CIDR or prefix.
+
+    The driver treats a CIDR that does not parse as matching nothing,
+    silently; an IPv6 source cannot be written at all (``:`` separates
+    the source from the prefix), and shows up as a value with a colon.
+    """
+    if _unreadable('ip_scheduler', 'prefix_map'):
+        return [Result('prefix_map', SKIP, 'unreadable option (see '
+                       'options)')]
+    results = []
+    mapping = CONF.ip_scheduler.prefix_map
+    for source, prefix in sorted(mapping.items()):
+        source = source.strip()
+        if '/' in source:
+            try:
+                ipaddress.ip_network(source, strict=False)
+            except ValueError as e:
+                results.append(Result('prefix_map', FAIL, '%r is not a '
+                                      'valid CIDR: %s' % (source, e)))
+                continue
+        if ':' in prefix or '/' in prefix:
+            results.append(Result('prefix_map', WARN, '%s:%s looks like a '
+                                  'split IPv6 source: prefix_map takes '
+                                  'IPv4 sources only' % (source, prefix)))
+    if not any(r.result == FAIL for r in results):
+        results.append(Result('prefix_map', OK, '%d sources'
+                              % len(mapping)))
+    return results
+
+
+def run_checks(check_bus: bool = False,
+               timeout: float = DEFAULT_TIMEOUT) -> list:
+    """Every check, in a fixed order; a check that crashes is a failure."""
+    checks = [
+        ('options', check_options),
+        ('unknown_options', check_unknown_options),
+        ('driver', check_driver),
+        ('filters', check_filters),
+        ('weight_classes', check_weighers),
+        ('database', lambda: check_database(timeout)),
+        ('transport_url', lambda: check_transport(check_bus, timeout)),
+        ('prefix_map', check_prefix_map),
+        ('multipliers', check_multipliers),
+        ('intervals', check_intervals),
+    ]
+    results = []
+    for name, check in checks:
+        try:
+            results.extend(check())
+        except Exception as e:
+            results.append(Result(name, FAIL, 'the check itself failed: %s'
+                                  % _error(e)))
+    return results
+
+
+def cmd_check(args) -> int:
+    results = run_checks(check_bus=args.check_bus, timeout=args.timeout)
+    output.emit([r.as_dict() for r in results], COLUMNS, args.format)
+    failed = sum(r.result == FAIL for r in results)
+    if args.format != 'json':
+        warned = sum(r.result == WARN for r in results)
+        sys.stdout.write('%s%s\n' % (
+            '%d problem(s) found' % failed if failed
+            else 'Every check passed',
+            ' (%d warning(s))' % warned if warned else ''))
+    return 1 if failed else 0
+
+
+def register(subparsers, common: argparse.ArgumentParser) -> None:
+    config = subparsers.add_parser(
+        'config', help='check the configuration given by --config-file')
+    sub = config.add_subparsers(dest='config_command', required=True)
+    check = sub.add_parser(
+        'check', parents=[common],
+        help='load the driver, filters and weighers, reach the database, '
+             'parse the transport URL; every problem is listed; exit 1 if '
+             'any check fails')
+    check.add_argument('--check-bus', action='store_true',
+                       help='also connect to every broker of transport_url')
+    check.add_argument('--timeout', type=float, default=DEFAULT_TIMEOUT,
+                       help='seconds to wait for the database and brokers '
+                            '(default %(default)s)')
+    check.set_defaults(func=cmd_check)

@@ -1,0 +1,187 @@
+"""``scheduler-manage aggregate ...`` against a real inventory.
+
+The announcement to running schedulers is recorded instead of cast:
+these tests check what is written and what would be announced.
+"""
+
+import re
+
+import pytest
+
+from scheduler.cli import aggregates as aggregates_cli
+from tests.unit import cli
+
+
+@pytest.fixture
+def manage(monkeypatch, capsys, tmp_path):
+    return cli.Manage(monkeypatch, capsys, tmp_path)
+
+
+@pytest.fixture
+def announced(monkeypatch):
+    """What the commands announced: ``('changed'|'deleted', aggregate)``."""
+    calls = []
+
+    def record(changed=None, deleted=None):
+        if changed is not None:
+            calls.append(('changed', changed))
+        if deleted is not None:
+            calls.append(('deleted', deleted))
+
+    monkeypatch.setattr(aggregates_cli, '_announce', record)
+    return calls
+
+
+@pytest.fixture
+def rack(manage, inventory, announced):
+    """An aggregate ``rack1`` in zone az1 with h1, announced already."""
+    result = manage('aggregate', 'create', 'rack1', '--zone', 'az1',
+                    '--property', 'ssd=true', '--format', 'json')
+    assert result.code == 0, result.err
+    manage('aggregate', 'add-host', 'rack1', 'h1')
+    announced.clear()
+    return result.json()
+
+
+def _json(manage, *argv) -> dict:
+    result = manage(*argv, '--format', 'json')
+    assert result.code == 0, result.err
+    return result.json()
+
+
+def test_create(manage, inventory, announced):
+    agg = _json(manage, 'aggregate', 'create', 'rack1', '--zone', 'az1',
+                '--property', 'ssd=true', '--property', 'gpu = no')
+    assert sorted(agg) == sorted(
+        aggregates_cli.COLUMNS + ['created_at', 'updated_at'])
+    assert (agg['name'], agg['availability_zone'], agg['hosts']) == (
+        'rack1', 'az1', [])
+    assert agg['metadata'] == {'availability_zone': 'az1', 'ssd': 'true',
+                               'gpu': 'no'}
+    (what, sent), = announced
+    assert what == 'changed'
+    assert {k: sent[k] for k in aggregates_cli.COLUMNS} == {
+        k: agg[k] for k in aggregates_cli.COLUMNS}
+    assert inventory.aggregate_get('rack1')['uuid'] == agg['uuid']
+
+
+def test_create_table(manage, inventory, announced):
+    result = manage('aggregate', 'create', 'rack1')
+    assert result.code == 0
+    assert re.search(r'\| name +\| rack1 +\|', result.out)
+    assert re.search(r'\| availability_zone +\| - +\|', result.out)
+
+
+def test_create_a_name_in_use(manage, rack, announced):
+    result = manage('aggregate', 'create', 'rack1')
+    assert result.code == 1
+    assert result.out == ''
+    assert result.err == 'AggregateNameExists: Aggregate rack1 already ' \
+                         'exists.\n'
+    assert announced == []
+
+
+def test_set_renames_rezones_and_sets_properties(manage, rack, announced):
+    agg = _json(manage, 'aggregate', 'set', 'rack1', '--name', 'rack-one',
+                '--zone', 'az2', '--property', 'ssd=false',
+                '--property', 'pci=yes')
+    assert (agg['name'], agg['availability_zone'], agg['hosts']) == (
+        'rack-one', 'az2', ['h1'])
+    assert agg['metadata'] == {'availability_zone': 'az2', 'ssd': 'false',
+                               'pci': 'yes'}
+    assert [(what, a['name']) for what, a in announced] == [
+        ('changed', 'rack-one')]
+
+
+def test_set_an_empty_zone_removes_it(manage, rack, announced):
+    agg = _json(manage, 'aggregate', 'set', str(rack['id']), '--zone', '')
+    assert agg['availability_zone'] is None
+    assert 'availability_zone' not in agg['metadata']
+
+
+def test_set_by_uuid(manage, rack, announced):
+    agg = _json(manage, 'aggregate', 'set', rack['uuid'], '--property',
+                'x=1')
+    assert agg['metadata']['x'] == '1'
+
+
+def test_unset(manage, rack, announced):
+    agg = _json(manage, 'aggregate', 'unset', 'rack1', '--property', 'ssd',
+                '--property', 'not-set')
+    assert agg['metadata'] == {'availability_zone': 'az1'}
+    assert len(announced) == 1
+
+
+def test_unset_needs_a_property(manage, rack):
+    with pytest.raises(SystemExit) as exit_info:
+        manage('aggregate', 'unset', 'rack1')
+    assert exit_info.value.code == 2
+
+
+def test_add_and_remove_hosts(manage, rack, announced):
+    agg = _json(manage, 'aggregate', 'add-host', 'rack1', 'h2')
+    assert agg['hosts'] == ['h1', 'h2']
+    agg = _json(manage, 'aggregate', 'remove-host', 'rack1', 'h1')
+    assert agg['hosts'] == ['h2']
+    assert [a['hosts'] for _what, a in announced] == [['h1', 'h2'], ['h2']]
+
+
+def test_add_a_host_twice(manage, rack, announced):
+    result = manage('aggregate', 'add-host', 'rack1', 'h1')
+    assert result.code == 1
+    assert result.err == ('AggregateHostExists: Host h1 is already in '
+                          'aggregate rack1.\n')
+    assert announced == []
+
+
+def test_remove_a_host_not_in_it(manage, rack, announced):
+    result = manage('aggregate', 'remove-host', 'rack1', 'h9')
+    assert result.code == 1
+    assert result.err == ('AggregateHostNotFound: Host h9 is not in '
+                          'aggregate rack1.\n')
+    assert announced == []
+
+
+def test_delete(manage, rack, announced, inventory):
+    result = manage('aggregate', 'delete', 'rack1')
+    assert (result.code, result.out) == (0, 'Deleted aggregate rack1\n')
+    assert [(what, a['uuid']) for what, a in announced] == [
+        ('deleted', rack['uuid'])]
+    assert inventory.aggregate_get_all() == []
+
+
+def test_list(manage, rack, inventory):
+    manage('aggregate', 'create', 'empty')
+    rows = _json(manage, 'aggregate', 'list')
+    assert [(r['name'], r['availability_zone'], r['hosts']) for r in rows] \
+        == [('empty', None, []), ('rack1', 'az1', ['h1'])]
+    assert all(sorted(r) == sorted(aggregates_cli.COLUMNS) for r in rows)
+    table = manage('aggregate', 'list').out
+    assert re.search(r'\| rack1 +\| az1 +\| h1 +\|', table)
+
+
+def test_show_by_name_id_and_uuid(manage, rack):
+    for ident in ('rack1', str(rack['id']), rack['uuid']):
+        agg = _json(manage, 'aggregate', 'show', ident)
+        assert agg['uuid'] == rack['uuid']
+        assert agg['hosts'] == ['h1']
+
+
+@pytest.mark.parametrize('command', [
+    ['show', 'nope'], ['set', 'nope', '--name', 'x'],
+    ['unset', 'nope', '--property', 'x'], ['add-host', 'nope', 'h1'],
+    ['remove-host', 'nope', 'h1'], ['delete', 'nope']])
+def test_an_unknown_aggregate(manage, inventory, announced, command):
+    result = manage('aggregate', *command)
+    assert result.code == 1
+    assert result.out == ''
+    assert result.err == 'AggregateNotFound: Aggregate nope could not be ' \
+                         'found.\n'
+    assert announced == []
+
+
+def test_a_property_without_a_value(manage, inventory, announced):
+    with pytest.raises(SystemExit) as exit_info:
+        manage('aggregate', 'create', 'rack1', '--property', 'ssd')
+    assert str(exit_info.value) == "--property must be KEY=VALUE, not 'ssd'"
+    assert inventory.aggregate_get_all() == []
