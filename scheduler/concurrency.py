@@ -26,3 +26,15 @@ def monkey_patch() -> None:
 
 def is_patched() -> bool:
     return _patched
+
+
+def run_blocking(func, *args, **kwargs):
+    """Run ``func`` in a native thread, so the event loop keeps serving.
+
+    For long blocking work (database batches) in a monkey-patched
+    process; without eventlet it is a plain call.
+    """
+    if not _patched:
+        return func(*args, **kwargs)
+    from eventlet import tpool
+    return tpool.execute(func, *args, **kwargs)

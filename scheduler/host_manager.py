@@ -70,6 +70,7 @@ class HostManager:
         self._released: list = []
         self._fulfilled: list = []
         self._down: set = set()
+        self._aggregates_fingerprint: list | None = None
 
     @property
     def db(self):
@@ -177,8 +178,9 @@ class HostManager:
         """Log, once, each host that stopped reporting; return their keys."""
         newly_down = []
         now = time.time()
+        cutoff = now - CONF.scheduler.service_down_time
         for key, state in self._states.items():
-            if key in self._down or state.is_up(now):
+            if state.received_at >= cutoff or key in self._down:
                 continue
             self._down.add(key)
             newly_down.append(key)
@@ -239,9 +241,19 @@ class HostManager:
     # -- aggregates -----------------------------------------------------
 
     def refresh_aggregates(self) -> None:
-        """Re-read aggregates from the inventory (other workers change them)."""
-        self._set_aggregates([_aggregate_obj(a)
-                              for a in self.db.aggregate_get_all()])
+        """Re-read aggregates from the inventory (other workers change them).
+
+        Host views are re-attached only when something changed: with ten
+        thousand hosts that is the expensive part, and aggregates rarely
+        change.
+        """
+        rows = self.db.aggregate_get_all()
+        fingerprint = [(a.get('uuid'), a['name'], sorted(a['hosts']),
+                        sorted(a['metadata'].items())) for a in rows]
+        if fingerprint == self._aggregates_fingerprint:
+            return
+        self._set_aggregates([_aggregate_obj(a) for a in rows])
+        self._aggregates_fingerprint = fingerprint
 
     def update_aggregates(self, aggregates: list) -> None:
         """Aggregates another service changed: apply, then save.
@@ -274,6 +286,7 @@ class HostManager:
         return list(self._aggregates)
 
     def _set_aggregates(self, aggregates: list) -> None:
+        self._aggregates_fingerprint = None
         by_host = collections.defaultdict(list)
         for agg in aggregates:
             for host in agg.hosts:

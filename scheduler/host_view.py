@@ -35,6 +35,9 @@ class HostView(host_state_obj.HostResources):
                 value = copy.copy(value)
             elif name == 'numa_topology' and value is not None:
                 value = value.obj_clone()
+                for cell in value.cells:
+                    # A compute may leave usage out: it means none.
+                    cell.obj_set_defaults()
             setattr(self, name, value)
         self.received_at = time.time() if received_at is None \
             else received_at

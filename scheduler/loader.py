@@ -25,16 +25,18 @@ def load_class(namespace: str, name: str) -> type:
     Raises ``PluginLoadError`` saying what was tried.
     """
     errors = []
+    if '.' in name:
+        # A class path (entry point names have no dots); importing it
+        # first spares a misleading "could not load" from stevedore.
+        try:
+            return importutils.import_class(name)
+        except (ImportError, ValueError, AttributeError) as e:
+            errors.append('not importable: %s' % e)
     try:
         return stevedore.driver.DriverManager(
             namespace, name, invoke_on_load=False).driver
     except Exception as e:  # stevedore raises several types
         errors.append('no entry point (%s)' % e.__class__.__name__)
-    if '.' in name:
-        try:
-            return importutils.import_class(name)
-        except (ImportError, ValueError, AttributeError) as e:
-            errors.append('not importable: %s' % e)
     raise exception.PluginLoadError(kind=namespace, name=name,
                                     reason='; '.join(errors))
 

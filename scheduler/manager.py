@@ -14,6 +14,7 @@ from oslo_log import log as logging
 import oslo_messaging
 from oslo_service import periodic_task
 
+from scheduler import concurrency
 from scheduler import driver as driver_mod
 from scheduler import exception
 from scheduler import loader
@@ -140,7 +141,10 @@ class SchedulerManager(periodic_task.PeriodicTasks):
         metrics.record_selections(driver_name, len(selections))
         if not return_objects:
             return [alts[0].to_legacy_dict() for alts in selections]
-        if peer_manifest and objects_base.needs_backport(peer_manifest):
+        if peer_manifest is None:
+            # A 1.1 caller: it reads the objects API 1.1 shipped with.
+            peer_manifest = objects_base.MANIFEST_AT_RPC_1_1
+        if objects_base.needs_backport(peer_manifest):
             return [[objects_base.obj_to_primitive_for(s, peer_manifest)
                      for s in alts] for alts in selections]
         return selections
@@ -230,7 +234,9 @@ class SchedulerManager(periodic_task.PeriodicTasks):
 
     @periodic_task.periodic_task(spacing=0, run_immediately=True)
     def _flush_inventory(self, ctxt):
-        self.driver.host_manager.flush()
+        # Thousands of rows: written off the event loop so that requests
+        # keep being served meanwhile.
+        concurrency.run_blocking(self.driver.host_manager.flush)
 
     @periodic_task.periodic_task(spacing=0)
     def _check_down_hosts(self, ctxt):

@@ -20,18 +20,6 @@ from scheduler import rpc
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
 
-#: Object versions the first object-speaking API (1.1) shipped with.
-OBJECTS_AT_1_1 = {
-    'Flavor': '1.0', 'ImageMeta': '1.0', 'NUMACell': '1.0',
-    'NUMATopology': '1.0', 'InstanceNUMACell': '1.0',
-    'InstanceNUMATopology': '1.0', 'PciDevicePool': '1.0',
-    'InstancePCIRequest': '1.0', 'InstanceGroup': '1.0',
-    'SchedulerRetry': '1.0', 'Destination': '1.0', 'SchedulerLimits': '1.0',
-    'Aggregate': '1.0', 'HostState': '1.0', 'Selection': '1.0',
-    'RequestSpec': '1.0',
-}
-
-
 class SchedulerAPI:
     """Client side of the scheduler RPC API (see SchedulerManager)."""
 
@@ -70,11 +58,16 @@ class SchedulerAPI:
         try:
             info = probe.prepare(version='1.2').call(
                 ctx_mod.get_admin_context(), 'get_version_info')
-        except oslo_messaging.MessagingException as e:
+        except oslo_messaging.MessagingTimeout:
+            # No answer is not an old scheduler: nothing is cached, the
+            # next call asks again.
+            raise
+        except (oslo_messaging.RemoteError,
+                oslo_messaging.MessagingException) as e:
             # A 1.0/1.1 server has no get_version_info.
             LOG.info('Scheduler did not tell its version (%s); assuming '
                      '1.1', e.__class__.__name__)
-            return '1.1', OBJECTS_AT_1_1
+            return '1.1', objects_base.MANIFEST_AT_RPC_1_1
         return info['rpc_version'], info['objects']
 
     def can_send_version(self, version: str) -> bool:
@@ -85,7 +78,7 @@ class SchedulerAPI:
         if self._server_manifest is not None:
             return self._server_manifest
         if not self.client.can_send_version('1.2'):
-            return OBJECTS_AT_1_1
+            return objects_base.MANIFEST_AT_RPC_1_1
         return None
 
     def _backport(self, obj):

@@ -100,7 +100,10 @@ def cmd_delete(args) -> int:
     agg = db_api.aggregate_get(args.aggregate)
     db_api.aggregate_delete(agg['id'])
     _announce(deleted=agg)
-    print('Deleted aggregate %s' % agg['name'])
+    if args.format == 'json':
+        output.emit_json({'deleted': agg['name'], 'uuid': agg['uuid']})
+    else:
+        print('Deleted aggregate %s' % agg['name'])
     return 0
 
 

@@ -18,6 +18,8 @@ Every command takes ``--format json`` for scripts.
 import argparse
 import sys
 
+from oslo_config import cfg
+
 from scheduler.cli import aggregates
 from scheduler.cli import config_check
 from scheduler.cli import db
@@ -46,6 +48,18 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list | None = None) -> int:
+    try:
+        return _main(argv)
+    except cfg.Error as e:
+        # A malformed or unreadable config file: one line, no traceback.
+        sys.stderr.write('scheduler-manage: configuration error: %s\n' % e)
+        return 2
+    except BrokenPipeError:
+        # Output piped into head(1) and the like.
+        return 0
+
+
+def _main(argv: list | None) -> int:
     args = make_parser().parse_args(sys.argv[1:] if argv is None else argv)
     conf_args = []
     for path in args.config_file:

@@ -11,6 +11,7 @@ filter_opts = [
     cfg.MultiStrOpt(
         'available_filters',
         default=['scheduler.filters.all_filters'],
+        mutable=True,
         help="""
 Filter classes the filter scheduler may use.  May be given several
 times.  Each value is one of:
@@ -23,6 +24,8 @@ times.  Each value is one of:
 * the name of one entry point in the ``scheduler.filters`` namespace.
 
 A filter must be available *and* named in ``enabled_filters`` to run.
+A reload (SIGHUP) picks up new class paths; a package installed after
+start-up (new entry points) needs a restart.
 
 Related options:
 
@@ -51,15 +54,16 @@ Related options:
         help="""
 Weighers that rank the hosts that passed the filters.  Each value is
 ``scheduler.weights.all_weighers`` (every weigher in the
-``scheduler.weights`` entry point namespace), the dotted path of a
+``scheduler.weighers`` entry point namespace), the dotted path of a
 weigher class, or an entry point name.  Each weigher's raw weights are
 normalised to [0, 1] over the candidates, multiplied by its multiplier
 and summed.
 
 Related options:
 
-* ``ram_weight_multiplier``, ``cpu_weight_multiplier``,
-  ``disk_weight_multiplier``
+* every ``*_weight_multiplier`` option of this group, and
+  ``[metrics] weight_multiplier``: each weigher's multiplier, which
+  aggregate metadata of the same name overrides per host
 """),
     cfg.IntOpt(
         'host_subset_size',

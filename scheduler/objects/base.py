@@ -105,6 +105,18 @@ class SchedulerObjectSerializer(ovo_base.VersionedObjectSerializer):
             raise exception.MalformedObject(what=what, reason=e) from e
 
 
+#: Object versions the first object-speaking API (1.1) shipped with.
+MANIFEST_AT_RPC_1_1 = {
+    'Flavor': '1.0', 'ImageMeta': '1.0', 'NUMACell': '1.0',
+    'NUMATopology': '1.0', 'InstanceNUMACell': '1.0',
+    'InstanceNUMATopology': '1.0', 'PciDevicePool': '1.0',
+    'InstancePCIRequest': '1.0', 'InstanceGroup': '1.0',
+    'SchedulerRetry': '1.0', 'Destination': '1.0', 'SchedulerLimits': '1.0',
+    'Aggregate': '1.0', 'HostState': '1.0', 'Selection': '1.0',
+    'RequestSpec': '1.0',
+}
+
+
 def obj_manifest() -> dict:
     """``{object name: newest version}`` of every object this code knows.
 

@@ -96,7 +96,8 @@ def test_legacy_dicts_of_a_multi_instance_spec_are_accepted():
 def test_objects_in_selections_out():
     selections = call(_manager().select_destinations,
                       spec_obj=fixtures.request(),
-                      instance_uuids=[fixtures.uuid(1)], return_objects=True)
+                      instance_uuids=[fixtures.uuid(1)], return_objects=True,
+                      peer_manifest=objects_base.obj_manifest())
     assert len(selections) == 1
     assert isinstance(selections[0][0], objects.Selection)
     assert selections[0][0].service_host == 'big'
@@ -112,8 +113,18 @@ def test_alternates_on_request(conf):
     conf.config(max_attempts=2, group='scheduler')
     selections = call(_manager().select_destinations,
                       spec_obj=fixtures.request(), return_objects=True,
-                      return_alternates=True)
+                      return_alternates=True,
+                      peer_manifest=objects_base.obj_manifest())
     assert [s.service_host for s in selections[0]] == ['big', 'small']
+
+
+def test_a_1_1_caller_gets_selections_it_can_read():
+    """No manifest means API 1.1: Selections come back as 1.0."""
+    answer = call(_manager().select_destinations,
+                  spec_obj=fixtures.request(), return_objects=True)
+    primitive = answer[0][0]
+    assert primitive['versioned_object.version'] == '1.0'
+    assert 'weight' not in primitive['versioned_object.data']
 
 
 def test_peer_manifest_backports_the_selections():

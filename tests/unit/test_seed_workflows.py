@@ -19,6 +19,7 @@ import pytest
 from scheduler import context
 from scheduler import exception
 from scheduler import manager as manager_mod
+from scheduler.objects import base as objects_base
 from tests.unit import fixtures
 
 IP_SCHEDULER = 'tests.unit.fixtures.out_of_tree.ip_scheduler.IPScheduler'
@@ -138,7 +139,8 @@ def _boot(manager, image_properties, n):
                       spec_obj=fixtures.request(
                           memory_mb=512, num_instances=n,
                           image_properties=image_properties),
-                      instance_uuids=uuids, return_objects=True)
+                      instance_uuids=uuids, return_objects=True,
+                      peer_manifest=objects_base.obj_manifest())
     return [alts[0].service_host for alts in selections]
 
 

@@ -109,12 +109,12 @@ def test_first_object_api_manifest_is_older_than_ours():
     # rpcapi backports to this manifest for 1.1 servers: it names objects
     # this code has, at versions no newer than ours.
     registry = _registry()
-    for name, version in rpcapi.OBJECTS_AT_1_1.items():
+    for name, version in base.MANIFEST_AT_RPC_1_1.items():
         ours = registry[name][0].VERSION
         assert tuple(map(int, version.split('.'))) <= \
             tuple(map(int, ours.split('.'))), name
     for name in ('RequestSpec', 'HostState', 'Selection', 'Aggregate'):
-        assert name in rpcapi.OBJECTS_AT_1_1
+        assert name in base.MANIFEST_AT_RPC_1_1
 
 
 # --- 2. backports --------------------------------------------------------------
@@ -272,14 +272,14 @@ def test_no_manifest_sends_the_newest_versions():
 
 def test_nested_objects_get_the_versions_the_manifest_names():
     spec = _samples()['RequestSpec']
-    prim = base.obj_to_primitive_for(spec, rpcapi.OBJECTS_AT_1_1)
+    prim = base.obj_to_primitive_for(spec, base.MANIFEST_AT_RPC_1_1)
     data = prim['versioned_object.data']
     assert prim['versioned_object.version'] == '1.0'
     for field in ('flavor', 'image', 'limits', 'retry', 'instance_group',
                   'requested_destination', 'numa_topology'):
         nested = data[field]
         assert nested['versioned_object.version'] == \
-            rpcapi.OBJECTS_AT_1_1[nested['versioned_object.name']]
+            base.MANIFEST_AT_RPC_1_1[nested['versioned_object.name']]
 
 
 class _Batch(base.SchedulerObject):
