@@ -11,13 +11,17 @@ import os
 
 EXECUTOR = 'eventlet'
 
+#: Set (to anything) to leave the process unpatched: tests that import
+#: console-script modules use it.
+NO_PATCH_ENV = 'SCHEDULER_NO_MONKEY_PATCH'
+
 _patched = False
 
 
 def monkey_patch() -> None:
     """Green the standard library for eventlet (idempotent)."""
     global _patched
-    if _patched or os.environ.get('SCHEDULER_NO_MONKEY_PATCH'):
+    if _patched or os.environ.get(NO_PATCH_ENV):
         return
     import eventlet
     eventlet.monkey_patch()

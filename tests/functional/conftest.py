@@ -100,6 +100,14 @@ class Cluster:
         probe = rpcapi.SchedulerAPI(timeout=2)
         return bool(probe.get_version_info(self.admin_ctxt))
 
+    def client_config(self, database_url: str) -> str:
+        """A config file for scheduler-manage pointing at this cluster."""
+        return daemons.write_multi_config(
+            str(self.tmp / 'client.conf'),
+            '[DEFAULT]\ntransport_url = %s\n\n[scheduler]\ntopic = %s\n\n'
+            '[database]\nconnection = %s\n'
+            % (self.transport_url, self.topic, database_url))
+
     def start_sim(self, hosts: int = 4, name: str = 'sim',
                   fleet: str | None = None) -> daemons.Daemon:
         path = daemons.write_multi_config(

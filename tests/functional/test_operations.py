@@ -192,11 +192,7 @@ def test_scheduler_manage_talks_to_the_service(cluster, conf, tmp_path):
     cluster.start_scheduler(db)
     cluster.start_sim(hosts=3)
     hosts = wait_for_hosts(conf, db, 3)
-    client_conf = daemons.write_multi_config(
-        str(tmp_path / 'client.conf'),
-        '[DEFAULT]\ntransport_url = %s\n\n[scheduler]\ntopic = %s\n\n'
-        '[database]\nconnection = %s\n'
-        % (cluster.transport_url, cluster.topic, db))
+    client_conf = cluster.client_config(db)
 
     def manage(*args):
         return subprocess.run(
@@ -279,11 +275,7 @@ def test_aggregate_changes_reach_running_workers(cluster, conf, tmp_path):
     scheduler = cluster.start_scheduler(db, scheduler_opts={'workers': 2})
     cluster.start_sim(hosts=3)
     hosts = wait_for_hosts(conf, db, 3)
-    client_conf = daemons.write_multi_config(
-        str(tmp_path / 'client.conf'),
-        '[DEFAULT]\ntransport_url = %s\n\n[scheduler]\ntopic = %s\n\n'
-        '[database]\nconnection = %s\n'
-        % (cluster.transport_url, cluster.topic, db))
+    client_conf = cluster.client_config(db)
     in_zone = make_spec(availability_zone='zone-a')
     with pytest.raises(exception.NoValidHost):
         cluster.api.select_destinations(cluster.ctxt, in_zone, uuids(1))

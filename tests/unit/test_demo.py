@@ -1,6 +1,5 @@
 """scheduler-demo: the whole scenario as a process, and its checks alone."""
 
-import importlib
 import os
 import subprocess
 import sys
@@ -10,8 +9,8 @@ import pytest
 
 from scheduler import exception
 from scheduler import objects
+from tests.unit import fixtures
 
-NO_PATCH = 'SCHEDULER_NO_MONKEY_PATCH'
 
 
 def _command() -> list:
@@ -64,15 +63,7 @@ def demo():
     Importing ``scheduler.cmd`` monkey-patches the process for eventlet;
     the rest of the test run must not change under the other tests.
     """
-    saved = os.environ.get(NO_PATCH)
-    os.environ[NO_PATCH] = '1'
-    try:
-        return importlib.import_module('scheduler.cmd.demo')
-    finally:
-        if saved is None:
-            del os.environ[NO_PATCH]
-        else:
-            os.environ[NO_PATCH] = saved
+    return fixtures.import_unpatched('scheduler.cmd.demo')
 
 
 class FakeAPI:

@@ -120,7 +120,6 @@ def _rss_mb(pid: int) -> float:
 
 
 def bench_rabbit(hosts: int, requests: int, concurrency: int) -> None:
-    from scheduler.db import api as db_api
     from scheduler import rpc
     from scheduler import rpcapi
     tmp = tempfile.mkdtemp(prefix='sched-bench-')
@@ -141,7 +140,6 @@ def bench_rabbit(hosts: int, requests: int, concurrency: int) -> None:
                             stderr=subprocess.STDOUT)
     CONF.set_override('transport_url', RABBIT)
     CONF.set_override('topic', topic, group='scheduler')
-    CONF.set_override('connection', db, group='database')
     try:
         api = rpcapi.SchedulerAPI(timeout=60)
         ctxt = context.get_admin_context()
@@ -165,7 +163,7 @@ def bench_rabbit(hosts: int, requests: int, concurrency: int) -> None:
             api.update_service_capabilities(ctxt, state)
         cast_s = time.perf_counter() - t0
         deadline = time.monotonic() + 300
-        while len(db_api.host_reports_get_all()) < hosts:
+        while api.explain(ctxt, make_spec(0))['hosts_known'] < hosts:
             if time.monotonic() > deadline:
                 raise SystemExit('the service did not take all reports')
             time.sleep(1)
@@ -180,7 +178,6 @@ def bench_rabbit(hosts: int, requests: int, concurrency: int) -> None:
     finally:
         proc.terminate()
         proc.wait(60)
-        db_api.reset_engine()
         rpc.cleanup()
 
 

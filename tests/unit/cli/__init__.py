@@ -17,27 +17,15 @@ fixture's overrides (``transport_url = fake://``, ``state_path``, the
 file: a test that sets one of those in the file clears its override.
 """
 
-import importlib
 import json
-import os
 import typing
 
 from scheduler import config
-
-NO_PATCH = 'SCHEDULER_NO_MONKEY_PATCH'
-
+from tests.unit import fixtures
 
 def import_manage():
     """``scheduler.cmd.manage``, imported without greening the process."""
-    saved = os.environ.get(NO_PATCH)
-    os.environ[NO_PATCH] = '1'
-    try:
-        return importlib.import_module('scheduler.cmd.manage')
-    finally:
-        if saved is None:
-            del os.environ[NO_PATCH]
-        else:
-            os.environ[NO_PATCH] = saved
+    return fixtures.import_unpatched('scheduler.cmd.manage')
 
 
 class Result(typing.NamedTuple):

@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""Time ``select_destinations`` in process and over RabbitMQ.
+
+Prints, for each fleet size, milliseconds per request (median, p95) and
+requests per second, plus the service's resident memory.  Only loopback
+addresses are used; every loop is bounded.
+
+    python tools/bench/bench_select.py                     # both modes
+    python tools/bench/bench_select.py --mode inprocess --hosts 1000
+    python tools/bench/bench_select.py --mode rabbit --requests 200
+
+In process, the filter scheduler runs the configured filters and
+weighers (the defaults unless ``--config-file`` says otherwise) on
+``HostState`` objects in memory, claiming as it goes.  Over RabbitMQ, a
+real ``scheduler-service`` process is fed the fleet by fanout casts and
+called through ``SchedulerAPI`` from this process.
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+
+from oslo_config import cfg
+
+from scheduler import config
+from scheduler import context
+from scheduler import objects
+
+CONF = cfg.CONF
+RABBIT = 'rabbit://guest:guest@127.0.0.1:5672/'
+
+
+def make_fleet(count: int) -> tuple:
+    """``count`` host states in two zones, with varied sizes."""
+    zones = [objects.Aggregate(id=1, uuid=str(uuid.uuid4()), name='az1',
+                               hosts=[], metadata={'availability_zone':
+                                                   'az1'}),
+             objects.Aggregate(id=2, uuid=str(uuid.uuid4()), name='az2',
+                               hosts=[], metadata={'availability_zone':
+                                                   'az2'})]
+    states = []
+    for i in range(count):
+        name = 'bench-%05d' % i
+        zones[i % 2].hosts.append(name)
+        states.append(objects.HostState(
+            host=name, nodename=name,
+            uuid=str(uuid.uuid5(uuid.NAMESPACE_DNS, name)),
+            memory_mb=262144 + 1024 * (i % 64), local_gb=4000 + i % 100,
+            vcpus=64, cpu_allocation_ratio=4.0, ram_allocation_ratio=1.5,
+            disk_allocation_ratio=1.0, hypervisor_type='kvm',
+            hypervisor_version=8000000, hypervisor_hostname=name,
+            host_ip='127.0.%d.%d' % ((i // 250) % 250, i % 250 + 1),
+            supported_instances=[['x86_64', 'kvm', 'hvm']],
+            num_instances=i % 7, num_io_ops=i % 5).set_defaults())
+    return states, zones
+
+
+def make_spec(i: int) -> objects.RequestSpec:
+    return objects.RequestSpec(
+        flavor=objects.Flavor(memory_mb=2048, vcpus=2, root_gb=20,
+                              extra_specs={}),
+        image=objects.ImageMeta(properties={'hw_architecture': 'x86_64'}),
+        availability_zone='az%d' % (1 + i % 2), num_instances=1,
+        project_id='bench', user_id='bench')
+
+
+def summarize(label: str, samples: list, wall: float) -> None:
+    ms = sorted(s * 1000 for s in samples)
+    p95 = ms[min(len(ms) - 1, int(round(0.95 * len(ms))) - 1)]
+    print('%-44s n=%-5d median %8.2f ms   p95 %8.2f ms   %8.1f req/s'
+          % (label, len(ms), statistics.median(ms), p95, len(ms) / wall))
+    sys.stdout.flush()
+
+
+class _NoInventory:
+    """The benchmark measures scheduling, not the inventory."""
+
+    def __getattr__(self, name):
+        return lambda *a, **k: []
+
+
+def time_inprocess(hosts: int, requests: int) -> tuple:
+    """``(samples in seconds, wall seconds)`` of in-process requests."""
+    from scheduler.drivers import filter_scheduler
+    from scheduler import host_manager
+    manager = host_manager.HostManager(inventory=_NoInventory())
+    states, zones = make_fleet(hosts)
+    manager._set_aggregates(zones)
+    for state in states:
+        manager.update_from_report(state)
+    driver = filter_scheduler.FilterScheduler(host_manager=manager)
+    ctxt = context.get_admin_context()
+    samples = []
+    start = time.perf_counter()
+    for i in range(requests):
+        t0 = time.perf_counter()
+        driver.select_destinations(ctxt, make_spec(i), [str(uuid.uuid4())],
+                                   return_alternates=True)
+        samples.append(time.perf_counter() - t0)
+    return samples, time.perf_counter() - start
+
+
+def bench_inprocess(hosts: int, requests: int) -> None:
+    samples, wall = time_inprocess(hosts, requests)
+    summarize('in process, %d hosts' % hosts, samples, wall)
+
+
+def _rss_mb(pid: int) -> float:
+    with open('/proc/%d/status' % pid) as f:
+        for line in f:
+            if line.startswith('VmRSS:'):
+                return int(line.split()[1]) / 1024.0
+    return float('nan')
+
+
+def bench_rabbit(hosts: int, requests: int, concurrency: int) -> None:
+    from scheduler import rpc
+    from scheduler import rpcapi
+    tmp = tempfile.mkdtemp(prefix='sched-bench-')
+    topic = 'bench-%s' % uuid.uuid4().hex[:8]
+    db = 'sqlite:///%s/inventory.sqlite' % tmp
+    conf_path = os.path.join(tmp, 'scheduler.conf')
+    with open(conf_path, 'w') as f:
+        f.write('[DEFAULT]\ntransport_url = %s\nhost = bench\n'
+                'log_file = %s/scheduler.log\nstate_path = %s\n\n'
+                '[scheduler]\ntopic = %s\nservice_down_time = 600\n'
+                'periodic_task_interval = 600\n\n[database]\nconnection = %s\n'
+                % (RABBIT, tmp, tmp, topic, db))
+    script = os.path.join(os.path.dirname(sys.executable),
+                          'scheduler-service')
+    proc = subprocess.Popen([script, '--config-file', conf_path],
+                            stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.STDOUT)
+    CONF.set_override('transport_url', RABBIT)
+    CONF.set_override('topic', topic, group='scheduler')
+    try:
+        api = rpcapi.SchedulerAPI(timeout=60)
+        ctxt = context.get_admin_context()
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                # A short timeout: a call sent before the server declared
+                # its queue is lost, not queued.
+                rpcapi.SchedulerAPI(timeout=2).get_version_info(ctxt)
+                break
+            except Exception:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise SystemExit('scheduler-service did not start; see '
+                                     '%s/scheduler.log' % tmp)
+                time.sleep(0.5)
+        rss_empty = _rss_mb(proc.pid)
+        states, zones = make_fleet(hosts)
+        api.update_aggregates(ctxt, zones)
+        t0 = time.perf_counter()
+        for state in states:
+            api.update_service_capabilities(ctxt, state)
+        cast_s = time.perf_counter() - t0
+        deadline = time.monotonic() + 300
+        while api.explain(ctxt, make_spec(0))['hosts_known'] < hosts:
+            if time.monotonic() > deadline:
+                raise SystemExit('the service did not take all reports')
+            time.sleep(1)
+        print('%-44s %d reports cast in %.1f s (%.0f/s); service RSS %.0f MB'
+              ' empty, %.0f MB with the fleet'
+              % ('over RabbitMQ, %d hosts:' % hosts, hosts, cast_s,
+                 hosts / cast_s, rss_empty, _rss_mb(proc.pid)))
+        _timed_calls('over RabbitMQ, %d hosts, 1 caller' % hosts, api, ctxt,
+                     requests, 1)
+        _timed_calls('over RabbitMQ, %d hosts, %d callers'
+                     % (hosts, concurrency), api, ctxt, requests, concurrency)
+    finally:
+        proc.terminate()
+        proc.wait(60)
+        rpc.cleanup()
+
+
+def _timed_calls(label: str, api, ctxt, requests: int,
+                 concurrency: int) -> None:
+    samples: list = []
+    lock = threading.Lock()
+    per_thread = max(1, requests // concurrency)
+
+    def worker(offset):
+        for i in range(per_thread):
+            t0 = time.perf_counter()
+            api.select_destinations(ctxt, make_spec(offset + i),
+                                    [str(uuid.uuid4())],
+                                    return_alternates=True)
+            with lock:
+                samples.append(time.perf_counter() - t0)
+    threads = [threading.Thread(target=worker, args=(n * per_thread,))
+               for n in range(concurrency)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    summarize(label, samples, time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--mode', choices=['inprocess', 'rabbit', 'all'],
+                        default='all')
+    parser.add_argument('--hosts', type=int, action='append',
+                        help='fleet size (repeatable; default 1000, 10000)')
+    parser.add_argument('--requests', type=int, default=200)
+    parser.add_argument('--concurrency', type=int, default=8)
+    parser.add_argument('--config-file', action='append', default=[])
+    args = parser.parse_args()
+    conf_args = []
+    for path in args.config_file:
+        conf_args += ['--config-file', path]
+    config.parse_args(conf_args, default_config_files=[],
+                      setup_logging=False)
+    for hosts in args.hosts or [1000, 10000]:
+        if args.mode in ('inprocess', 'all'):
+            bench_inprocess(hosts, args.requests)
+        if args.mode in ('rabbit', 'all'):
+            bench_rabbit(hosts, args.requests, args.concurrency)
+
+
+if __name__ == '__main__':
+    main()
