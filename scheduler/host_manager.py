@@ -70,7 +70,7 @@ class HostManager:
         self._released: list = []
         self._fulfilled: list = []
         self._down: set = set()
-        self._aggregates_fingerprint: list | None = None
+        self._aggregates_stamp: tuple | None = None
 
     @property
     def db(self):
@@ -247,13 +247,12 @@ class HostManager:
         thousand hosts that is the expensive part, and aggregates rarely
         change.
         """
-        rows = self.db.aggregate_get_all()
-        fingerprint = [(a.get('uuid'), a['name'], sorted(a['hosts']),
-                        sorted(a['metadata'].items())) for a in rows]
-        if fingerprint == self._aggregates_fingerprint:
+        stamp = self.db.aggregates_stamp()
+        if stamp == self._aggregates_stamp:
             return
-        self._set_aggregates([_aggregate_obj(a) for a in rows])
-        self._aggregates_fingerprint = fingerprint
+        self._set_aggregates([_aggregate_obj(a)
+                              for a in self.db.aggregate_get_all()])
+        self._aggregates_stamp = stamp
 
     def update_aggregates(self, aggregates: list) -> None:
         """Aggregates another service changed: apply, then save.
@@ -286,7 +285,7 @@ class HostManager:
         return list(self._aggregates)
 
     def _set_aggregates(self, aggregates: list) -> None:
-        self._aggregates_fingerprint = None
+        self._aggregates_stamp = None
         by_host = collections.defaultdict(list)
         for agg in aggregates:
             for host in agg.hosts:

@@ -416,6 +416,21 @@ def aggregate_get(ident: AggregateIdent) -> dict:
         return _aggregate_dict(_find_aggregate(session, ident))
 
 
+def aggregates_stamp() -> tuple:
+    """A cheap marker that changes whenever any aggregate changes.
+
+    ``(count, newest updated_at, highest id)``: every aggregate write
+    bumps ``updated_at``, a delete lowers the count.  Schedulers compare
+    it before re-reading every aggregate and its hosts.
+    """
+    with _transaction() as session:
+        row = session.execute(sa.select(
+            sa.func.count(models.Aggregate.id),
+            sa.func.max(models.Aggregate.updated_at),
+            sa.func.max(models.Aggregate.id))).one()
+        return tuple(row)
+
+
 def aggregate_get_all() -> list[dict]:
     """Every aggregate, by name."""
     with _transaction() as session:

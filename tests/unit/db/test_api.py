@@ -481,3 +481,23 @@ class TestInstances:
         api.instances_sync_host('cmp1', uuids[1:])
         assert [i['instance_uuid'] for i in api.instance_get_all()
                 ] == uuids[1:3]
+
+
+def test_the_aggregates_stamp_changes_with_every_aggregate_write():
+    stamps = [api.aggregates_stamp()]
+
+    def changed():
+        stamps.append(api.aggregates_stamp())
+        return stamps[-1] != stamps[-2]
+
+    agg = api.aggregate_create('stamp-1', availability_zone='az1')
+    assert changed()
+    api.aggregate_host_add(agg['id'], 'h1')
+    assert changed()
+    api.aggregate_metadata_set(agg['id'], {'k': 'v'})
+    assert changed()
+    api.aggregate_host_remove(agg['id'], 'h1')
+    assert changed()
+    api.aggregate_delete(agg['id'])
+    assert changed()
+    assert api.aggregates_stamp() == stamps[-1], 'reading changes nothing'
