@@ -49,7 +49,8 @@ def parse_args(argv: list, default_config_files: list | None = None,
     # them and our code may read them before any transport exists.
     for group, opts in messaging_opts.list_opts():
         CONF.register_opts(opts, group=group)
-    CONF(argv, project='scheduler', prog=prog, version=version.version_string(),
+    CONF(argv, project='scheduler', prog=prog,
+         version=version.version_string(),
          default_config_files=default_config_files)
     if setup_logging:
         setup_logging_or_exit()

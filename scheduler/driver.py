@@ -22,7 +22,8 @@ LOG = logging.getLogger(__name__)
 class Scheduler(metaclass=abc.ABCMeta):
     """Base class of scheduler drivers."""
 
-    def __init__(self, host_manager: host_manager_mod.HostManager | None = None):
+    def __init__(self,
+                 host_manager: host_manager_mod.HostManager | None = None):
         self.host_manager = host_manager or host_manager_mod.HostManager()
         self.compute_rpcapi = compute_rpcapi.ComputeAPI()
 

@@ -20,6 +20,7 @@ from scheduler import rpc
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
 
+
 class SchedulerAPI:
     """Client side of the scheduler RPC API (see SchedulerManager)."""
 

@@ -7,6 +7,7 @@ from oslo_log import log as logging
 import oslo_messaging
 from oslo_service import service
 
+from scheduler import concurrency
 from scheduler import context
 from scheduler import manager as manager_mod
 from scheduler import metrics
@@ -55,6 +56,7 @@ class Service(service.Service):
                   'topic': self.topic,
                   'driver': type(self.manager.driver).__name__,
                   'pid': os.getpid()})
+        concurrency.tune_garbage_collector()
         self.manager.driver.host_manager.load_from_inventory()
         target = oslo_messaging.Target(topic=self.topic, server=self.host)
         self.rpcserver = rpc.get_server(target, [self.manager],

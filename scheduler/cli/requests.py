@@ -1,4 +1,5 @@
-"""``select`` and ``explain``: ask the scheduler service, as a conductor does."""
+"""``select`` and ``explain``: ask the scheduler service, as a conductor does.
+"""
 
 import argparse
 import sys

@@ -428,8 +428,8 @@ class RabbitBus:
         sys.stdout.write('Started %d scheduler-service and %d '
                          'scheduler-compute-sim processes in %.1f s; logs '
                          'in %s\n' % (len(drivers), len(drivers),
-                                       time.monotonic() - started,
-                                       self.workdir))
+                                      time.monotonic() - started,
+                                      self.workdir))
 
     def _check_broker(self) -> None:
         """Fail fast: oslo.messaging would retry an absent broker forever."""

@@ -1,4 +1,5 @@
-"""Options in ``[database]``: oslo.db's options, with our default connection."""
+"""Options in ``[database]``: oslo.db's options, with our default connection.
+"""
 
 import os
 

@@ -4,10 +4,10 @@ A filter decides which hosts can take an instance.  Write one by
 subclassing ``BaseHostFilter`` and implementing ``host_passes`` (one host
 at a time) or ``filter_all`` (the whole candidate list at once, for
 filters that are cheaper that way), or subclass ``RequestScopedFilter``
-to read the request once (``prepare``) and test each host (``passes``).  Register it as an entry point in the
-``scheduler.filters`` namespace, or name its class path in
-``[filter_scheduler] available_filters``, then add its class name to
-``enabled_filters``.
+to read the request once (``prepare``) and test each host (``passes``).
+Register it as an entry point in the ``scheduler.filters`` namespace,
+or name its class path in ``[filter_scheduler] available_filters``,
+then add its class name to ``enabled_filters``.
 """
 
 from scheduler.filters.base import BaseHostFilter

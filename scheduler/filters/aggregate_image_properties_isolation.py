@@ -60,8 +60,8 @@ class AggregateImagePropertiesIsolation(base.RequestScopedFilter):
 
     def rejection_reason(self, host_state, spec_obj) -> str:
         checks = self.prepare(spec_obj)
-        found = None if checks is base.SKIP else self._mismatch(host_state,
-                                                                 checks)
+        found = (None if checks is base.SKIP
+                 else self._mismatch(host_state, checks))
         if found is None:
             return 'did not pass'
         key, value, allowed = found

@@ -65,8 +65,8 @@ class AggregateInstanceExtraSpecsFilter(base.RequestScopedFilter):
 
     def rejection_reason(self, host_state, spec_obj) -> str:
         checks = self.prepare(spec_obj)
-        failed = None if checks is base.SKIP else self._failed(host_state,
-                                                                checks)
+        failed = (None if checks is base.SKIP
+                  else self._failed(host_state, checks))
         if failed is None:
             return 'did not pass'
         key, meta_key, req, have = failed

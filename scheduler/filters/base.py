@@ -1,4 +1,5 @@
-"""The filter base class, the handler that walks the filters, and its report."""
+"""The filter base class, the handler that walks the filters, and its report.
+"""
 
 import dataclasses
 import typing
@@ -21,7 +22,8 @@ class BaseHostFilter:
     run_filter_once_per_request = False
 
     def host_passes(self, host_state, spec_obj) -> bool:
-        """Return True if ``host_state`` can take an instance of ``spec_obj``."""
+        """Return True if ``host_state`` can take an instance of ``spec_obj``.
+        """
         raise NotImplementedError()
 
     def filter_all(self, host_states: typing.Iterable, spec_obj) -> list:

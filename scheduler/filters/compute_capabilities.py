@@ -66,8 +66,8 @@ class ComputeCapabilitiesFilter(base.RequestScopedFilter):
 
     def rejection_reason(self, host_state, spec_obj) -> str:
         checks = self.prepare(spec_obj)
-        failed = None if checks is base.SKIP else self._failed(host_state,
-                                                                checks)
+        failed = (None if checks is base.SKIP
+                  else self._failed(host_state, checks))
         if not failed:
             return 'did not pass'
         return 'extra spec %s=%r not met (host has %r)' % failed

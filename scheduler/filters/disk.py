@@ -13,7 +13,8 @@ def requested_disk_mb(spec_obj) -> int:
 
 
 class DiskFilter(base.RequestScopedFilter):
-    """Passes hosts whose usable disk (total x ratio - used) fits the flavor."""
+    """Passes hosts whose usable disk (total x ratio - used) fits the flavor.
+    """
 
     def prepare(self, spec_obj) -> int:
         return requested_disk_mb(spec_obj)

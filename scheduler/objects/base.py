@@ -12,9 +12,9 @@ from oslo_versionedobjects import exception as ovo_exc
 from scheduler import exception
 
 
-
 class SchedulerObjectRegistry(ovo_base.VersionedObjectRegistry):
-    """Registry of the scheduler's objects, exposed on ``scheduler.objects``."""
+    """Registry of the scheduler's objects, exposed on ``scheduler.objects``.
+    """
 
     def registration_hook(self, cls, index):
         from scheduler import objects

@@ -159,7 +159,6 @@ class HostResources:
                    self.free_disk_mb, self.num_io_ops, self.num_instances))
 
 
-
 @base.SchedulerObjectRegistry.register
 class HostState(HostResources, base.SchedulerObject):
     # Version 1.0: Initial version

@@ -19,5 +19,6 @@ __all__ = ['BaseHostWeigher', 'HostWeightHandler', 'WeighedHost',
 
 
 def all_weighers() -> list:
-    """Every weigher class registered in the ``scheduler.weighers`` namespace."""
+    """Every weigher class registered in the ``scheduler.weighers`` namespace.
+    """
     return loader.all_classes(loader.WEIGHER_NAMESPACE)

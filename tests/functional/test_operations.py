@@ -221,7 +221,6 @@ def test_scheduler_manage_talks_to_the_service(cluster, conf, tmp_path):
     assert 'usable RAM' in explained.stdout
 
 
-
 def _free_port() -> int:
     import socket
     with socket.socket() as s:

@@ -12,7 +12,6 @@ from scheduler import objects
 from tests.unit import fixtures
 
 
-
 def _command() -> list:
     script = os.path.join(os.path.dirname(sys.executable), 'scheduler-demo')
     if os.access(script, os.X_OK):
@@ -120,8 +119,8 @@ def test_every_driver_has_a_scenario_with_a_cast_and_a_termination(demo):
 def test_demo_fleet_has_two_zones_and_the_ip_prefixes(demo):
     spec = demo.fleet_mod.parse(demo.DEMO_FLEET)
     assert len(spec.hosts) == 50
-    assert {spec.availability_zone(h.name) for h in spec.hosts} == {'az1',
-                                                                   'az2'}
+    assert ({spec.availability_zone(h.name) for h in spec.hosts}
+            == {'az1', 'az2'})
     assert {'doc', 'ops', 'dev'} <= {h.name.split('-')[0]
                                      for h in spec.hosts}
 

@@ -214,7 +214,7 @@ def test_disabled_hosts_are_not_up():
     assert manager.host_names() == ['h2']
 
 
-# --- the inventory: a restarted daemon schedules from what it knew ------------
+# --- the inventory: a restarted daemon schedules from what it knew -----------
 
 def test_flush_and_reload_from_the_inventory(inventory):
     inventory.aggregate_create('Trove', metadata={'ram_allocation_ratio':

@@ -225,13 +225,13 @@ def test_max_instances_per_request_is_accepted():
     manager = _manager([fixtures.report('h%d' % n, memory_mb=1 << 20,
                                         vcpus=1000, local_gb=1000)
                         for n in range(2)])
-    spec = fixtures.request(memory_mb=1,
-                            num_instances=manager_mod.MAX_INSTANCES_PER_REQUEST)
+    spec = fixtures.request(
+        memory_mb=1, num_instances=manager_mod.MAX_INSTANCES_PER_REQUEST)
     assert len(call(manager.select_destinations, spec_obj=spec)) == \
         manager_mod.MAX_INSTANCES_PER_REQUEST
 
 
-# --- schedule_run_instance ------------------------------------------------------
+# --- schedule_run_instance ---------------------------------------------------
 
 class _Compute:
     def __init__(self):
@@ -265,7 +265,7 @@ def test_schedule_run_instance_drops_bad_casts_with_a_warning(caplog):
     assert 'no instance uuids' in warnings[1]
 
 
-# --- reports ---------------------------------------------------------------------
+# --- reports -----------------------------------------------------------------
 
 @pytest.mark.parametrize('junk', [
     None, 'h1', {'host': 'h1', 'memory_mb': 1024}, fixtures.request(),
@@ -310,7 +310,7 @@ def test_a_bad_aggregate_update_is_only_logged(caplog):
     assert 'Ignored an aggregate update' in caplog.text
 
 
-# --- version info and driver loading ---------------------------------------------
+# --- version info and driver loading -----------------------------------------
 
 def test_get_version_info():
     info = call(_manager().get_version_info)

@@ -293,8 +293,8 @@ def test_files_not_written_by_a_worker_are_ignored(conf, tmp_path,
     assert samples[('scheduler_host_reports_total', ())] == 1
 
 
-def test_flush_writes_this_workers_file_and_stop_removes_it(serving,
-                                                          tmp_path):
+def test_flush_writes_this_workers_file_and_stop_removes_it(
+        serving, tmp_path):
     own = tmp_path / 'metrics' / ('%d.json' % os.getpid())
     metrics.record_report()
     metrics.flush()

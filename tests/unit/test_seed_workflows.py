@@ -112,7 +112,7 @@ def test_a_misspelt_driver_path_stops_the_service(conf):
     assert 'nova.scheduler.ip_scheduler.IPScheduler' in str(info.value)
 
 
-# --- 2. the Trove image filter -------------------------------------------------
+# --- 2. the Trove image filter -----------------------------------------------
 
 @pytest.fixture
 def trove_cloud(inventory, conf):
@@ -144,8 +144,8 @@ def _boot(manager, image_properties, n):
     return [alts[0].service_host for alts in selections]
 
 
-def test_trove_images_go_to_trove_hosts_and_others_elsewhere(trove_cloud,
-                                                               caplog):
+def test_trove_images_go_to_trove_hosts_and_others_elsewhere(
+        trove_cloud, caplog):
     caplog.set_level(logging.DEBUG, logger='tests.unit.fixtures')
     # "Launch 3 images with the tagged images, note they all go to compute3."
     assert _boot(trove_cloud, {'tesora_edition': 'enterprise'}, 3) == \

@@ -87,8 +87,11 @@ class _NoInventory:
 
 def time_inprocess(hosts: int, requests: int) -> tuple:
     """``(samples in seconds, wall seconds)`` of in-process requests."""
+    from scheduler import concurrency
     from scheduler.drivers import filter_scheduler
     from scheduler import host_manager
+    # The service's runtime settings, so the figures are comparable.
+    concurrency.tune_garbage_collector()
     manager = host_manager.HostManager(inventory=_NoInventory())
     states, zones = make_fleet(hosts)
     manager._set_aggregates(zones)

@@ -102,8 +102,8 @@ def main() -> None:
     rows = measure(args.hosts or SIZES, args.requests)
     os.makedirs(args.output_dir, exist_ok=True)
     where = '%s, Python %s, %d cores' % (platform.machine(),
-                                        platform.python_version(),
-                                        os.cpu_count() or 0)
+                                         platform.python_version(),
+                                         os.cpu_count() or 0)
     title = 'select_destinations in process (%s)' % where
     with open(os.path.join(args.output_dir, 'latency-vs-hosts.svg'),
               'w') as f:

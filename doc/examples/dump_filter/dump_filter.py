@@ -4,9 +4,9 @@ The debugging aid of a well-known nova scheduler walkthrough: enable
 it and every request logs, at DEBUG, the request once and then each
 candidate host as the filters receive it (a ``HostView``: the
 compute's last report, the scheduler's claims since, the aggregates
-and the limits set by the filters before this one).  It passes every host, so it changes no
-decision.  Put it first in ``enabled_filters`` to see every candidate,
-or last to see the survivors::
+and the limits set by the filters before this one).  It passes every
+host, so it changes no decision.  Put it first in ``enabled_filters``
+to see every candidate, or last to see the survivors::
 
     [DEFAULT]
     debug = true

@@ -23,6 +23,7 @@ import typing
 from scheduler import config
 from tests.unit import fixtures
 
+
 def import_manage():
     """``scheduler.cmd.manage``, imported without greening the process."""
     return fixtures.import_unpatched('scheduler.cmd.manage')

@@ -40,7 +40,7 @@ def _driver(reports=None, aggregates=()):
 
 def _place(driver, spec, uuids=None, alternates=False, context=None):
     return driver.select_destinations(context, spec, uuids,
-                                       return_alternates=alternates)
+                                      return_alternates=alternates)
 
 
 def _hosts(selections):
@@ -206,7 +206,7 @@ def test_a_detailed_report_explains_the_rejections(spread):
     assert step.rejected['big/big'] == 'requested 32 vCPUs > 16 physical CPUs'
 
 
-# --- narrowing before the filters ----------------------------------------------
+# --- narrowing before the filters --------------------------------------------
 
 def test_ignore_hosts(spread):
     spec = fixtures.request(ignore_hosts=['big'])
@@ -303,7 +303,7 @@ def test_group_hosts_of_the_driver_come_from_members():
     assert driver.group_hosts(None, group) == ['h1', 'h9']
 
 
-# --- configuration ------------------------------------------------------------
+# --- configuration -----------------------------------------------------------
 
 def test_unknown_enabled_filter_is_named(conf):
     conf.config(enabled_filters=['RamFilter', 'NoSuchFilter'],
@@ -371,7 +371,8 @@ def test_shuffle_best_same_weighed_hosts_spreads_identical_hosts(conf):
     random.seed(7)
     chosen = set()
     for n in range(12):
-        driver = filter_scheduler.FilterScheduler(fixtures.manager_with(reports))
+        driver = filter_scheduler.FilterScheduler(
+            fixtures.manager_with(reports))
         [[selection]] = driver.select_destinations(
             None, fixtures.request(), [fixtures.uuid(n)])
         chosen.add(selection.service_host)

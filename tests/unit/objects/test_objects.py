@@ -25,7 +25,6 @@ from scheduler import objects
 from scheduler.objects import base
 from scheduler.objects import fields
 from scheduler.objects import host_state as host_state_obj
-from scheduler import rpcapi
 from tests.unit import fixtures
 
 # --- 1. fingerprints ---------------------------------------------------------
@@ -117,7 +116,7 @@ def test_first_object_api_manifest_is_older_than_ours():
         assert name in base.MANIFEST_AT_RPC_1_1
 
 
-# --- 2. backports --------------------------------------------------------------
+# --- 2. backports ------------------------------------------------------------
 
 def _limits():
     return objects.SchedulerLimits(memory_mb=6144, disk_gb=200, vcpu=32,
@@ -320,7 +319,7 @@ def test_nested_objects_are_backported_by_the_manifest(batch_registered):
     assert 'failed_builds' in full['report']['versioned_object.data']
 
 
-# --- 3. serializer round trips and typed errors -------------------------------
+# --- 3. serializer round trips and typed errors ------------------------------
 
 def _wire(entity):
     """Serialise as the RPC layer does, through JSON and back."""
@@ -423,7 +422,7 @@ def test_plain_values_pass_the_serializer_untouched():
         assert serializer.deserialize_entity(None, value) == value
 
 
-# --- 4. RequestSpec and the legacy dicts ------------------------------------------
+# --- 4. RequestSpec and the legacy dicts -------------------------------------
 
 def _legacy_request_spec():
     """A request_spec dict as nova-era callers of the seed sent it."""
@@ -645,7 +644,7 @@ def test_selection_legacy_dict_is_the_seed_destination():
     assert back.limits.to_dict() == {}
 
 
-# --- 5. HostState -------------------------------------------------------------
+# --- 5. HostState ------------------------------------------------------------
 
 def test_host_state_derived_values():
     state = fixtures.report('h1', memory_mb=4096, memory_mb_used=1024,

@@ -196,8 +196,7 @@ class TestTerminateInstance:
         endpoint.terminate_instance(ctxt, UUID1)
         state = compute.state
         assert (state.memory_mb_used, state.vcpus_used, state.local_gb_used,
-                state.num_instances, state.instance_uuids) == (0, 0, 0, 0,
-                                                                [])
+                state.num_instances, state.instance_uuids) == (0, 0, 0, 0, [])
         assert compute.instances == {}
         assert api.methods() == ['delete_instance_info',
                                  'update_service_capabilities']
