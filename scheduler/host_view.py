@@ -21,7 +21,17 @@ _CONTAINERS = ('cpu_info', 'supported_instances', 'instance_uuids',
 
 
 class HostView(host_state_obj.HostResources):
-    """One node as the scheduler sees it right now."""
+    """One node as the scheduler sees it right now.
+
+    What the mixin computes on demand (zones, aggregate keys, effective
+    allocation ratios) is computed here once per report or aggregate
+    change and kept as plain attributes: filters and weighers read them
+    for every host of every request.
+    """
+
+    # Plain attributes here, shadowing the mixin's properties.
+    availability_zones: frozenset = frozenset()
+    aggregate_keys: frozenset = frozenset()
 
     def __init__(self, report: host_state_obj.HostState,
                  received_at: float | None = None):
@@ -42,40 +52,30 @@ class HostView(host_state_obj.HostResources):
         self.received_at = time.time() if received_at is None \
             else received_at
         self.limits: dict = {}
-        self.aggregates: list = []
-        self._zones: set = set()
-        self._ratios: dict = {}
-        self._metadata: dict = {}
-        self._aggregate_keys: frozenset = frozenset()
+        self.set_aggregates([])
 
     def set_aggregates(self, aggregates: list) -> None:
         """Attach the host's aggregates; derived values are computed once."""
         self.aggregates = list(aggregates)
-        self._zones = host_state_obj.zones_of(self.aggregates)
-        self._metadata = {}
+        self.availability_zones = frozenset(
+            host_state_obj.zones_of(self.aggregates))
+        self._metadata: dict = {}
         for agg in self.aggregates:
             for key, value in agg.metadata.items():
                 self._metadata.setdefault(key, []).append(value)
-        self._aggregate_keys = frozenset(self._metadata)
-        self._ratios = host_state_obj.ratio_overrides(self.host,
-                                                      self.aggregates)
-
-    @property
-    def availability_zones(self) -> set:
-        return self._zones
-
-    @property
-    def aggregate_keys(self) -> frozenset:
-        return self._aggregate_keys
+        self.aggregate_keys = frozenset(self._metadata)
+        overrides = host_state_obj.ratio_overrides(self.host,
+                                                   self.aggregates)
+        self._ratios = {
+            resource: overrides.get(
+                resource, getattr(self, '%s_allocation_ratio' % resource))
+            for resource in host_state_obj.RESOURCES}
 
     def aggregate_values(self, key: str) -> list:
         return self._metadata.get(key, [])
 
     def allocation_ratio(self, resource: str) -> float:
-        override = self._ratios.get(resource)
-        if override is None:
-            return getattr(self, '%s_allocation_ratio' % resource)
-        return override
+        return self._ratios[resource]
 
     def obj_get(self, name: str, default=None):
         """Like the versioned object's, for code written against either."""
