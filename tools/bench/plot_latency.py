@@ -11,6 +11,7 @@ Drawn with plain SVG so that no plotting library is needed.
 """
 
 import argparse
+import math
 import os
 import platform
 import statistics
@@ -41,6 +42,15 @@ def measure(sizes: list, requests: int) -> list:
     return rows
 
 
+def nice_ticks(top: float, count: int = 5) -> list:
+    """Round tick values from 0 up to ``top`` (1, 2 or 5 times 10^n)."""
+    raw = top / count
+    magnitude = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1
+    step = next(m * magnitude for m in (1, 2, 5, 10)
+                if m * magnitude >= raw)
+    return [i * step for i in range(int(top // step) + 1)]
+
+
 def svg(rows: list, title: str) -> str:
     max_x = max(r['hosts'] for r in rows)
     max_y = max(r['p95'] for r in rows) * 1.1
@@ -60,16 +70,15 @@ def svg(rows: list, title: str) -> str:
                % (MARGIN, HEIGHT - MARGIN, WIDTH - MARGIN, HEIGHT - MARGIN))
     out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>'
                % (MARGIN, MARGIN, MARGIN, HEIGHT - MARGIN))
-    for i in range(6):
-        value = max_y * i / 5
-        out.append('<text x="%d" y="%.1f" text-anchor="end">%.0f</text>'
+    for value in nice_ticks(max_y):
+        out.append('<text x="%d" y="%.1f" text-anchor="end">%g</text>'
                    % (MARGIN - 6, y(value) + 4, value))
         out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" '
                    'stroke="#ddd"/>' % (MARGIN, y(value), WIDTH - MARGIN,
                                         y(value)))
-    for r in rows:
-        out.append('<text x="%.1f" y="%d" text-anchor="middle">%d</text>'
-                   % (x(r['hosts']), HEIGHT - MARGIN + 18, r['hosts']))
+    for value in nice_ticks(max_x):
+        out.append('<text x="%.1f" y="%d" text-anchor="middle">%g</text>'
+                   % (x(value), HEIGHT - MARGIN + 18, value))
     out.append('<text x="%d" y="%d" text-anchor="middle">hosts</text>'
                % (WIDTH // 2, HEIGHT - 16))
     out.append('<text x="16" y="%d" transform="rotate(-90 16 %d)" '
