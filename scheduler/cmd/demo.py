@@ -382,8 +382,12 @@ class RabbitBus:
     auto-delete queues, so nothing is left on the broker afterwards.
     """
 
-    def __init__(self, url: str, workdir: str, tag: str, debug: bool):
+    def __init__(self, url: str, workdir: str, tag: str, debug: bool,
+                 config_files: list | None = None):
         self.url = url
+        #: The operator's files first; each process's own file wins.
+        self._base_args = [arg for path in config_files or []
+                           for arg in ('--config-file', path)]
         self.workdir = workdir
         self.tag = tag
         self.debug = debug
@@ -418,13 +422,14 @@ class RabbitBus:
             use_driver(driver, self.tag, self.workdir)
             configs[driver] = self._write_config(driver)
             self._spawn(driver, 'scheduler-service',
-                        ['--config-file', configs[driver]])
+                        self._base_args + ['--config-file',
+                                           configs[driver]])
         for driver in drivers:
             use_driver(driver, self.tag, self.workdir)
             self._wait_for_service(driver)
             self._spawn(driver, 'scheduler-compute-sim',
-                        ['--config-file', configs[driver],
-                         '--fleet', self._fleet_file])
+                        self._base_args + ['--config-file', configs[driver],
+                                           '--fleet', self._fleet_file])
         sys.stdout.write('Started %d scheduler-service and %d '
                          'scheduler-compute-sim processes in %.1f s; logs '
                          'in %s\n' % (len(drivers), len(drivers),
@@ -760,8 +765,15 @@ def make_parser() -> argparse.ArgumentParser:
         prog='scheduler-demo',
         description='Run the filter, chance and IP schedulers against a '
                     'simulated fleet and check where they place instances.')
-    parser.add_argument('--transport-url', default='fake://',
-                        help='fake:// (default: everything in this '
+    parser.add_argument('--config-file', action='append', default=[],
+                        help='configuration file (may be repeated): its '
+                             'options (filters, weighers, [ip_scheduler], '
+                             'logging...) apply to the demo\'s services; '
+                             'the demo still sets topics, inventories and '
+                             'state_path itself')
+    parser.add_argument('--transport-url',
+                        help='fake:// (the default, unless a config file '
+                             'sets transport_url: everything in this '
                              'process) or a rabbit:// URL (separate '
                              'service and simulator processes)')
     parser.add_argument('--driver', action='append', choices=DRIVERS,
@@ -776,9 +788,18 @@ def make_parser() -> argparse.ArgumentParser:
 
 def main(argv: list | None = None) -> int:
     args = make_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    config.parse_args(['--debug'] if args.debug else [],
-                      default_config_files=[], setup_logging=False,
-                      prog='scheduler-demo')
+    conf_args = ['--debug'] if args.debug else []
+    for path in args.config_file:
+        conf_args += ['--config-file', path]
+    config.parse_args(conf_args, default_config_files=[],
+                      setup_logging=False, prog='scheduler-demo')
+    if not args.transport_url:
+        # oslo.messaging's own default is rabbit://: only a URL the
+        # operator wrote in a config file moves the demo off fake://.
+        set_by_user = (CONF.get_location('transport_url').location
+                       == cfg.Locations.user)
+        args.transport_url = (CONF.transport_url if set_by_user
+                              else 'fake://')
     setup_logging(args.debug)
     started = time.monotonic()
     spec = fleet_mod.parse(DEMO_FLEET, source='demo fleet')
@@ -789,7 +810,8 @@ def main(argv: list | None = None) -> int:
     if args.transport_url.startswith('fake:'):
         bus = LocalBus(spec, workdir, tag)
     else:
-        bus = RabbitBus(args.transport_url, workdir, tag, args.debug)
+        bus = RabbitBus(args.transport_url, workdir, tag, args.debug,
+                        args.config_file)
     stream = sys.stdout
     zones = sorted({spec.availability_zone(h.name) for h in spec.hosts})
     stream.write('scheduler-demo: %d simulated hosts in zones %s; %s\n'

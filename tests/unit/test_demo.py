@@ -41,6 +41,20 @@ def test_demo_runs_every_driver_and_exits_0():
     assert elapsed < 60
 
 
+def test_demo_takes_a_config_file_and_stays_in_process(tmp_path):
+    """A config file without transport_url keeps the demo on fake://."""
+    conf_file = tmp_path / 'demo.conf'
+    conf_file.write_text('[filter_scheduler]\nhost_subset_size = 2\n')
+    proc = subprocess.run(
+        _command() + ['--config-file', str(conf_file), '--driver',
+                      'filter_scheduler'],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert 'fake:// in this process' in proc.stdout
+    assert 'Every check passed: 1 drivers' in proc.stdout
+
+
 def test_demo_fails_fast_without_a_broker():
     proc = subprocess.run(
         _command() + ['--transport-url', 'rabbit://guest:guest@127.0.0.1:9/',
