@@ -315,3 +315,35 @@ def test_every_line_of_a_request_carries_its_request_id(cluster, conf,
             if 'Filter RamFilter returned' in line]
     assert walk, 'debug logging shows the filter walk'
     assert all(request_id in line for line in walk)
+
+
+def test_sigterm_lets_the_request_in_flight_finish(cluster, conf, tmp_path):
+    db = sqlite_url(tmp_path)
+    extra = ('\n[filter_scheduler]\n'
+             'available_filters = scheduler.filters.all_filters\n'
+             'available_filters = '
+             'tests.unit.fixtures.out_of_tree.slow_filter.SlowFilter\n'
+             'enabled_filters = ComputeFilter,SlowFilter,RamFilter\n')
+    scheduler = cluster.start_scheduler(db, extra=extra)
+    cluster.start_sim(hosts=2)
+    hosts = wait_for_hosts(conf, db, 2)
+    answers, errors = [], []
+
+    def slow_request():
+        try:
+            answers.append(cluster.api.select_destinations(
+                cluster.ctxt,
+                make_spec(scheduler_hints={'slow_seconds': ['3']}),
+                uuids(1)))
+        except Exception as e:  # reported below
+            errors.append(e)
+    caller = threading.Thread(target=slow_request)
+    caller.start()
+    daemons.wait_for(lambda: 'Starting with 2 host(s) for SlowFilter'
+                     in scheduler.log(), 10, what='the request to start')
+    scheduler.proc.send_signal(signal.SIGTERM)
+    caller.join(30)
+
+    assert errors == []
+    assert answers and answers[0][0][0].service_host in hosts
+    assert scheduler.proc.wait(30) == 0, 'a clean exit after draining'
