@@ -29,10 +29,6 @@ def monkey_patch() -> None:
     _patched = True
 
 
-def is_patched() -> bool:
-    return _patched
-
-
 def tune_garbage_collector() -> None:
     """Collect garbage less often than Python's defaults.
 

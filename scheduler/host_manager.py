@@ -69,6 +69,7 @@ class HostManager:
         self._new_claims: list = []
         self._released: list = []
         self._fulfilled: list = []
+        self._syncs: dict = {}
         self._down: set = set()
         self._aggregates_stamp: tuple | None = None
 
@@ -119,6 +120,7 @@ class HostManager:
         claims, self._new_claims = self._new_claims, []
         released, self._released = self._released, []
         fulfilled, self._fulfilled = self._fulfilled, []
+        syncs, self._syncs = self._syncs, {}
         try:
             if reports:
                 self.db.host_reports_save([
@@ -134,6 +136,8 @@ class HostManager:
                 self.db.instances_delete(released)
             if fulfilled:
                 self.db.instance_set_active(fulfilled)
+            for host, uuids in syncs.items():
+                self.db.instances_sync_host(host, uuids)
         except Exception:
             # Keep what was not written for the next flush.
             LOG.exception('Could not write to the inventory; will retry')
@@ -142,6 +146,8 @@ class HostManager:
             self._new_claims[:0] = claims
             self._released[:0] = released
             self._fulfilled[:0] = fulfilled
+            for host, uuids in syncs.items():
+                self._syncs.setdefault(host, uuids)
 
     # -- reports from computes ------------------------------------------
 
@@ -308,6 +314,15 @@ class HostManager:
             for uuid in instance_uuids:
                 if pending.pop(uuid, None) is not None:
                     self._fulfilled.append(uuid)
+
+    def sync_instance_info(self, host: str, instance_uuids: list) -> None:
+        """A compute's complete list of its instances, sent now and then.
+
+        Fulfils the claims it lists; the inventory drops placements on
+        that host the compute no longer has (at the next flush).
+        """
+        self.update_instance_info(host, instance_uuids)
+        self._syncs[host] = list(instance_uuids)
 
     def delete_instance_info(self, host: str, instance_uuid: str) -> None:
         """An instance was deleted on ``host``: its resources are free."""

@@ -214,8 +214,8 @@ class SchedulerManager(periodic_task.PeriodicTasks):
 
     def sync_instance_info(self, ctxt, host_name, instance_uuids):
         """A compute's full list of instances, sent now and then."""
-        self.driver.host_manager.update_instance_info(host_name,
-                                                      list(instance_uuids))
+        self.driver.host_manager.sync_instance_info(host_name,
+                                                    list(instance_uuids))
 
     def update_aggregates(self, ctxt, aggregates):
         """Fanout cast: aggregates were created or changed."""

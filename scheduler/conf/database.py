@@ -1,8 +1,6 @@
 """Options in ``[database]``: oslo.db's options, with our default connection.
 """
 
-import os
-
 from oslo_config import cfg
 from oslo_db import options as db_options
 
@@ -18,9 +16,3 @@ def list_opts() -> dict:
     # would duplicate it in the sample.
     return {}
 
-
-def ensure_state_path(conf: cfg.ConfigOpts) -> str:
-    """Create ``state_path`` when the default SQLite file lives under it."""
-    path = conf.state_path
-    os.makedirs(path, exist_ok=True)
-    return path

@@ -309,3 +309,25 @@ def test_aggregate_changes_reach_the_hosts(inventory):
     manager.delete_aggregate(objects.Aggregate(id=None, uuid=None,
                                                name='Trove', hosts=[],
                                                metadata={}))
+
+
+def test_a_computes_full_instance_list_reconciles_the_inventory(inventory):
+    manager = host_manager.HostManager()
+    manager.load_from_inventory()
+    manager.update_from_report(fixtures.report('h1', memory_mb=8192))
+    _claim(manager, 'h1', uuid=1)
+    _claim(manager, 'h1', uuid=2)
+    manager.flush()
+    # The compute built instance 1, and reports it: it becomes active.
+    manager.sync_instance_info('h1', [fixtures.uuid(1)])
+    manager.flush()
+    status = {i['instance_uuid']: i['status']
+              for i in inventory.instance_get_all(host='h1')}
+    assert status == {fixtures.uuid(1): 'active',
+                      fixtures.uuid(2): 'claimed'}
+
+    # Later the compute no longer has instance 1: its placement goes.
+    manager.sync_instance_info('h1', [])
+    manager.flush()
+    assert [i['instance_uuid'] for i in inventory.instance_get_all()] == [
+        fixtures.uuid(2)], 'a claim still building stays'
