@@ -15,4 +15,3 @@ def list_opts() -> dict:
     # oslo.db's own namespace documents [database]; listing it here too
     # would duplicate it in the sample.
     return {}
-
