@@ -281,6 +281,13 @@ class SchedulerManager(periodic_task.PeriodicTasks):
                 % type(spec_obj).__name__)
         if not spec_obj.obj_attr_is_set('flavor'):
             raise exception.InvalidRequest(reason='the request has no flavor')
+        if (spec_obj.get_scheduler_hint('group')
+                and spec_obj.obj_get('instance_group') is None):
+            # Ignoring it would silently break (anti-)affinity.
+            raise exception.InvalidRequest(
+                reason='the "group" hint must be resolved by the caller '
+                       'into instance_group (policy, rules, members, '
+                       'hosts); this scheduler keeps no server groups')
         num = spec_obj.num_instances
         if num < 1 or num > MAX_INSTANCES_PER_REQUEST:
             raise exception.InvalidRequest(

@@ -366,3 +366,19 @@ def test_reset_reaches_the_driver(conf):
     manager.reset()
     assert [f.name() for f in manager.driver.enabled_filters] == \
         ['ComputeFilter']
+
+
+def test_an_unresolved_group_hint_is_refused_not_ignored():
+    spec = fixtures.request(scheduler_hints={'group': ['my-group']})
+    with pytest.raises(exception.InvalidRequest) as err:
+        call(_manager().select_destinations, spec_obj=spec,
+             return_objects=True)
+    assert 'instance_group' in str(err.value)
+
+
+def test_a_resolved_group_hint_is_scheduled():
+    group = objects.InstanceGroup(uuid=None, name='g', policy='affinity',
+                                  rules={}, members=[], hosts=[])
+    spec = fixtures.request(scheduler_hints={'group': ['g']},
+                            instance_group=group)
+    assert call(_manager().select_destinations, spec_obj=spec)
