@@ -9,7 +9,9 @@ import pytest
 
 from scheduler import exception
 from scheduler import objects
-from tests.unit import fixtures
+from scheduler.demo import caller as demo_caller
+from scheduler.demo import scenario as scenarios
+from scheduler.simulator import fleet as fleet_mod
 
 
 def _command() -> list:
@@ -43,7 +45,7 @@ def test_demo_runs_every_driver_and_exits_0():
 
 def test_demo_takes_a_config_file_and_stays_in_process(tmp_path):
     """A config file without transport_url keeps the demo on fake://."""
-    conf_file = tmp_path / 'demo.conf'
+    conf_file = tmp_path / 'scenarios.conf'
     conf_file.write_text('[filter_scheduler]\nhost_subset_size = 2\n')
     proc = subprocess.run(
         _command() + ['--config-file', str(conf_file), '--driver',
@@ -68,16 +70,6 @@ def test_demo_fails_fast_without_a_broker():
 
 
 # -- the checks, with stand-ins for the bus ----------------------------------
-
-@pytest.fixture(scope='module')
-def demo():
-    """scheduler.cmd.demo, imported without greening this test process.
-
-    Importing ``scheduler.cmd`` monkey-patches the process for eventlet;
-    the rest of the test run must not change under the other tests.
-    """
-    return fixtures.import_unpatched('scheduler.cmd.demo')
-
 
 class FakeAPI:
     """Answers select_destinations with ``answer(spec, uuids)``."""
@@ -115,23 +107,24 @@ def _selection(host, zone, uuid=None):
 
 
 @pytest.fixture
-def caller(demo):
-    spec = demo.fleet_mod.parse(demo.DEMO_FLEET)
-    made = demo.Caller('filter_scheduler', None, FakeObserver(), spec)
+def caller():
+    spec = fleet_mod.parse(scenarios.DEMO_FLEET)
+    made = demo_caller.Caller('filter_scheduler', None, FakeObserver(),
+                              spec)
     return made
 
 
-def test_every_driver_has_a_scenario_with_a_cast_and_a_termination(demo):
-    for driver in demo.DRIVERS:
-        hows = [step.how for step in demo.scenario(driver)]
-        assert demo.RUN in hows and hows[-1] == demo.TERMINATE
-    ip_steps = demo.scenario('ip_scheduler')
+def test_every_driver_has_a_scenario_with_a_cast_and_a_termination():
+    for driver in scenarios.DRIVERS:
+        hows = [step.how for step in scenarios.scenario(driver)]
+        assert scenarios.RUN in hows and hows[-1] == scenarios.TERMINATE
+    ip_steps = scenarios.scenario('ip_scheduler')
     assert {s.remote.split('.')[0] for s in ip_steps if s.remote} == {
         '10', '192'}
 
 
-def test_demo_fleet_has_two_zones_and_the_ip_prefixes(demo):
-    spec = demo.fleet_mod.parse(demo.DEMO_FLEET)
+def test_demo_fleet_has_two_zones_and_the_ip_prefixes():
+    spec = fleet_mod.parse(scenarios.DEMO_FLEET)
     assert len(spec.hosts) == 50
     assert ({spec.availability_zone(h.name) for h in spec.hosts}
             == {'az1', 'az2'})
@@ -139,55 +132,58 @@ def test_demo_fleet_has_two_zones_and_the_ip_prefixes(demo):
                                      for h in spec.hosts}
 
 
-def test_a_host_in_the_wrong_zone_fails_the_check(demo, caller):
+def test_a_host_in_the_wrong_zone_fails_the_check(caller):
     caller.api = FakeAPI(lambda spec, uuids: [[_selection('doc-001',
                                                           'az1')]])
-    caller.run([demo.Step('small in az2', zone='az2',
-                          check=demo.in_zone('az2'))])
+    caller.run([scenarios.Step('small in az2', zone='az2',
+                               check=scenarios.in_zone('az2'))])
     assert caller.failures == [
         'filter_scheduler, small in az2: in zone az1, not az2']
     assert caller.rows[0]['result'] == 'FAILED: in zone az1, not az2'
 
 
-def test_missing_alternates_fail_the_check(demo, caller):
+def test_missing_alternates_fail_the_check(caller):
     caller.api = FakeAPI(lambda spec, uuids: [[_selection('doc-001', 'az1')]
                                               for _ in uuids])
-    caller.run([demo.Step('two', num=2, alternates=True,
-                          expect_alternates=True)])
+    caller.run([scenarios.Step('two', num=2, alternates=True,
+                               expect_alternates=True)])
     assert len(caller.failures) == 2
     assert caller.placed == 2
 
 
-def test_expected_no_valid_host(demo, caller):
+def test_expected_no_valid_host(caller):
     def refuse(spec, uuids):
         raise exception.NoValidHost(reason='Filter results: RamFilter: 5 -> 0')
     caller.api = FakeAPI(refuse)
-    caller.run([demo.Step('huge', 'x.huge', outcome=demo.NO_VALID_HOST,
-                          reason_has='Filter results')])
+    caller.run([scenarios.Step('huge', 'x.huge',
+                               outcome=scenarios.NO_VALID_HOST,
+                               reason_has='Filter results')])
     assert caller.failures == []
     assert caller.expected_errors == 1
     assert 'RamFilter: 5 -> 0' in caller.notes[0]
 
 
-def test_no_valid_host_without_the_filter_walk_fails(demo, caller):
+def test_no_valid_host_without_the_filter_walk_fails(caller):
     def refuse(spec, uuids):
         raise exception.NoValidHost(reason='none')
     caller.api = FakeAPI(refuse)
-    caller.run([demo.Step('huge', 'x.huge', outcome=demo.NO_VALID_HOST,
-                          reason_has='Filter results'),
-                demo.Step('small')])
+    caller.run([scenarios.Step('huge', 'x.huge',
+                               outcome=scenarios.NO_VALID_HOST,
+                               reason_has='Filter results'),
+                scenarios.Step('small')])
     assert len(caller.failures) == 2
 
 
-def test_placing_what_cannot_fit_fails(demo, caller):
+def test_placing_what_cannot_fit_fails(caller):
     caller.api = FakeAPI(lambda spec, uuids: [[_selection('big-001',
                                                           'az1')]])
-    caller.run([demo.Step('huge', 'x.huge', outcome=demo.NO_VALID_HOST)])
+    caller.run(
+        [scenarios.Step('huge', 'x.huge', outcome=scenarios.NO_VALID_HOST)])
     assert caller.failures == [
         'filter_scheduler, huge: placed, expected NoValidHost']
 
 
-def test_cast_then_terminate(demo, caller, monkeypatch):
+def test_cast_then_terminate(caller, monkeypatch):
     caller.api = FakeAPI(None)
     terminated = []
 
@@ -200,21 +196,21 @@ def test_cast_then_terminate(demo, caller, monkeypatch):
     monkeypatch.setattr(caller.api, 'schedule_run_instance',
                         lambda ctxt, spec, uuids: caller.observer.running
                         .update({u: 'ops-001' for u in uuids}))
-    caller.run([demo.Step('two', num=2, how=demo.RUN,
-                          check=demo.named('ops')),
-                demo.Step('terminate', how=demo.TERMINATE)])
+    caller.run([scenarios.Step('two', num=2, how=scenarios.RUN,
+                               check=scenarios.named('ops')),
+                scenarios.Step('terminate', how=scenarios.TERMINATE)])
     assert caller.failures == []
     assert [r['result'] for r in caller.rows] == [
         'ok: run_instance received by ops-001'] * 2 + ['ok: terminated'] * 2
     assert [h for h, _u in terminated] == ['ops-001', 'ops-001']
 
 
-def test_a_cast_nobody_acts_on_fails(demo, caller, monkeypatch):
-    monkeypatch.setattr(demo, 'CAST_TIMEOUT', 0.2)
+def test_a_cast_nobody_acts_on_fails(caller, monkeypatch):
+    monkeypatch.setattr(scenarios, 'CAST_TIMEOUT', 0.2)
     caller.api = FakeAPI(None)
-    caller.run([demo.Step('lost', how=demo.RUN),
-                demo.Step('refused', 'x.huge', how=demo.RUN,
-                          outcome=demo.REFUSED)])
+    caller.run([scenarios.Step('lost', how=scenarios.RUN),
+                scenarios.Step('refused', 'x.huge', how=scenarios.RUN,
+                               outcome=scenarios.REFUSED)])
     assert caller.failures == [
         'filter_scheduler, lost: 0 of 1 instances running after 0.2 s',
         'filter_scheduler, refused: no compute reported a failed build']
