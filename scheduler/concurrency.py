@@ -49,6 +49,21 @@ def tune_garbage_collector() -> None:
     gc.set_threshold(50000, 50, 100)
 
 
+def native_lock():
+    """A re-entrant lock that works from green and native threads alike.
+
+    Work handed to ``run_blocking`` runs in a native thread while green
+    threads serve requests; a green lock must not be taken there.  A
+    native lock is safe in both as long as its holder never yields:
+    keep I/O (database, bus, logging) outside the sections it guards.
+    """
+    if _patched:
+        from eventlet import patcher
+        return patcher.original('threading').RLock()
+    import threading
+    return threading.RLock()
+
+
 def run_blocking(func, *args, **kwargs):
     """Run ``func`` in a native thread, so the event loop keeps serving.
 

@@ -117,6 +117,6 @@ class Scheduler(metaclass=abc.ABCMeta):
 
 
 def selection_for(host_state, instance_uuid: str | None,
-                  weight: float | None = None):
+                  weight: float | None = None, limits: dict | None = None):
     return objects.Selection.from_host_state(host_state, instance_uuid,
-                                             weight)
+                                             weight, limits)

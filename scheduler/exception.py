@@ -91,3 +91,30 @@ class AggregateHostNotFound(SchedulerException):
 
 class ConfigurationError(SchedulerException):
     msg_fmt = 'Invalid configuration: %(reason)s'
+
+
+class InstanceAlreadyPlaced(InvalidRequest):
+    """A claim for an instance that is pending on another node.
+
+    A caller retrying the same request gets the placements already made
+    instead; this is for a *different* request naming the same uuid.
+    """
+
+    msg_fmt = ('Instance %(instance_uuid)s is already being placed on '
+               '%(host)s/%(nodename)s; release that claim (or wait for the '
+               'compute to confirm it) before placing it again.')
+
+
+class ClaimConflict(SchedulerException):
+    """A node filled up (or changed) between choosing it and claiming it.
+
+    Normal under concurrency, never sent to callers: the driver tries
+    the next-best candidate.
+    """
+
+    msg_fmt = 'Node %(host)s/%(nodename)s can no longer take the claim.'
+
+
+class HostInUse(SchedulerException):
+    msg_fmt = ('Host %(host)s has %(count)d placement(s); move or delete '
+               'them first, or force the deletion.')

@@ -1,41 +1,56 @@
-"""HostManager: the scheduler's view of every compute node.
+"""HostManager: one worker's view of every compute node, kept honest.
 
-It keeps the newest report of each (host, nodename), adds the
-aggregates the inventory knows, and tracks *claims*: instances this
-scheduler placed that the compute has not reported yet.  A new report
-replaces the old state, then the claims it does not include yet are
-applied again, so that a report sent before a placement does not make
-the scheduler forget that placement.
+It keeps the newest report of each (host, nodename) and what the
+inventory says of the node's usage: the node's ``node_usage`` row and
+the claims still pending on it, made by this worker or any other
+worker or daemon sharing the inventory.  The view a filter sees is the
+report with that usage laid over it.
 
-Writes to the inventory are batched: reports and claims are flushed by
-the periodic task (and at shutdown), which keeps the request path free
-of database round trips.  A restarted scheduler loads the last reports,
-aggregates and claims from the inventory and schedules from them.
+The inventory is the authority (``scheduler.db.usage``): ``claim()``
+writes the placement, with its capacity check, before any caller hears
+of it.  Memory is a cache, made current before each request by
+``refresh_usage()``: one query for the usage rows changed since the
+last look (the usage sequence), one more for the pending claims of
+those nodes.  A claim that loses a race raises ``ClaimConflict``; the
+node is refreshed so the next choice sees it full.
+
+Shared state is guarded by one lock and views are replaced, never
+changed in place: a request that already holds a view keeps a
+consistent one, under eventlet and under native threads alike.
 """
 
-import collections
 import dataclasses
 import datetime
 import time
+import uuid as uuid_lib
 
 from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
+from scheduler import concurrency
 from scheduler import exception
 from scheduler.filters import numa_topology
 from scheduler.filters import pci_passthrough
 from scheduler import host_view
+from scheduler import metrics
 from scheduler import objects
 from scheduler.objects import host_state as host_state_obj
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
 
+#: How far behind the highest sequence number seen each refresh looks
+#: again.  Sequence numbers are handed out when a transaction writes and
+#: become visible when it commits, which may be out of order; rows
+#: committed late are caught by this window (and, if missed, by the
+#: claim's own check, which refreshes the node).
+_SEQ_LOOKBACK = 16
+
 
 @dataclasses.dataclass
 class Claim:
-    """Resources of one placed instance not yet seen in a compute report."""
+    """Resources of one placed instance that no report includes yet."""
 
     instance_uuid: str
     host: str
@@ -49,6 +64,19 @@ class Claim:
     #: NUMA cells and PCI devices taken, as the filters' claim_* return.
     numa: list = dataclasses.field(default_factory=list)
     pci: list = dataclasses.field(default_factory=list)
+    status: str = 'claimed'
+
+    @classmethod
+    def from_row(cls, row: dict) -> 'Claim':
+        return cls(row['instance_uuid'], row['host'], row['nodename'],
+                   row['memory_mb'], row['vcpus'], row['disk_gb'],
+                   row.get('project_id'), row.get('user_id'),
+                   _timestamp(row['updated_at']) if row.get('updated_at')
+                   else time.time(),
+                   [tuple(x) for x in row.get('numa') or []],
+                   [(_pool_key(key), count)
+                    for key, count in row.get('pci') or []],
+                   row.get('status', 'claimed'))
 
 
 def _inventory():
@@ -56,20 +84,31 @@ def _inventory():
     return db_api
 
 
-class HostManager:
-    """Host states, claims and aggregates for one scheduler process."""
+def _usage_store():
+    from scheduler.db import usage
+    return usage
 
-    def __init__(self, inventory=None):
+
+class HostManager:
+    """Host states, claims and aggregates for one scheduler worker."""
+
+    def __init__(self, inventory=None, usage_store=None):
         self._db = inventory
+        self._usage_db = usage_store
+        self._lock = concurrency.native_lock()
+        #: key -> the compute's last report, as a HostView without claims.
+        self._reports: dict = {}
+        #: key -> the view filters see (report + usage + pending claims).
         self._states: dict = {}
-        self._claims: dict = collections.defaultdict(dict)
+        #: key -> the node's usage row as last read (or as we changed it).
+        self._usage: dict = {}
+        #: key -> {instance uuid: Claim} pending on the node.
+        self._pending: dict = {}
+        self._high_water = 0
         self._aggregates: list = []
         self._host_aggregates: dict = {}
         self._dirty_reports: dict = {}
-        self._new_claims: list = []
-        self._released: list = []
-        self._fulfilled: list = []
-        self._syncs: dict = {}
+        self._usage_reports: dict = {}
         self._down: set = set()
         self._aggregates_stamp: tuple | None = None
 
@@ -79,11 +118,22 @@ class HostManager:
             self._db = _inventory()
         return self._db
 
+    @property
+    def usage_db(self):
+        if self._usage_db is None:
+            self._usage_db = _usage_store()
+        return self._usage_db
+
     # -- loading and saving ---------------------------------------------
 
     def load_from_inventory(self) -> None:
-        """Load reports, aggregates and open claims saved by a previous run."""
+        """Load reports, aggregates, usage and pending claims saved before.
+
+        A restarted worker schedules around every claim in the inventory
+        before any compute has reported again.
+        """
         self.refresh_aggregates()
+        reports = {}
         for row in self.db.host_reports_get_all():
             try:
                 state = objects.HostState.obj_from_primitive(row['report'])
@@ -92,35 +142,34 @@ class HostManager:
                             row['host'], row['nodename'], e)
                 continue
             updated = row.get('updated_at')
-            state = host_view.HostView(
+            view = host_view.HostView(
                 state, _timestamp(updated) if updated else None)
-            state.disabled = bool(row.get('disabled', state.disabled))
-            self._attach_aggregates(state)
-            self._states[state.key()] = state
-        for inst in self.db.instance_get_all():
-            if inst.get('status') != 'claimed':
-                continue
-            claim = Claim(inst['instance_uuid'], inst['host'],
-                          inst['nodename'], inst['memory_mb'], inst['vcpus'],
-                          inst['disk_gb'], inst.get('project_id'),
-                          inst.get('user_id'))
-            state = self._states.get((claim.host, claim.nodename))
-            if state is None or claim.instance_uuid in state.instance_uuids:
-                continue
-            self._claims[(claim.host, claim.nodename)][
-                claim.instance_uuid] = claim
-            state.apply_claim(claim.memory_mb, claim.vcpus, claim.disk_gb,
-                              claim.instance_uuid)
-        LOG.info('Loaded %d host state(s) and %d aggregate(s) from the '
-                 'inventory', len(self._states), len(self._aggregates))
+            view.disabled = bool(row.get('disabled', view.disabled))
+            reports[view.key()] = view
+        usage_rows = self.usage_db.usage_get_all()
+        pending = self.usage_db.pending_claims()
+        with self._lock:
+            self._reports.update(reports)
+            self._set_usage_rows(usage_rows)
+            self._set_pending(pending, [row_key(r) for r in usage_rows])
+            for key in list(self._reports):
+                self._compose(key)
+        LOG.info('Loaded %(hosts)d host state(s), %(agg)d aggregate(s) and '
+                 '%(claims)d pending claim(s) from the inventory',
+                 {'hosts': len(reports), 'agg': len(self._aggregates),
+                  'claims': len(pending)})
 
     def flush(self) -> None:
-        """Write new reports and claims to the inventory (periodic task)."""
-        reports, self._dirty_reports = self._dirty_reports, {}
-        claims, self._new_claims = self._new_claims, []
-        released, self._released = self._released, []
-        fulfilled, self._fulfilled = self._fulfilled, []
-        syncs, self._syncs = self._syncs, {}
+        """Write new reports to the inventory (periodic task, shutdown).
+
+        Claims are not written here: they are in the inventory before
+        the caller hears of them.  Reports are: the full report for a
+        restarted worker, and the usage it carries, which moves the
+        claims it confirms out of pending.
+        """
+        with self._lock:
+            reports, self._dirty_reports = self._dirty_reports, {}
+            usage_reports, self._usage_reports = self._usage_reports, {}
         try:
             if reports:
                 self.db.host_reports_save([
@@ -129,120 +178,320 @@ class HostManager:
                      'updated_at': timeutils.utcnow(),
                      'report': s.report.obj_to_primitive()}
                     for s in reports.values()])
-            if claims:
-                self.db.instances_claim([
-                    dataclasses.asdict(c) for c in claims])
-            if released:
-                self.db.instances_delete(released)
-            if fulfilled:
-                self.db.instance_set_active(fulfilled)
-            for host, uuids in syncs.items():
-                self.db.instances_sync_host(host, uuids)
+            if usage_reports:
+                confirmed = self.usage_db.apply_reports(
+                    list(usage_reports.values()))
+                if confirmed:
+                    LOG.debug('Reports confirmed %d claim(s)',
+                              len(confirmed))
+                self.refresh_nodes(list(usage_reports))
         except Exception:
             # Keep what was not written for the next flush.
             LOG.exception('Could not write to the inventory; will retry')
-            for key, state in reports.items():
-                self._dirty_reports.setdefault(key, state)
-            self._new_claims[:0] = claims
-            self._released[:0] = released
-            self._fulfilled[:0] = fulfilled
-            for host, uuids in syncs.items():
-                self._syncs.setdefault(host, uuids)
+            with self._lock:
+                for key, state in reports.items():
+                    self._dirty_reports.setdefault(key, state)
+                for key, rep in usage_reports.items():
+                    self._usage_reports.setdefault(key, rep)
 
     # -- reports from computes ------------------------------------------
 
     def update_from_report(self, report) -> None:
         """Take a compute's report as the new state of its node."""
-        state = host_view.HostView(report)
-        key = state.key()
-        self._attach_aggregates(state)
-        reported = set(state.instance_uuids)
-        pending = self._claims.get(key, {})
-        expiry = CONF.scheduler.service_down_time
-        for uuid, claim in list(pending.items()):
-            if uuid in reported:
-                del pending[uuid]
-                self._fulfilled.append(uuid)
-            elif state.received_at - claim.claimed_at > expiry:
-                LOG.info('Claim of instance %(uuid)s on %(host)s expired: '
-                         'the compute never reported it',
-                         {'uuid': uuid, 'host': state.host})
-                del pending[uuid]
-                self._released.append(uuid)
-            else:
-                _apply(state, claim)
-        if key in self._down:
+        view = host_view.HostView(report)
+        key = view.key()
+        with self._lock:
+            back = key in self._down
+            new = not back and key not in self._reports
             self._down.discard(key)
-            LOG.info('Host %s/%s is reporting again; scheduling to it',
-                     *key)
-        elif key not in self._states:
+            self._reports[key] = view
+            self._dirty_reports[key] = view
+            if self._usage_changed(key, view):
+                self._usage_reports[key] = _node_report(view)
+            self._compose(key)
+        if back:
+            LOG.info('Host %s/%s is reporting again; scheduling to it', *key)
+        elif new:
             LOG.info('New host %s/%s reported', *key)
-        self._states[key] = state
-        self._dirty_reports[key] = state
+
+    def _usage_changed(self, key, view) -> bool:
+        """Whether the report says more than the node's usage row has."""
+        row = self._usage.get(key)
+        if row is None:
+            return True
+        listed = set(view.instance_uuids)
+        if any(uuid in listed for uuid in self._pending.get(key, {})):
+            return True
+        return (row['reported_memory_mb'], row['reported_vcpus'],
+                row['reported_disk_gb'], row['reported_instances']) != (
+            view.memory_mb_used, view.vcpus_used, view.local_gb_used,
+            view.num_instances)
 
     def check_down_hosts(self) -> list:
         """Log, once, each host that stopped reporting; return their keys."""
         newly_down = []
         now = time.time()
         cutoff = now - CONF.scheduler.service_down_time
-        for key, state in self._states.items():
-            if state.received_at >= cutoff or key in self._down:
-                continue
-            self._down.add(key)
-            newly_down.append(key)
-            LOG.warning('Host %(host)s/%(node)s has not reported for %(age)d '
-                        's (service_down_time %(limit)d s): no longer '
-                        'scheduling to it',
-                        {'host': key[0], 'node': key[1],
-                         'age': state.seconds_since_report(now),
+        with self._lock:
+            for key, state in self._states.items():
+                if state.received_at >= cutoff or key in self._down:
+                    continue
+                self._down.add(key)
+                newly_down.append((key, state.seconds_since_report(now)))
+        for key, age in newly_down:
+            LOG.warning('Host %(host)s/%(node)s has not reported for '
+                        '%(age)d s (service_down_time %(limit)d s): no '
+                        'longer scheduling to it',
+                        {'host': key[0], 'node': key[1], 'age': age,
                          'limit': CONF.scheduler.service_down_time})
-        return newly_down
+        return [key for key, _age in newly_down]
+
+    # -- keeping the cache current ----------------------------------------
+
+    def refresh_usage(self) -> int:
+        """Pull usage changed by any worker since the last look.
+
+        Cheap when nothing changed (one indexed query).  Returns how
+        many nodes were refreshed.
+        """
+        rows = self.usage_db.changed_since(
+            max(0, self._high_water - _SEQ_LOOKBACK))
+        with self._lock:
+            changed = [row_key(row) for row in rows
+                       if self._row_is_new(row)]
+        if changed:
+            self._reload_nodes(changed, rows)
+        return len(changed)
+
+    def refresh_nodes(self, keys: list) -> None:
+        """Re-read the usage and pending claims of ``keys`` now."""
+        if not keys:
+            return
+        wanted = set(keys)
+        rows = [row for row in self.usage_db.usage_get_all()
+                if row_key(row) in wanted] if len(wanted) > 50 else \
+            self._usage_rows_of(wanted)
+        self._reload_nodes(list(wanted), rows)
+
+    def _usage_rows_of(self, keys: set) -> list:
+        # Few nodes (a lost claim race, a report): read them by host.
+        store = self.usage_db
+        getter = getattr(store, 'usage_get_nodes', None)
+        if getter is not None:
+            return getter(sorted(keys))
+        return [row for row in store.usage_get_all() if row_key(row) in keys]
+
+    def _row_is_new(self, row: dict) -> bool:
+        known = self._usage.get(row_key(row))
+        return known is None or (known['generation'], known['seq']) != (
+            row['generation'], row['seq'])
+
+    def _reload_nodes(self, keys: list, rows: list) -> None:
+        pending = self.usage_db.pending_claims(keys)
+        with self._lock:
+            self._set_usage_rows([r for r in rows if row_key(r) in
+                                  set(keys)])
+            self._set_pending(pending, keys)
+            for key in keys:
+                self._compose(key)
+
+    def _set_usage_rows(self, rows: list) -> None:
+        for row in rows:
+            self._usage[row_key(row)] = row
+            self._high_water = max(self._high_water, row['seq'])
+
+    def _set_pending(self, rows: list, keys) -> None:
+        """Replace the pending claims of ``keys`` with ``rows``'."""
+        fresh: dict = {key: {} for key in keys}
+        for row in rows:
+            fresh.setdefault(row_key(row), {})[row['instance_uuid']] = \
+                Claim.from_row(row)
+        self._pending.update(fresh)
+
+    def _compose(self, key) -> None:
+        """Build the view filters see for ``key`` from what is known."""
+        report = self._reports.get(key)
+        if report is None:
+            self._states.pop(key, None)
+            return
+        view = report.copy()
+        self._attach_aggregates(view)
+        listed = set(report.instance_uuids)
+        unlisted = [c for c in self._pending.get(key, {}).values()
+                    if c.instance_uuid not in listed]
+        row = self._usage.get(key)
+        if row is not None:
+            # The row's reported and claimed usage are one consistent
+            # pair, the one every claim is checked against.
+            view.memory_mb_used = (row['reported_memory_mb']
+                                   + row['claimed_memory_mb'])
+            view.vcpus_used = row['reported_vcpus'] + row['claimed_vcpus']
+            view.local_gb_used = (row['reported_disk_gb']
+                                  + row['claimed_disk_gb'])
+            view.num_instances = (row['reported_instances']
+                                  + row['claimed_instances'])
+        else:
+            for claim in unlisted:
+                view.memory_mb_used += claim.memory_mb
+                view.vcpus_used += claim.vcpus
+                view.local_gb_used += claim.disk_gb
+                view.num_instances += 1
+        if unlisted:
+            view.num_io_ops += len(unlisted)
+            view.instance_uuids = list(view.instance_uuids) + [
+                c.instance_uuid for c in unlisted]
+            for claim in unlisted:
+                numa_topology.apply_numa_usage(view, claim.numa)
+                pci_passthrough.apply_pci_usage(view, claim.pci)
+        self._states[key] = view
 
     # -- what the drivers read ------------------------------------------
 
     def get_all_host_states(self) -> list:
         """Every known node, up or down (ComputeFilter drops the down)."""
-        return list(self._states.values())
+        with self._lock:
+            return list(self._states.values())
 
     def get_up_host_states(self) -> list:
         cutoff = time.time() - CONF.scheduler.service_down_time
-        return [s for s in self._states.values()
+        return [s for s in self.get_all_host_states()
                 if s.received_at >= cutoff and not s.disabled]
 
     def get_host_state(self, host: str, nodename: str | None = None):
-        for state in self._states.values():
+        for state in self.get_all_host_states():
             if state.host == host and (nodename is None
                                        or state.nodename == nodename):
                 return state
         raise exception.HostNotFound(host=host)
 
-    def claim(self, host_state, spec_obj, instance_uuid: str | None) -> Claim:
-        """Consume one instance's resources on ``host_state``."""
+    def current(self, host_state):
+        """The newest view of ``host_state``'s node (after a claim)."""
+        with self._lock:
+            return self._states.get(host_state.key(), host_state)
+
+    def pending_claims(self, key) -> list:
+        with self._lock:
+            return list(self._pending.get(key, {}).values())
+
+    # -- claims ---------------------------------------------------------
+
+    def placements(self, instance_uuids: list) -> dict:
+        """The inventory's placements of ``instance_uuids``, by uuid."""
+        if not instance_uuids:
+            return {}
+        return self.usage_db.placements_get(instance_uuids)
+
+    def claim(self, host_state, spec_obj, instance_uuid: str | None,
+              limits: dict | None = None, replace: bool = False) -> Claim:
+        """Claim one instance of ``spec_obj`` on ``host_state``'s node.
+
+        Written to the inventory before returning.  Raises
+        ``ClaimConflict`` when the node no longer has room under
+        ``limits`` (the node is refreshed first) and
+        ``InstanceAlreadyPlaced`` when the instance is pending elsewhere
+        and ``replace`` is not set.  An instance without a uuid (an old
+        caller) is claimed under a made-up one, which holds the capacity
+        until the claim expires.
+        """
+        key = host_state.key()
         memory_mb, vcpus, disk_gb = host_state_obj.resources_of(spec_obj)
-        claim = Claim(instance_uuid or '', host_state.host,
-                      host_state.nodename, memory_mb, vcpus, disk_gb,
-                      spec_obj.obj_get('project_id'),
-                      spec_obj.obj_get('user_id'))
-        host_state.apply_claim(memory_mb, vcpus, disk_gb, instance_uuid)
-        claim.numa = numa_topology.claim_numa(host_state, spec_obj)
-        claim.pci = pci_passthrough.claim_pci(host_state, spec_obj)
-        if instance_uuid:
-            self._claims[host_state.key()][instance_uuid] = claim
-            self._new_claims.append(claim)
+        # NUMA cells and PCI devices are picked on a scratch copy: the
+        # shared view changes only once the inventory said yes.
+        scratch = self.current(host_state).copy()
+        numa = numa_topology.claim_numa(scratch, spec_obj)
+        pci = pci_passthrough.claim_pci(scratch, spec_obj)
+        with self._lock:
+            row = self._usage.get(key)
+        generation = None
+        if numa or pci:
+            if row is None or row['generation'] < 0:
+                self.refresh_nodes([key])
+                with self._lock:
+                    row = self._usage.get(key)
+            generation = row['generation'] if row is not None else 0
+        store = self.usage_db
+        request = store.ClaimRequest(
+            instance_uuid=instance_uuid or str(uuid_lib.uuid4()),
+            host=host_state.host, nodename=host_state.nodename,
+            memory_mb=memory_mb, vcpus=vcpus, disk_gb=disk_gb,
+            project_id=spec_obj.obj_get('project_id'),
+            user_id=spec_obj.obj_get('user_id'),
+            limits=dict(limits or {}), generation=generation,
+            numa=[list(x) for x in numa], pci=[list(x) for x in pci],
+            reported=_reported_values(self._reports.get(key, host_state)))
+        try:
+            placed = store.claim(request, replace=replace)
+        except store.ClaimConflict:
+            metrics.record_claim_conflict()
+            LOG.debug('Lost the claim race on %s/%s; refreshing it', *key)
+            self.refresh_nodes([key])
+            raise exception.ClaimConflict(host=key[0], nodename=key[1])
+        except store.AlreadyPlaced as e:
+            raise exception.InstanceAlreadyPlaced(
+                instance_uuid=request.instance_uuid,
+                host=e.placement['host'], nodename=e.placement['nodename'])
+        claim = Claim.from_row(placed)
+        with self._lock:
+            self._pending.setdefault(key, {})[claim.instance_uuid] = claim
+            self._forget_pending_elsewhere(claim.instance_uuid, key)
+            known = self._usage.get(key)
+            if known is not None:
+                known = dict(known, generation=-1,
+                             claimed_memory_mb=known['claimed_memory_mb']
+                             + memory_mb,
+                             claimed_vcpus=known['claimed_vcpus'] + vcpus,
+                             claimed_disk_gb=known['claimed_disk_gb']
+                             + disk_gb,
+                             claimed_instances=known['claimed_instances']
+                             + 1)
+                self._usage[key] = known
+            self._compose(key)
         return claim
+
+    def _forget_pending_elsewhere(self, uuid: str, key) -> None:
+        for other, claims in self._pending.items():
+            if other != key and claims.pop(uuid, None) is not None:
+                self._compose(other)
 
     def release(self, claim: Claim) -> None:
         """Give back a claim (e.g. a later instance of the request failed)."""
-        key = (claim.host, claim.nodename)
-        state = self._states.get(key)
-        if state is not None:
-            _apply(state, claim, sign=-1)
-        if claim.instance_uuid:
-            self._claims.get(key, {}).pop(claim.instance_uuid, None)
-            if claim in self._new_claims:
-                self._new_claims.remove(claim)
-            else:
-                self._released.append(claim.instance_uuid)
+        self.usage_db.release([claim.instance_uuid])
+        self.refresh_nodes([(claim.host, claim.nodename)])
+
+    def expire_claims(self) -> list:
+        """Drop claims the compute kept reporting without for too long.
+
+        Every worker looks; the inventory hands each expired claim to
+        exactly one of them, which logs it and says so in a notification
+        and a metric.  Returns the placements this worker expired.
+        """
+        expiry = CONF.scheduler.service_down_time
+        candidates, keys = [], set()
+        with self._lock:
+            for key, claims in self._pending.items():
+                report = self._reports.get(key)
+                if report is None:
+                    continue
+                for claim in claims.values():
+                    if (claim.status == 'claimed'
+                            and report.received_at - claim.claimed_at
+                            > expiry):
+                        candidates.append(claim.instance_uuid)
+                        keys.add(key)
+        if not candidates:
+            return []
+        cutoff = timeutils.utcnow() - datetime.timedelta(seconds=expiry)
+        expired = self.usage_db.expire(candidates, cutoff)
+        for placement in expired:
+            LOG.warning('Claim of instance %(uuid)s on %(host)s/%(node)s '
+                        'expired: the compute never reported it within '
+                        '%(limit)d s (a lost or failed build)',
+                        {'uuid': placement['instance_uuid'],
+                         'host': placement['host'],
+                         'node': placement['nodename'], 'limit': expiry})
+            metrics.record_claim_expired()
+        self.refresh_nodes(sorted(keys))
+        return expired
 
     # -- aggregates -----------------------------------------------------
 
@@ -291,15 +540,16 @@ class HostManager:
         return list(self._aggregates)
 
     def _set_aggregates(self, aggregates: list) -> None:
-        self._aggregates_stamp = None
-        by_host = collections.defaultdict(list)
+        by_host: dict = {}
         for agg in aggregates:
             for host in agg.hosts:
-                by_host[host].append(agg)
-        self._aggregates = aggregates
-        self._host_aggregates = dict(by_host)
-        for state in self._states.values():
-            self._attach_aggregates(state)
+                by_host.setdefault(host, []).append(agg)
+        with self._lock:
+            self._aggregates_stamp = None
+            self._aggregates = aggregates
+            self._host_aggregates = by_host
+            for state in self._states.values():
+                self._attach_aggregates(state)
 
     def _attach_aggregates(self, state) -> None:
         state.set_aggregates(self._host_aggregates.get(state.host, []))
@@ -307,44 +557,64 @@ class HostManager:
     # -- instance info from computes ------------------------------------
 
     def update_instance_info(self, host: str, instance_uuids: list) -> None:
-        """A compute reports new instances on ``host``."""
-        for key, pending in self._claims.items():
-            if key[0] != host:
-                continue
-            for uuid in instance_uuids:
-                if pending.pop(uuid, None) is not None:
-                    self._fulfilled.append(uuid)
+        """A compute reports new instances on ``host``: they are built.
+
+        Their usage stays counted as pending until a report of the node
+        includes it.
+        """
+        if self.usage_db.confirm(host, instance_uuids):
+            self.refresh_nodes(self._keys_of(host))
 
     def sync_instance_info(self, host: str, instance_uuids: list) -> None:
         """A compute's complete list of its instances, sent now and then.
 
-        Fulfils the claims it lists; the inventory drops placements on
-        that host the compute no longer has (at the next flush).
+        Confirms the claims it lists; placements on that host the compute
+        no longer has are dropped (claims still building stay).
         """
-        self.update_instance_info(host, instance_uuids)
-        self._syncs[host] = list(instance_uuids)
+        self.usage_db.sync_host(host, instance_uuids)
+        self.refresh_nodes(self._keys_of(host))
 
     def delete_instance_info(self, host: str, instance_uuid: str) -> None:
         """An instance was deleted on ``host``: its resources are free."""
-        for key, state in self._states.items():
-            if key[0] != host:
-                continue
-            claim = self._claims.get(key, {}).pop(instance_uuid, None)
-            if claim is not None:
-                _apply(state, claim, sign=-1)
-        self._released.append(instance_uuid)
+        self.usage_db.release([instance_uuid])
+        self.refresh_nodes(self._keys_of(host))
+
+    def _keys_of(self, host: str) -> list:
+        with self._lock:
+            return [key for key in self._reports if key[0] == host]
 
     def host_names(self, states: list | None = None) -> list:
         states = self.get_up_host_states() if states is None else states
         return sorted({s.host for s in states})
 
 
-def _apply(state, claim: Claim, sign: int = 1) -> None:
-    """Lay a claim over a host state (``sign=-1`` takes it off)."""
-    state.apply_claim(claim.memory_mb, claim.vcpus, claim.disk_gb,
-                      claim.instance_uuid or None, sign=sign)
-    numa_topology.apply_numa_usage(state, claim.numa, sign=sign)
-    pci_passthrough.apply_pci_usage(state, claim.pci, sign=sign)
+def _pool_key(key) -> tuple:
+    """A PCI pool key read back from JSON (lists) as the filter makes it."""
+    vendor, product, numa_node, tags = key
+    return (vendor, product, numa_node, tuple(tuple(t) for t in tags))
+
+
+def row_key(row: dict) -> tuple:
+    return (row['host'], row['nodename'])
+
+
+def _reported_values(view) -> dict:
+    return {'memory_mb_used': view.report.memory_mb_used,
+            'vcpus_used': view.report.vcpus_used,
+            'local_gb_used': view.report.local_gb_used,
+            'num_instances': view.report.num_instances,
+            'updated_at': view.report.updated_at} \
+        if hasattr(view, 'report') else {}
+
+
+def _node_report(view):
+    from scheduler.db import usage
+    return usage.NodeReport(
+        host=view.host, nodename=view.nodename,
+        memory_mb_used=view.memory_mb_used, vcpus_used=view.vcpus_used,
+        local_gb_used=view.local_gb_used, num_instances=view.num_instances,
+        updated_at=view.report.updated_at or timeutils.utcnow(),
+        instance_uuids=frozenset(view.instance_uuids))
 
 
 def _aggregate_obj(row: dict):

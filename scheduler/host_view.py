@@ -4,7 +4,7 @@ Filters and weighers run over thousands of hosts per request, so they
 must not pay the versioned-object machinery on every attribute read.
 The HostManager turns each ``objects.HostState`` report into a
 HostView: the same fields as plain attributes, plus what only the
-scheduler knows (aggregates, the limits filters set, when the report
+scheduler knows (aggregates, when the report
 arrived) and the claims it made since.  Both classes share their
 resource arithmetic (``objects.host_state.HostResources``), so a filter
 works on either.
@@ -51,7 +51,6 @@ class HostView(host_state_obj.HostResources):
             setattr(self, name, value)
         self.received_at = time.time() if received_at is None \
             else received_at
-        self.limits: dict = {}
         self.set_aggregates([])
 
     def set_aggregates(self, aggregates: list) -> None:
@@ -70,6 +69,18 @@ class HostView(host_state_obj.HostResources):
             resource: overrides.get(
                 resource, getattr(self, '%s_allocation_ratio' % resource))
             for resource in host_state_obj.RESOURCES}
+
+    def copy(self) -> 'HostView':
+        """A view of the same report that may be changed independently.
+
+        Cheap: containers are shared until replaced (the claim code
+        replaces, never mutates, instance lists and PCI pools); only the
+        NUMA cells, whose usage is changed in place, are cloned.
+        """
+        new = copy.copy(self)
+        if self.numa_topology is not None:
+            new.numa_topology = self.numa_topology.obj_clone()
+        return new
 
     def aggregate_values(self, key: str) -> list:
         return self._metadata.get(key, [])

@@ -243,6 +243,10 @@ class SchedulerManager(periodic_task.PeriodicTasks):
         self.driver.host_manager.check_down_hosts()
 
     @periodic_task.periodic_task(spacing=0)
+    def _expire_claims(self, ctxt):
+        concurrency.run_blocking(self.driver.host_manager.expire_claims)
+
+    @periodic_task.periodic_task(spacing=0)
     def _refresh_aggregates(self, ctxt):
         self.driver.host_manager.refresh_aggregates()
 

@@ -58,6 +58,12 @@ METRICS = {
         'gauge', 'Compute hosts the scheduler knows of, and those up.'),
     'scheduler_host_reports_total': (
         'counter', 'Host state reports received from compute agents.'),
+    'scheduler_claim_conflicts_total': (
+        'counter', 'Claims that lost a race for a node to another worker '
+                   'and were retried on the next candidate.'),
+    'scheduler_claims_expired_total': (
+        'counter', 'Claims dropped because the compute never reported '
+                   'the instance (lost or failed builds).'),
 }
 
 Labels = tuple  # ((name, value), ...) in a fixed order per metric
@@ -182,6 +188,16 @@ def set_hosts(known: int, up: int) -> None:
 def record_report() -> None:
     """Count one compute report: their rate shows the fleet is talking."""
     _registry.inc([('scheduler_host_reports_total', (), 1)])
+
+
+def record_claim_conflict() -> None:
+    """Count a lost claim race: a steady rate means workers collide."""
+    _registry.inc([('scheduler_claim_conflicts_total', (), 1)])
+
+
+def record_claim_expired() -> None:
+    """Count a claim no compute confirmed: builds that got lost."""
+    _registry.inc([('scheduler_claims_expired_total', (), 1)])
 
 
 # -- serving ------------------------------------------------------------

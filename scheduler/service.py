@@ -9,6 +9,7 @@ from oslo_service import service
 
 from scheduler import concurrency
 from scheduler import context
+from scheduler.db import api as db_api
 from scheduler import manager as manager_mod
 from scheduler import metrics
 from scheduler import rpc
@@ -57,6 +58,9 @@ class Service(service.Service):
                   'driver': type(self.manager.driver).__name__,
                   'pid': os.getpid()})
         concurrency.tune_garbage_collector()
+        # A forked worker opens its own database connections: whatever
+        # the parent pooled (running the migrations) is dropped unclosed.
+        db_api.reset_engine(close=False)
         self.manager.driver.host_manager.load_from_inventory()
         target = oslo_messaging.Target(topic=self.topic, server=self.host)
         self.rpcserver = rpc.get_server(target, [self.manager],

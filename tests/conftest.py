@@ -9,6 +9,7 @@ from scheduler import conf as scheduler_conf
 from scheduler.db import api as db_api
 from scheduler.db import migration
 from scheduler import rpc
+from tests.unit import fixtures
 
 CONF = cfg.CONF
 
@@ -35,7 +36,11 @@ def conf(tmp_path):
     # reset() at clean-up also drops library defaults we set: set again.
     scheduler_conf.database.register_opts(CONF)
     fix.config(state_path=str(tmp_path), transport_url='fake://')
+    # Claims are written as they are made: every test gets an empty
+    # inventory (in memory; the ``inventory`` fixture gives a file).
+    fixtures.memory_inventory()
     yield fix
+    db_api.reset_engine()
     fix.cleanUp()
     scheduler_conf.database.register_opts(CONF)
 

@@ -46,8 +46,10 @@ Related options:
 Number of scheduler worker processes.  Every worker consumes the same
 topic queue (requests are shared round robin) and gets every fanout
 report from the computes, so each keeps a full view of the hosts.
-Claims made by one worker reach the others through the computes'
-next reports.
+Claims are written to the inventory before a caller is answered, and
+every worker reads the others' before it chooses, so any number of
+workers (and of scheduler services sharing ``[database] connection``)
+place exactly the capacity there is.
 """),
     cfg.IntOpt(
         'service_down_time',
@@ -84,6 +86,23 @@ Related options:
 Seconds between runs of the scheduler's periodic tasks: writing new
 host reports to the inventory, logging hosts that went silent and
 re-reading aggregates changed by other workers.
+"""),
+    cfg.IntOpt(
+        'claim_attempts',
+        default=10,
+        min=1,
+        help="""
+How many candidate nodes one instance may try to claim before the
+request fails with NoValidHost.  A claim fails when another worker or
+scheduler filled the node between this worker's choice and its claim
+(the inventory checks every claim); the next-best candidate is tried
+then.  Conflicts are counted in ``scheduler_claim_conflicts_total``.
+
+Related options:
+
+* ``[filter_scheduler] host_subset_size``: the first try is a random
+  pick among that many best hosts, which spreads concurrent requests
+* ``workers``
 """),
     cfg.IntOpt(
         'max_attempts',

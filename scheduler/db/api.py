@@ -93,34 +93,45 @@ def make_engine(url: str) -> sa.Engine:
 def _sqlite_engine(url: sa.URL) -> sa.Engine:
     """A SQLite engine safe for several processes writing one file.
 
-    * foreign keys on: the aggregate tables rely on ON DELETE CASCADE;
+    oslo.db's engine factory does the SQLite basics, as on the other
+    backends: foreign keys on (the aggregate tables rely on ON DELETE
+    CASCADE), the synchronous mode, its exception filters (a duplicate
+    key is ``DBDuplicateEntry`` everywhere), one shared connection for
+    an in-memory database and no pooled connection for a file, so a
+    forked worker never inherits one.  Added here:
+
     * the file's directory is created: the default file lives under
       ``state_path``, which may not exist yet;
     * every transaction takes the write lock at BEGIN (IMMEDIATE).  In
       SQLite's default deferred transactions a reader that then writes
-      cannot wait for another writer and fails at once with "database is
-      locked"; scheduler workers, the CLI and the simulator's casts write
-      concurrently.  With IMMEDIATE they queue on the busy timeout, and
-      WAL keeps them from blocking readers.
+      cannot wait for another writer and fails at once with "database
+      is locked"; scheduler workers, the CLI and the simulator's casts
+      write concurrently.  With IMMEDIATE they queue on the busy
+      timeout, and WAL keeps them from blocking readers.
     """
     in_memory = url.database in (None, '', ':memory:')
     if not in_memory:
         os.makedirs(os.path.dirname(os.path.abspath(url.database)),
                     exist_ok=True)
-    engine = sa.create_engine(url)
-    synchronous = 'FULL' if CONF.database.sqlite_synchronous else 'OFF'
+    engine = engines.create_engine(
+        url.render_as_string(hide_password=False), sqlite_fk=True,
+        sqlite_synchronous=CONF.database.sqlite_synchronous,
+        connection_debug=CONF.database.connection_debug,
+        connection_trace=CONF.database.connection_trace)
 
     @sa.event.listens_for(engine, 'connect')
     def _connect(dbapi_connection, _record):
-        # BEGIN is ours to emit, not the sqlite3 module's.
-        dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        cursor.execute('PRAGMA foreign_keys = ON')
         cursor.execute('PRAGMA busy_timeout = 30000')
-        cursor.execute('PRAGMA synchronous = %s' % synchronous)
         if not in_memory:
             cursor.execute('PRAGMA journal_mode = WAL')
         cursor.close()
+
+    # oslo.db emits a plain (deferred) BEGIN from a listener of its own:
+    # ours replaces it.
+    for listener in list(engine.dispatch.begin):
+        if getattr(listener, '__name__', '') == '_sqlite_emit_begin':
+            sa.event.remove(engine, 'begin', listener)
 
     @sa.event.listens_for(engine, 'begin')
     def _begin(connection):
@@ -256,22 +267,27 @@ def host_reports_save(reports: list[dict]) -> None:
     with _transaction() as session:
         existing = _lock_existing_nodes(
             session, sorted({host for host, _node in newest}))
-        rows, replaced = [], []
+        new_rows, kept_rows = [], []
         for key, values in newest.items():
             stored = existing.get(key)
             if stored is None:
-                rows.append(dict(values, created_at=now))
+                new_rows.append(dict(values, created_at=now))
             elif (stored.updated_at is None
                   or stored.updated_at <= values['updated_at']):
-                rows.append(dict(values, id=stored.id,
-                                 created_at=stored.created_at))
-                replaced.append(stored.id)
-        replaced.sort()
+                kept_rows.append(dict(values, id=stored.id,
+                                      created_at=stored.created_at))
+        replaced = sorted(row['id'] for row in kept_rows)
         for chunk in _chunks(replaced):
             session.execute(sa.delete(models.Host).where(
                 models.Host.id.in_(chunk)))
-        if rows:
-            session.execute(sa.insert(models.Host), rows)
+        # Rows that keep their id go back first: a new row inserted in
+        # the same statement could otherwise be given one of the ids
+        # just freed (SQLite reuses the highest), and the kept row
+        # would then collide with it.
+        if kept_rows:
+            session.execute(sa.insert(models.Host), kept_rows)
+        if new_rows:
+            session.execute(sa.insert(models.Host), new_rows)
 
 
 def host_reports_get_all() -> list[dict]:
@@ -576,104 +592,10 @@ def _instance_dict(row: models.Instance) -> dict:
         'vcpus': row.vcpus,
         'disk_gb': row.disk_gb,
         'status': row.status,
+        'pending': bool(row.pending),
         'created_at': row.created_at,
         'updated_at': row.updated_at,
     }
-
-
-@_retry_on_conflict
-def instance_claim(instance_uuid: str, host: str, nodename: str,
-                   memory_mb: int, vcpus: int, disk_gb: int,
-                   project_id: str | None = None,
-                   user_id: str | None = None) -> dict:
-    """Record that an instance holds resources on a node, until reported.
-
-    A new instance is inserted; a known one (a move, a reschedule) is
-    moved to the node with the new resources.  Either way it is
-    ``'claimed'`` until its compute reports it.  A project or user left
-    out keeps the stored one.
-    """
-    return instances_claim([{
-        'instance_uuid': instance_uuid, 'host': host, 'nodename': nodename,
-        'memory_mb': memory_mb, 'vcpus': vcpus, 'disk_gb': disk_gb,
-        'project_id': project_id, 'user_id': user_id}])[0]
-
-
-@_retry_on_conflict
-def instances_claim(claims: list[dict]) -> list[dict]:
-    """``instance_claim`` for many instances in one transaction.
-
-    The scheduler flushes the claims of many requests at once; one
-    transaction per claim made the flush the service's largest cost.
-    """
-    now = timeutils.utcnow()
-    by_uuid = {c['instance_uuid']: c for c in claims}
-    with _transaction() as session:
-        rows = {}
-        for chunk in _chunks(sorted(by_uuid)):
-            for row in session.scalars(
-                    sa.select(models.Instance)
-                    .where(models.Instance.instance_uuid.in_(chunk))
-                    .with_for_update()):
-                rows[row.instance_uuid] = row
-        for uuid, claim in by_uuid.items():
-            row = rows.get(uuid)
-            if row is None:
-                row = models.Instance(instance_uuid=uuid, created_at=now)
-                session.add(row)
-                rows[uuid] = row
-            row.host = claim['host']
-            row.nodename = claim['nodename']
-            row.memory_mb = claim['memory_mb']
-            row.vcpus = claim['vcpus']
-            row.disk_gb = claim['disk_gb']
-            if claim.get('project_id') is not None:
-                row.project_id = claim['project_id']
-            if claim.get('user_id') is not None:
-                row.user_id = claim['user_id']
-            row.status = CLAIMED
-            row.updated_at = now
-        session.flush()
-        return [_instance_dict(rows[c['instance_uuid']]) for c in claims]
-
-
-def _activate(session: orm.Session, instance_uuids: Sequence[str],
-              host: str | None = None) -> int:
-    count = 0
-    now = timeutils.utcnow()
-    for chunk in _chunks(instance_uuids):
-        stmt = (sa.update(models.Instance)
-                .where(models.Instance.instance_uuid.in_(chunk),
-                       models.Instance.status == CLAIMED)
-                .values(status=ACTIVE, updated_at=now))
-        if host is not None:
-            stmt = stmt.where(models.Instance.host == host)
-        count += session.execute(stmt).rowcount
-    return count
-
-
-@_retry_on_deadlock
-def instance_set_active(instance_uuids: list[str]) -> int:
-    """Mark claims as seen by their compute; returns how many changed."""
-    with _transaction() as session:
-        return _activate(session, sorted(set(instance_uuids)))
-
-
-@_retry_on_deadlock
-def instance_delete(instance_uuid: str) -> bool:
-    """Drop an instance's placement; False when there was none."""
-    return bool(instances_delete([instance_uuid]))
-
-
-@_retry_on_deadlock
-def instances_delete(instance_uuids: list[str]) -> int:
-    """Drop many placements in one transaction; returns how many existed."""
-    count = 0
-    with _transaction() as session:
-        for chunk in _chunks(sorted(set(instance_uuids))):
-            count += session.execute(sa.delete(models.Instance).where(
-                models.Instance.instance_uuid.in_(chunk))).rowcount
-    return count
 
 
 def instance_get_all(host: str | None = None) -> list[dict]:
@@ -685,28 +607,3 @@ def instance_get_all(host: str | None = None) -> list[dict]:
         stmt = stmt.where(models.Instance.host == host)
     with _transaction() as session:
         return [_instance_dict(row) for row in session.scalars(stmt)]
-
-
-@_retry_on_deadlock
-def instances_sync_host(host: str, instance_uuids: Iterable[str]) -> None:
-    """Align the placements on ``host`` with the compute's full list.
-
-    Active placements the compute no longer has are gone; listed claims
-    become active.  Claims it does not list yet are builds still in
-    flight and stay.  Listed instances without a placement are ignored:
-    the inventory cannot know their size.
-    """
-    listed = set(instance_uuids)
-    with _transaction() as session:
-        rows = session.execute(
-            sa.select(models.Instance.instance_uuid, models.Instance.status)
-            .where(models.Instance.host == host)).all()
-        gone = sorted(uuid for uuid, status in rows
-                      if status == ACTIVE and uuid not in listed)
-        seen = sorted(uuid for uuid, status in rows
-                      if status == CLAIMED and uuid in listed)
-        for chunk in _chunks(gone):
-            session.execute(sa.delete(models.Instance).where(
-                models.Instance.host == host,
-                models.Instance.instance_uuid.in_(chunk)))
-        _activate(session, seen, host=host)

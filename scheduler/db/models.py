@@ -137,6 +137,8 @@ class Instance(Base):
     __tablename__ = 'instances'
     __table_args__ = (
         sa.Index('instances_host_idx', 'host'),
+        sa.Index('instances_node_pending_idx', 'host', 'nodename',
+                 'pending'),
         MYSQL_TABLE_ARGS,
     )
 
@@ -150,7 +152,84 @@ class Instance(Base):
     vcpus: orm.Mapped[int] = orm.mapped_column(sa.Integer)
     disk_gb: orm.Mapped[int] = orm.mapped_column(sa.Integer)
     status: orm.Mapped[str] = orm.mapped_column(sa.String(16))
+    #: True while the instance's resources are counted in its node's
+    #: ``node_usage.claimed_*``: from the claim until a report of the
+    #: compute lists the instance (its usage is then in ``reported_*``).
+    pending: orm.Mapped[bool] = orm.mapped_column(sa.Boolean,
+                                                  default=False)
+    #: NUMA cells and PCI devices the claim took (JSON lists), so that
+    #: every worker, and a restarted one, sees them.
+    numa: orm.Mapped[str | None] = orm.mapped_column(sa.Text)
+    pci: orm.Mapped[str | None] = orm.mapped_column(sa.Text)
     created_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(
         DateTime)
     updated_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(
         DateTime)
+
+
+#: Orders every change of a ``node_usage`` row, so that workers pull
+#: only what changed since they last looked.  A native sequence where
+#: the backend has one (PostgreSQL, MariaDB): no lock is held on it.
+USAGE_SEQUENCE = sa.Sequence('usage_seq', start=1)
+
+
+class NodeUsage(Base):
+    """What a node has given out: the authority every claim checks.
+
+    ``reported_*`` are the usage of the compute's last report written
+    here; ``claimed_*`` the sum of the pending claims (instances placed
+    but not yet in a report).  A claim is one conditional UPDATE of this
+    row that checks ``reported + claimed + request <= limit``; a report
+    that lists pending instances moves their usage from ``claimed_*`` to
+    ``reported_*`` in one transaction.  ``generation`` counts changes
+    (compare-and-swap for claims the UPDATE cannot check, NUMA and PCI),
+    ``seq`` orders them across the whole table.
+    """
+
+    __tablename__ = 'node_usage'
+    __table_args__ = (
+        sa.UniqueConstraint('host', 'nodename',
+                            name='uniq_node_usage0host0nodename'),
+        sa.Index('node_usage_seq_idx', 'seq'),
+        MYSQL_TABLE_ARGS,
+    )
+
+    id: orm.Mapped[int] = orm.mapped_column(sa.Integer, primary_key=True,
+                                            autoincrement=True)
+    host: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    nodename: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    reported_memory_mb: orm.Mapped[int] = orm.mapped_column(
+        sa.Integer, default=0)
+    reported_vcpus: orm.Mapped[int] = orm.mapped_column(sa.Integer,
+                                                        default=0)
+    reported_disk_gb: orm.Mapped[int] = orm.mapped_column(sa.Integer,
+                                                          default=0)
+    reported_instances: orm.Mapped[int] = orm.mapped_column(sa.Integer,
+                                                            default=0)
+    #: The compute's timestamp of the report behind ``reported_*``.
+    reported_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(
+        DateTime)
+    claimed_memory_mb: orm.Mapped[int] = orm.mapped_column(sa.Integer,
+                                                           default=0)
+    claimed_vcpus: orm.Mapped[int] = orm.mapped_column(sa.Integer,
+                                                       default=0)
+    claimed_disk_gb: orm.Mapped[int] = orm.mapped_column(sa.Integer,
+                                                         default=0)
+    claimed_instances: orm.Mapped[int] = orm.mapped_column(sa.Integer,
+                                                           default=0)
+    generation: orm.Mapped[int] = orm.mapped_column(sa.BigInteger,
+                                                    default=0)
+    seq: orm.Mapped[int] = orm.mapped_column(sa.BigInteger, default=0)
+
+
+class UsageCounter(Base):
+    """The usage sequence on backends without sequences (SQLite).
+
+    One row; SQLite serialises writers, so it is no bottleneck there.
+    """
+
+    __tablename__ = 'usage_counter'
+    __table_args__ = (MYSQL_TABLE_ARGS,)
+
+    id: orm.Mapped[int] = orm.mapped_column(sa.Integer, primary_key=True)
+    value: orm.Mapped[int] = orm.mapped_column(sa.BigInteger, default=0)

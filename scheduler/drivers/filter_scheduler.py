@@ -1,6 +1,8 @@
 """The filter scheduler: filter the hosts, weigh the rest, pick the best."""
 
+import dataclasses
 import random
+import typing
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -10,6 +12,8 @@ from scheduler import exception
 from scheduler import filters
 from scheduler import loader
 from scheduler import metrics
+from scheduler.objects import host_state as host_state_obj
+from scheduler import request_limits
 from scheduler import weights
 
 LOG = logging.getLogger(__name__)
@@ -57,6 +61,28 @@ def shuffle_best_same_weighed(weighed: list) -> list:
     head = weighed[:tied]
     random.shuffle(head)
     return head + weighed[tied:]
+
+
+def _excluded_hosts(spec_obj) -> set:
+    """Hosts (lower case) the request rules out: ignored or tried before."""
+    excluded = {h.lower() for h in spec_obj.obj_get('ignore_hosts') or []}
+    retry = spec_obj.obj_get('retry')
+    for entry in (retry.obj_get('hosts') if retry is not None else None) \
+            or []:
+        host = entry[0] if isinstance(entry, (list, tuple)) else entry
+        excluded.add(str(host).lower())
+    return excluded
+
+
+@dataclasses.dataclass
+class _Choice:
+    """The host an instance went to, with what the answer needs."""
+
+    obj: typing.Any
+    weight: float | None
+    claim: typing.Any = None
+    #: None: compute them when answering (a placement made earlier).
+    limits: dict | None = None
 
 
 class FilterScheduler(driver.Scheduler):
@@ -148,6 +174,13 @@ class FilterScheduler(driver.Scheduler):
                             return_alternates: bool = False,
                             report: filters.FilterReport | None = None
                             ) -> list:
+        """Filter, weigh and claim, one instance after the other.
+
+        Every claim is in the inventory before this returns.  Instances
+        already pending from an earlier try of the same request (a
+        caller that timed out and asked again) get their placements
+        back instead of a second set.
+        """
         num = spec_obj.num_instances
         uuids = list(instance_uuids or [])
         if uuids and len(uuids) != num:
@@ -158,11 +191,59 @@ class FilterScheduler(driver.Scheduler):
         # One snapshot of the pipeline for the whole request, so that a
         # reload (SIGHUP) never mixes old and new filters in one request.
         enabled, weighers = self.enabled_filters, self.weighers
+        self.host_manager.refresh_usage()
+        kept, replace = self._earlier_placements(spec_obj, uuids)
+        with request_limits.scope():
+            try:
+                return self._place(context, spec_obj, uuids, kept, replace,
+                                   return_alternates, report, enabled,
+                                   weighers)
+            finally:
+                metrics.record_filter_steps(report.steps)
+
+    def _earlier_placements(self, spec_obj, uuids: list) -> tuple:
+        """Placements to give back as they are, and uuids to re-place.
+
+        A pending placement is the answer to an earlier try of this
+        request, unless the request now excludes its host (a reschedule)
+        or asks for other resources (another request with the same
+        uuid: refused).  A confirmed placement is an instance that runs:
+        a new request for it is a move.
+        """
+        existing = self.host_manager.placements(uuids)
+        kept, replace = {}, set()
+        wanted = host_state_obj.resources_of(spec_obj)
+        excluded = _excluded_hosts(spec_obj)
+        for uuid, placed in existing.items():
+            if not placed['pending']:
+                replace.add(uuid)
+            elif placed['host'].lower() in excluded:
+                replace.add(uuid)
+            elif (placed['memory_mb'], placed['vcpus'],
+                  placed['disk_gb']) == wanted:
+                kept[uuid] = placed
+            else:
+                raise exception.InstanceAlreadyPlaced(
+                    instance_uuid=uuid, host=placed['host'],
+                    nodename=placed['nodename'])
+        if kept:
+            LOG.info('Instance(s) %s already placed by an earlier try of '
+                     'this request; returning those placements',
+                     ', '.join(sorted(kept)))
+        return kept, replace
+
+    def _place(self, context, spec_obj, uuids, kept, replace,
+               return_alternates, report, enabled, weighers) -> list:
+        num = spec_obj.num_instances
         hosts = self.candidate_hosts(spec_obj)
         group = spec_obj.obj_get('instance_group')
         alternates_wanted = (CONF.scheduler.max_attempts - 1
                              if return_alternates else 0)
         group_hosts = list(group.hosts) if group is not None else None
+        if spec_obj.obj_get('force_hosts') or spec_obj.obj_get('force_nodes'):
+            # Forcing skips the filters, and so the limits they set: an
+            # operator who names a host takes responsibility for it.
+            enabled = []
         claims, results = [], []
         try:
             for index in range(num):
@@ -171,37 +252,94 @@ class FilterScheduler(driver.Scheduler):
                     spec_obj.instance_uuid = uuid
                 weighed = self.filter_and_weigh(spec_obj, hosts, index,
                                                 report, enabled, weighers)
-                if not weighed:
-                    raise self._no_valid_host(context, report, index, num)
-                hosts = [w.obj for w in weighed]
-                if CONF.filter_scheduler.shuffle_best_same_weighed_hosts:
-                    weighed = shuffle_best_same_weighed(weighed)
-                subset = weighed[:min(CONF.filter_scheduler.host_subset_size,
-                                      len(weighed))]
-                chosen = random.choice(subset)
-                claims.append(self.host_manager.claim(chosen.obj, spec_obj,
-                                                      uuid))
+                if uuid in kept:
+                    chosen = self._kept_choice(kept[uuid], weighed)
+                else:
+                    if not weighed:
+                        raise self._no_valid_host(context, report, index,
+                                                  num)
+                    chosen = self._claim_one(context, spec_obj, uuid,
+                                             weighed, enabled,
+                                             uuid in replace, report, index)
+                    claims.append(chosen.claim)
+                hosts = self._after_claim(weighed, chosen)
                 if group is not None:
                     group.hosts = list(group.hosts) + [chosen.obj.host]
-                selections = [driver.selection_for(chosen.obj, uuid,
-                                                   chosen.weight)]
-                for alt in weighed:
-                    if len(selections) > alternates_wanted:
-                        break
-                    if alt is not chosen and alt.obj.host not in {
-                            s.service_host for s in selections}:
-                        selections.append(driver.selection_for(
-                            alt.obj, uuid, alt.weight))
-                results.append(selections)
+                results.append(self._selections(
+                    spec_obj, uuid, chosen, weighed, alternates_wanted,
+                    enabled))
         except Exception:
             for claim in claims:
                 self.host_manager.release(claim)
             if group is not None:
                 group.hosts = group_hosts
             raise
-        finally:
-            metrics.record_filter_steps(report.steps)
         return results
+
+    def _claim_one(self, context, spec_obj, uuid, weighed: list, enabled,
+                   replace: bool, report, index: int):
+        """Claim the best candidate that still has room.
+
+        The first try is a random pick among the best
+        ``host_subset_size``; a node lost to another worker is skipped
+        for the next best, up to ``[scheduler] claim_attempts`` tries.
+        """
+        if CONF.filter_scheduler.shuffle_best_same_weighed_hosts:
+            weighed = shuffle_best_same_weighed(weighed)
+        subset = weighed[:min(CONF.filter_scheduler.host_subset_size,
+                              len(weighed))]
+        first = random.choice(subset)
+        order = [first] + [w for w in weighed if w is not first]
+        attempts = CONF.scheduler.claim_attempts
+        for candidate in order[:attempts]:
+            host = self.host_manager.current(candidate.obj)
+            limits = request_limits.collect(host, spec_obj, enabled)
+            try:
+                claim = self.host_manager.claim(
+                    host, spec_obj, uuid, limits=limits, replace=replace)
+            except exception.ClaimConflict:
+                continue
+            return _Choice(host, candidate.weight, claim, limits)
+        LOG.info('Every claim of instance %(uuid)s lost its race '
+                 '(%(tries)d tried)', {'uuid': uuid or '-',
+                                       'tries': min(attempts, len(order))})
+        raise self._no_valid_host(context, report, index,
+                                  spec_obj.num_instances)
+
+    def _kept_choice(self, placed: dict, weighed: list):
+        """The weighed host of an earlier placement (even if full now)."""
+        key = (placed['host'], placed['nodename'])
+        for candidate in weighed:
+            if candidate.obj.key() == key:
+                return _Choice(candidate.obj, candidate.weight)
+        return _Choice(self.host_manager.get_host_state(*key), None)
+
+    def _after_claim(self, weighed: list, chosen) -> list:
+        """The next instance's candidates: those that passed, made current.
+        """
+        key = chosen.obj.key()
+        return [self.host_manager.current(w.obj) if w.obj.key() == key
+                else w.obj for w in weighed]
+
+    def _selections(self, spec_obj, uuid, chosen, weighed: list,
+                    alternates_wanted: int, enabled: list) -> list:
+        host = self.host_manager.current(chosen.obj)
+        limits = chosen.limits
+        if limits is None:
+            limits = request_limits.collect(host, spec_obj, enabled)
+        selections = [driver.selection_for(host, uuid, chosen.weight,
+                                           limits)]
+        seen = {host.host}
+        for alt in weighed:
+            if len(selections) > alternates_wanted:
+                break
+            if alt.obj.host in seen:
+                continue
+            seen.add(alt.obj.host)
+            selections.append(driver.selection_for(
+                alt.obj, uuid, alt.weight,
+                request_limits.collect(alt.obj, spec_obj, enabled)))
+        return selections
 
     def schedule_run_instance(self, context, spec_obj,
                               instance_uuids: list) -> None:
@@ -216,6 +354,13 @@ class FilterScheduler(driver.Scheduler):
         """
         report = filters.FilterReport(detailed=True)
         enabled, weighers = self.enabled_filters, self.weighers
+        self.host_manager.refresh_usage()
+        with request_limits.scope():
+            return self._explain(spec_obj, max_ranked, report, enabled,
+                                 weighers)
+
+    def _explain(self, spec_obj, max_ranked, report, enabled,
+                 weighers) -> dict:
         hosts = self.candidate_hosts(spec_obj)
         forced = self.forced_hosts(spec_obj, hosts)
         if forced is not None:

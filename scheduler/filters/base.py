@@ -35,6 +35,17 @@ class BaseHostFilter:
         """Whether to run for the ``index``-th instance of the request."""
         return not (self.run_filter_once_per_request and index > 0)
 
+    def host_limits(self, host_state, spec_obj) -> dict:
+        """Limits the compute must enforce if an instance lands here.
+
+        Asked only for the hosts a request returns (destination and
+        alternates), after filtering; the claim checks them too.  A
+        filter may instead write ``host_state.limits[...]`` while it
+        filters, as nova's do: that dict belongs to the request (see
+        ``scheduler.request_limits``).
+        """
+        return {}
+
     def rejection_reason(self, host_state, spec_obj) -> str:
         """Why ``host_state`` did not pass; only called for rejected hosts."""
         doc = (self.__class__.__doc__ or '').strip().splitlines()

@@ -25,10 +25,11 @@ class DiskFilter(base.RequestScopedFilter):
 
     def passes(self, host_state, requested_mb: int) -> bool:
         limit_gb = self._limit_gb(host_state)
-        if (limit_gb - host_state.local_gb_used) * 1024 < requested_mb:
-            return False
-        host_state.limits['disk_gb'] = limit_gb
-        return True
+        return (limit_gb - host_state.local_gb_used) * 1024 >= requested_mb
+
+    def host_limits(self, host_state, spec_obj) -> dict:
+        """How far the compute (and the claim) may oversubscribe disk."""
+        return {'disk_gb': self._limit_gb(host_state)}
 
     def rejection_reason(self, host_state, spec_obj) -> str:
         usable_mb = (self._limit_gb(host_state)

@@ -126,8 +126,8 @@ class NUMATopologyFilter(base.RequestScopedFilter):
     instance without a NUMA topology passes every host; one with a
     topology passes only hosts that report theirs.
 
-    Sets ``limits['numa_topology']`` to the ratios used, for the
-    compute to enforce.  Runs for every instance of a request, since
+    Its ``host_limits`` are the ratios used, for the compute to
+    enforce.  Runs for every instance of a request, since
     each placed instance uses cells (see ``claim_numa``).
     """
 
@@ -138,12 +138,15 @@ class NUMATopologyFilter(base.RequestScopedFilter):
         return _wanted_cells(topology)
 
     def passes(self, host_state, wanted: list) -> bool:
-        if _host_fit(host_state, wanted) is None:
-            return False
-        host_state.limits['numa_topology'] = {
+        return _host_fit(host_state, wanted) is not None
+
+    def host_limits(self, host_state, spec_obj) -> dict:
+        """The ratios the compute must apply to the instance's cells."""
+        if self.prepare(spec_obj) is base.SKIP:
+            return {}
+        return {'numa_topology': {
             'cpu_allocation_ratio': host_state.allocation_ratio('cpu'),
-            'ram_allocation_ratio': host_state.allocation_ratio('ram')}
-        return True
+            'ram_allocation_ratio': host_state.allocation_ratio('ram')}}
 
     def rejection_reason(self, host_state, spec_obj) -> str:
         wanted = self.prepare(spec_obj)

@@ -15,11 +15,11 @@ class RamFilter(base.RequestScopedFilter):
 
     def passes(self, host_state, requested: int) -> bool:
         limit = self._limit(host_state)
-        if limit - host_state.memory_mb_used < requested:
-            return False
-        # Tell the compute how far it may oversubscribe.
-        host_state.limits['memory_mb'] = limit
-        return True
+        return limit - host_state.memory_mb_used >= requested
+
+    def host_limits(self, host_state, spec_obj) -> dict:
+        """How far the compute (and the claim) may oversubscribe RAM."""
+        return {'memory_mb': self._limit(host_state)}
 
     def rejection_reason(self, host_state, spec_obj) -> str:
         limit = self._limit(host_state)

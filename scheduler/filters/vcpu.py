@@ -20,11 +20,13 @@ class VCPUFilter(base.RequestScopedFilter):
             return True
         if requested > host_state.vcpus:
             return False
-        limit = self._limit(host_state)
-        if limit - host_state.vcpus_used < requested:
-            return False
-        host_state.limits['vcpu'] = limit
-        return True
+        return self._limit(host_state) - host_state.vcpus_used >= requested
+
+    def host_limits(self, host_state, spec_obj) -> dict:
+        """How far the compute (and the claim) may oversubscribe vCPUs."""
+        if not host_state.vcpus:
+            return {}
+        return {'vcpu': self._limit(host_state)}
 
     def rejection_reason(self, host_state, spec_obj) -> str:
         requested = self.prepare(spec_obj)

@@ -2,8 +2,8 @@
 
 Computes send it by fanout cast (``update_service_capabilities``).  The
 scheduler keeps the newest report per (host, nodename), adds what only
-it knows (aggregates from the inventory, the limits the filters set,
-claims not yet seen by the compute) as plain attributes, and consumes
+it knows (aggregates from the inventory, claims not yet seen by the
+compute) as plain attributes, and consumes
 resources on it as it places instances.
 """
 
@@ -16,6 +16,7 @@ from oslo_utils import versionutils
 
 from scheduler.objects import base
 from scheduler.objects import fields
+from scheduler import request_limits
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
@@ -121,6 +122,14 @@ class HostResources:
             return getattr(self, '%s_allocation_ratio' % resource)
         return override
 
+    @property
+    def limits(self) -> dict:
+        """The current request's limits for this host (writable).
+
+        Per request, never shared: see ``scheduler.request_limits``.
+        """
+        return request_limits.for_host(self.key())
+
     def seconds_since_report(self, now: float | None = None) -> float:
         return (now or time.time()) - self.received_at
 
@@ -207,7 +216,6 @@ class HostState(HostResources, base.SchedulerObject):
         super().__init__(*args, **kwargs)
         # Set by the scheduler, never sent by computes.
         self.aggregates = []
-        self.limits = {}
         self.received_at = time.time()
 
     def obj_make_compatible(self, primitive, target_version):

@@ -161,6 +161,7 @@ def test_written_file_loads_with_oslo_config(harness, conf, tmp_path):
     # The conf fixture overrides these two; overrides beat config files.
     CONF.clear_override('transport_url')
     CONF.clear_override('state_path')
+    CONF.clear_override('connection', group='database')
 
     config.parse_args(['--config-file', str(path)],
                       default_config_files=[], setup_logging=False)

@@ -1,17 +1,22 @@
 """HostManager: reports, claims, hosts going down, and the inventory.
 
 A compute's report replaces what the scheduler knew of its node; the
-instances the scheduler placed there that the report does not show yet
-(claims) are counted again until the compute reports them, or until
-they expire.  State is written to the inventory by ``flush()`` and read
-back by a new HostManager after a restart.
+instances placed there that the report does not show yet (claims, by
+this worker or any other) are counted again until the compute reports
+them, or until they expire.  Claims are in the inventory as soon as
+they are made; reports are written by ``flush()``; a new HostManager
+reads both back after a restart.
 """
 
+import datetime
 import logging
 import time
 
+from oslo_utils import timeutils
 import pytest
+import sqlalchemy as sa
 
+from scheduler.db import models
 from scheduler.drivers import filter_scheduler
 from scheduler import exception
 from scheduler import host_manager
@@ -67,13 +72,21 @@ def test_aggregates_are_attached_to_their_hosts():
 
 # --- claims ------------------------------------------------------------------
 
-def test_claim_consumes_resources_at_once():
+def _placement(manager, n=1):
+    return manager.placements([fixtures.uuid(n)]).get(fixtures.uuid(n))
+
+
+def test_claim_consumes_resources_at_once_and_is_in_the_inventory():
     manager = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
     _claim(manager, 'h1', memory_mb=1024, vcpus=2, root_gb=10)
     state = manager.get_host_state('h1')
     assert (state.free_ram_mb, state.vcpus_used, state.local_gb_used) == \
         (3072, 2, 10)
     assert state.instance_uuids == [fixtures.uuid(1)]
+    # Written before claim() returned: no flush needed.
+    placed = _placement(manager)
+    assert (placed['host'], placed['status'], placed['pending']) == \
+        ('h1', 'claimed', True)
 
 
 def test_claim_is_applied_again_on_a_report_that_lacks_the_instance():
@@ -81,38 +94,111 @@ def test_claim_is_applied_again_on_a_report_that_lacks_the_instance():
     manager = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
     _claim(manager, 'h1', memory_mb=1024)
     manager.update_from_report(fixtures.report('h1', memory_mb=4096))
+    manager.flush()
     state = manager.get_host_state('h1')
     assert state.free_ram_mb == 3072
     assert fixtures.uuid(1) in state.instance_uuids
 
 
-def test_claim_is_dropped_when_the_report_includes_the_instance():
+def test_a_report_that_lists_the_instance_settles_the_claim():
     manager = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
     _claim(manager, 'h1', memory_mb=1024)
     manager.update_from_report(fixtures.report(
         'h1', memory_mb=4096, memory_mb_used=1024, num_instances=1,
         instance_uuids=[fixtures.uuid(1)]))
+    manager.flush()
     # Counted once, by the compute.
     assert manager.get_host_state('h1').free_ram_mb == 3072
+    placed = _placement(manager)
+    assert (placed['status'], placed['pending']) == ('active', False)
+    assert manager.pending_claims(('h1', 'h1')) == []
     # And the next report without it (the instance was deleted) frees it.
     manager.update_from_report(fixtures.report('h1', memory_mb=4096))
-    assert manager.get_host_state('h1').free_ram_mb == 4096
     manager.flush()
-    assert manager.db.activated == [fixtures.uuid(1)]
+    assert manager.get_host_state('h1').free_ram_mb == 4096
+
+
+def test_a_claim_beyond_the_limit_conflicts_and_refreshes_the_node():
+    manager = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
+    other = host_manager.HostManager(inventory=manager.db)
+    other.update_from_report(fixtures.report('h1', memory_mb=4096))
+    # Another worker takes 3 GB; this one still sees 4 GB free.
+    other.claim(other.get_host_state('h1'), fixtures.request(memory_mb=3072),
+                fixtures.uuid(1), limits={'memory_mb': 4096})
+    assert manager.get_host_state('h1').free_ram_mb == 4096
+    with pytest.raises(exception.ClaimConflict):
+        manager.claim(manager.get_host_state('h1'),
+                      fixtures.request(memory_mb=2048), fixtures.uuid(2),
+                      limits={'memory_mb': 4096})
+    # The lost race refreshed the node: the other worker's claim shows.
+    state = manager.get_host_state('h1')
+    assert state.free_ram_mb == 1024
+    assert fixtures.uuid(1) in state.instance_uuids
+    assert _placement(manager, 2) is None
+
+
+def test_every_worker_sees_the_others_claims_before_choosing():
+    manager = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
+    other = host_manager.HostManager(inventory=manager.db)
+    other.update_from_report(fixtures.report('h1', memory_mb=4096))
+    other.claim(other.get_host_state('h1'), fixtures.request(memory_mb=1024),
+                fixtures.uuid(1))
+    assert manager.refresh_usage() == 1
+    assert manager.get_host_state('h1').free_ram_mb == 3072
+    # Nothing changed since: nothing to refresh.
+    assert manager.refresh_usage() == 0
+
+
+def test_a_claim_without_limits_is_not_checked():
+    # The chance and IP schedulers do not filter on resources.
+    manager = fixtures.manager_with([fixtures.report('h1', memory_mb=1024)])
+    _claim(manager, 'h1', memory_mb=4096)
+    assert manager.get_host_state('h1').free_ram_mb == -3072
+
+
+def test_a_pending_instance_is_not_placed_twice():
+    manager = fixtures.manager_with([fixtures.report('h1'),
+                                     fixtures.report('h2')])
+    _claim(manager, 'h1')
+    with pytest.raises(exception.InstanceAlreadyPlaced):
+        manager.claim(manager.get_host_state('h2'), fixtures.request(),
+                      fixtures.uuid(1))
+    # Unless the caller replaces it (a reschedule): h1 gets it back.
+    manager.claim(manager.get_host_state('h2'), fixtures.request(),
+                  fixtures.uuid(1), replace=True)
+    assert _placement(manager)['host'] == 'h2'
+    manager.refresh_usage()
+    assert manager.get_host_state('h1').free_ram_mb == 4096
+    assert manager.get_host_state('h2').free_ram_mb == 3584
 
 
 def test_claim_expires_when_the_compute_never_reports_it(conf, caplog):
     conf.config(service_down_time=60, group='scheduler')
-    caplog.set_level(logging.INFO, logger='scheduler.host_manager')
     manager = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
     claim = _claim(manager, 'h1', memory_mb=1024)
-    claim.claimed_at = time.time() - 61
+    with manager.db._transaction() as session:
+        session.execute(sa.update(models.Instance).values(
+            updated_at=timeutils.utcnow() - datetime.timedelta(seconds=61)))
+    manager.refresh_nodes([('h1', 'h1')])
+    # The compute keeps reporting, without the instance.
     manager.update_from_report(fixtures.report('h1', memory_mb=4096))
+    expired = manager.expire_claims()
+    assert [p['instance_uuid'] for p in expired] == [claim.instance_uuid]
     assert manager.get_host_state('h1').free_ram_mb == 4096
-    assert 'Claim of instance %s on h1 expired' % fixtures.uuid(1) in \
+    assert _placement(manager) is None
+    assert 'Claim of instance %s on h1/h1 expired' % fixtures.uuid(1) in \
         caplog.text
-    manager.flush()
-    assert manager.db.deleted == [fixtures.uuid(1)]
+    # Exactly one worker expires it: the next try finds nothing.
+    assert manager.expire_claims() == []
+
+
+def test_a_young_claim_does_not_expire(conf):
+    conf.config(service_down_time=60, group='scheduler')
+    manager = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
+    _claim(manager, 'h1', memory_mb=1024)
+    manager.update_from_report(fixtures.report('h1', memory_mb=4096))
+    assert manager.expire_claims() == []
+    assert manager.get_host_state('h1').free_ram_mb == 3072
 
 
 def test_release_gives_the_resources_back():
@@ -122,33 +208,27 @@ def test_release_gives_the_resources_back():
     state = manager.get_host_state('h1')
     assert state.free_ram_mb == 4096
     assert state.instance_uuids == []
-    # Never written, so nothing to delete either.
-    manager.flush()
-    assert manager.db.claims == [] and manager.db.deleted == []
+    assert _placement(manager) is None
     # A report without the instance does not bring the claim back.
     manager.update_from_report(fixtures.report('h1', memory_mb=4096))
+    manager.flush()
     assert manager.get_host_state('h1').free_ram_mb == 4096
 
 
-def test_release_of_a_flushed_claim_deletes_it():
-    manager = fixtures.manager_with([fixtures.report('h1')])
-    claim = _claim(manager, 'h1')
-    manager.flush()
-    assert manager.db.claims == [fixtures.uuid(1)]
-    manager.release(claim)
-    manager.flush()
-    assert manager.db.deleted == [fixtures.uuid(1)]
-
-
-def test_instance_info_from_the_compute_fulfils_claims():
+def test_instance_info_confirms_the_build_but_usage_waits_for_a_report():
     manager = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
     _claim(manager, 'h1', memory_mb=1024)
     manager.update_instance_info('h1', [fixtures.uuid(1)])
+    placed = _placement(manager)
+    assert (placed['status'], placed['pending']) == ('active', True)
+    # Until a report includes its usage, the instance is still counted.
+    assert manager.get_host_state('h1').free_ram_mb == 3072
+    manager.update_from_report(fixtures.report(
+        'h1', memory_mb=4096, memory_mb_used=1024,
+        instance_uuids=[fixtures.uuid(1)]))
     manager.flush()
-    assert manager.db.activated == [fixtures.uuid(1)]
-    # No longer a claim: the next report is the truth.
-    manager.update_from_report(fixtures.report('h1', memory_mb=4096))
-    assert manager.get_host_state('h1').free_ram_mb == 4096
+    assert _placement(manager)['pending'] is False
+    assert manager.get_host_state('h1').free_ram_mb == 3072
 
 
 def test_deleted_instance_frees_its_claim():
@@ -156,28 +236,38 @@ def test_deleted_instance_frees_its_claim():
     _claim(manager, 'h1', memory_mb=1024)
     manager.delete_instance_info('h1', fixtures.uuid(1))
     assert manager.get_host_state('h1').free_ram_mb == 4096
+    assert _placement(manager) is None
 
 
-class _FlakyInventory(fixtures.FakeInventory):
-    fail = True
+class _FlakyInventory:
+    """The real inventory, but its first report save fails."""
 
-    def instances_claim(self, claims):
+    def __init__(self, real):
+        self.real = real
+        self.fail = True
+        self.saved = []
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def host_reports_save(self, reports):
         if self.fail:
             self.fail = False
             raise RuntimeError('database went away')
-        super().instances_claim(claims)
+        self.saved.extend(r['host'] for r in reports)
+        self.real.host_reports_save(reports)
 
 
 def test_a_failed_flush_is_retried_by_the_next_one(caplog):
-    manager = host_manager.HostManager(inventory=_FlakyInventory())
+    manager = host_manager.HostManager(
+        inventory=_FlakyInventory(fixtures.memory_inventory()))
     manager.update_from_report(fixtures.report('h1'))
-    _claim(manager, 'h1')
     manager.flush()
-    assert manager.db.claims == []
+    assert manager.db.saved == []
     assert 'Could not write to the inventory' in caplog.text
     manager.flush()
-    assert manager.db.claims == [fixtures.uuid(1)]
-    assert [r['host'] for r in manager.db.saved_reports] == ['h1', 'h1']
+    assert manager.db.saved == ['h1']
+    assert [r['host'] for r in manager.db.host_reports_get_all()] == ['h1']
 
 
 # --- hosts going down and back up --------------------------------------------
@@ -275,9 +365,7 @@ def test_a_restarted_daemon_schedules_from_what_it_knew(inventory, conf):
         'h1', memory_mb=4096, memory_mb_used=3072,
         instance_uuids=[fixtures.uuid(1)]))
     restarted.flush()
-    claimed = [i for i in inventory.instance_get_all()
-               if i['status'] == 'claimed']
-    assert claimed == []
+    assert [i['pending'] for i in inventory.instance_get_all()] == [False]
 
 
 def test_an_unreadable_saved_report_is_skipped(inventory, caplog):
@@ -317,10 +405,8 @@ def test_a_computes_full_instance_list_reconciles_the_inventory(inventory):
     manager.update_from_report(fixtures.report('h1', memory_mb=8192))
     _claim(manager, 'h1', uuid=1)
     _claim(manager, 'h1', uuid=2)
-    manager.flush()
-    # The compute built instance 1, and reports it: it becomes active.
+    # The compute built instance 1, and lists it: it becomes active.
     manager.sync_instance_info('h1', [fixtures.uuid(1)])
-    manager.flush()
     status = {i['instance_uuid']: i['status']
               for i in inventory.instance_get_all(host='h1')}
     assert status == {fixtures.uuid(1): 'active',
@@ -328,6 +414,5 @@ def test_a_computes_full_instance_list_reconciles_the_inventory(inventory):
 
     # Later the compute no longer has instance 1: its placement goes.
     manager.sync_instance_info('h1', [])
-    manager.flush()
     assert [i['instance_uuid'] for i in inventory.instance_get_all()] == [
         fixtures.uuid(2)], 'a claim still building stays'

@@ -146,9 +146,12 @@ def test_callers_capped_for_an_upgrade_still_get_selections(
         assert svc.manager.driver.host_manager.get_host_state(
             probe).failed_builds == 0
 
+        # A new instance each round (the same uuid again would be a
+        # retry, answered with the earlier placement).
+        uuid = fixtures.uuid(1 if cap == '1.0' else 2)
         spec = fixtures.request(memory_mb=1024, is_bfv=True,
-                                instance_uuid=fixtures.uuid(1))
-        selections = api.select_destinations(CTX, spec, [fixtures.uuid(1)])
+                                instance_uuid=uuid)
+        selections = api.select_destinations(CTX, spec, [uuid])
         assert len(selections) == 1, cap
         chosen = selections[0][0]
         assert isinstance(chosen, objects.Selection), cap

@@ -10,6 +10,7 @@
    Trove images land on the Trove aggregate's hosts only.
 """
 
+import itertools
 import logging
 import random
 
@@ -132,8 +133,11 @@ def trove_cloud(inventory, conf):
     return manager
 
 
+_BOOTED = itertools.count(100)
+
+
 def _boot(manager, image_properties, n):
-    uuids = [fixtures.uuid(100 + i) for i in range(n)]
+    uuids = [fixtures.uuid(next(_BOOTED)) for _ in range(n)]
     selections = call(manager.select_destinations,
                       context.get_admin_context(),
                       spec_obj=fixtures.request(

@@ -7,6 +7,7 @@ import pytest
 
 from scheduler.cli import hosts as hosts_cli
 from scheduler.db import api as db_api
+from scheduler.db import usage
 from scheduler import objects
 from tests.unit import cli
 from tests.unit import fixtures
@@ -26,13 +27,16 @@ def _save(report, disabled=False, age_s=0):
         'updated_at': timeutils.utcnow() - datetime.timedelta(
             seconds=age_s),
         'report': report.obj_to_primitive()}])
+    usage.apply_reports([usage.NodeReport(
+        report.host, report.nodename, report.memory_mb_used,
+        report.vcpus_used, report.local_gb_used, report.num_instances,
+        timeutils.utcnow(), frozenset(report.instance_uuids))])
 
 
 def _claim(uuid, host, nodename, memory_mb=1024, vcpus=2, disk_gb=10):
-    db_api.instances_claim([{
-        'instance_uuid': uuid, 'host': host, 'nodename': nodename,
-        'memory_mb': memory_mb, 'vcpus': vcpus, 'disk_gb': disk_gb,
-        'project_id': 'demo', 'user_id': 'demo'}])
+    usage.claim(usage.ClaimRequest(
+        uuid, host, nodename, memory_mb, vcpus, disk_gb,
+        project_id='demo', user_id='demo'))
 
 
 @pytest.fixture
@@ -57,7 +61,10 @@ def fleet(inventory):
     _save(fixtures.report('h2', memory_mb=2048, numa_topology=numa,
                           pci_pools=pci), disabled=True, age_s=3600)
     _claim(fixtures.uuid(1), 'h1', 'h1-a')
-    db_api.instance_set_active([fixtures.uuid(1)])
+    usage.apply_reports([usage.NodeReport(
+        'h1', 'h1-a', memory_mb_used=1024, vcpus_used=2, local_gb_used=10,
+        num_instances=1, updated_at=timeutils.utcnow(),
+        instance_uuids=frozenset([fixtures.uuid(1)]))])
     _claim(fixtures.uuid(2), 'h1', 'h1-b', memory_mb=512, vcpus=1,
            disk_gb=5)
     az = db_api.aggregate_create('rack1', availability_zone='az1',

@@ -24,7 +24,8 @@ def test_boot_from_volume_needs_no_root_disk_here():
 def test_allocation_ratio_and_limit():
     host = fixtures.host('h1', local_gb=100, disk_allocation_ratio=2.0)
     assert _passes(host, root_gb=200)
-    assert host.limits['disk_gb'] == 200
+    assert disk.DiskFilter().host_limits(host, fixtures.request()) == {
+        'disk_gb': 200}
     assert not _passes(host, root_gb=201)
 
 

@@ -24,7 +24,8 @@ def test_allocation_ratio_lets_a_host_oversubscribe():
 def test_limit_for_the_compute_is_total_times_ratio():
     host = fixtures.host('h1', memory_mb=1024, ram_allocation_ratio=1.5)
     assert _passes(host, 512)
-    assert host.limits['memory_mb'] == 1536
+    assert ram.RamFilter().host_limits(host, fixtures.request()) == {
+        'memory_mb': 1536}
 
 
 def test_aggregate_ratio_overrides_the_reported_one_smallest_wins():

@@ -12,7 +12,8 @@ def test_free_vcpus_with_the_allocation_ratio():
     host = fixtures.host('h1', vcpus=4, vcpus_used=10,
                          cpu_allocation_ratio=4.0)
     assert _passes(host, 4)      # 16 - 10 = 6 free
-    assert host.limits['vcpu'] == 16
+    assert vcpu.VCPUFilter().host_limits(host, fixtures.request()) == {
+        'vcpu': 16}
     host = fixtures.host('h1', vcpus=4, vcpus_used=14,
                          cpu_allocation_ratio=4.0)
     assert not _passes(host, 3)

@@ -59,8 +59,8 @@ def test_oversubscription_by_allocation_ratios():
     spec = _spec((2, 1024))
     flt = mod.NUMATopologyFilter()
     assert passing(flt, [strict, loose], spec) == ['loose']
-    assert loose.limits['numa_topology'] == {'cpu_allocation_ratio': 2.0,
-                                             'ram_allocation_ratio': 1.0}
+    assert flt.host_limits(loose, spec)['numa_topology'] == {
+        'cpu_allocation_ratio': 2.0, 'ram_allocation_ratio': 1.0}
     assert 'cell 0: 3/4 CPUs' in flt.rejection_reason(strict, spec)
 
 
@@ -68,8 +68,10 @@ def test_aggregate_ratio_override_counts():
     agg = aggregate(ram_allocation_ratio='1.5')
     h = _host('h', [(4, 4096, 0, 3072)], aggregates=[agg])
     spec = _spec((1, 2048))
-    assert passing(mod.NUMATopologyFilter(), [h], spec) == ['h']
-    assert h.limits['numa_topology']['ram_allocation_ratio'] == 1.5
+    flt = mod.NUMATopologyFilter()
+    assert passing(flt, [h], spec) == ['h']
+    assert flt.host_limits(h, spec)['numa_topology'][
+        'ram_allocation_ratio'] == 1.5
 
 
 def test_matching_finds_the_fit_a_greedy_choice_misses():

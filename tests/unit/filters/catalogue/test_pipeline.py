@@ -1,6 +1,8 @@
 """The catalogue in the real filter scheduler: several instances of one
 request, typed errors, and every filter and weigher at once."""
 
+import itertools
+
 import pytest
 
 from scheduler.drivers import filter_scheduler
@@ -24,8 +26,13 @@ def _group(policy, members, hosts=(), **rules):
                                  members=list(members), hosts=list(hosts))
 
 
+_NEXT_UUID = itertools.count(1)
+
+
 def _place(driver, spec, count):
-    uuids = [fixtures.uuid(n) for n in range(1, count + 1)]
+    """Place ``count`` new instances (never the uuids of an earlier call,
+    which would be an idempotent retry)."""
+    uuids = [fixtures.uuid(next(_NEXT_UUID)) for _ in range(count)]
     return [alts[0].service_host
             for alts in driver.select_destinations(None, spec, uuids)]
 

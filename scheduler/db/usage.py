@@ -1,0 +1,498 @@
+"""The claim protocol's database side: node usage, claims, reports.
+
+The inventory is the authority on what each node has given out; every
+worker and every daemon checks it before telling a caller "placed".
+The rules, which doc/architecture.md ("Claims") explains at length:
+
+* A claim is one transaction: a conditional UPDATE of the node's
+  ``node_usage`` row that adds the instance's resources to
+  ``claimed_*`` only if ``reported + claimed + request <= limit`` for
+  every limit the request's filters set (and, for NUMA and PCI claims,
+  only if the row's ``generation`` is still the one the worker chose
+  from), then the INSERT of the instance's row as *pending*.  Nothing
+  is held in memory that a crash could lose.
+* A report that lists pending instances moves their usage from
+  ``claimed_*`` to ``reported_*`` in one transaction, so no window
+  opens in which the node looks emptier than it is.
+* Every change of a row takes the next value of the usage sequence
+  (``seq``), so that a worker pulls only the rows changed since it last
+  looked (``changed_since``).
+* Locks are always taken ``node_usage`` row first, then instance rows,
+  which keeps claims, reports, releases and expiries free of deadlocks
+  between each other.
+
+Functions return plain dicts, like ``scheduler.db.api``.
+"""
+
+import dataclasses
+import datetime
+from typing import Iterable, Sequence
+
+from oslo_db import exception as db_exc
+from oslo_serialization import jsonutils
+from oslo_utils import timeutils
+import sqlalchemy as sa
+from sqlalchemy import orm
+
+from scheduler.db import api
+from scheduler.db import models
+
+Key = tuple[str, str]
+
+_USAGE = models.NodeUsage
+_INST = models.Instance
+
+#: ``(limit name, reported column, claimed column, request field)``: the
+#: resources a claim's conditional UPDATE can check.
+_CHECKED = (
+    ('memory_mb', 'reported_memory_mb', 'claimed_memory_mb', 'memory_mb'),
+    ('vcpu', 'reported_vcpus', 'claimed_vcpus', 'vcpus'),
+    ('disk_gb', 'reported_disk_gb', 'claimed_disk_gb', 'disk_gb'),
+)
+
+
+@dataclasses.dataclass
+class ClaimRequest:
+    """One instance's claim on one node."""
+
+    instance_uuid: str
+    host: str
+    nodename: str
+    memory_mb: int
+    vcpus: int
+    disk_gb: int
+    project_id: str | None = None
+    user_id: str | None = None
+    #: ``{'memory_mb': ..., 'vcpu': ..., 'disk_gb': ...}``: the most the
+    #: node may hold of each; a resource without a limit is not checked.
+    limits: dict = dataclasses.field(default_factory=dict)
+    #: Only claim if the row is still at this generation (NUMA/PCI).
+    generation: int | None = None
+    numa: list = dataclasses.field(default_factory=list)
+    pci: list = dataclasses.field(default_factory=list)
+    #: The node's last report as the worker saw it, used to create the
+    #: node's usage row if no report of it was written yet.
+    reported: dict = dataclasses.field(default_factory=dict)
+
+
+class ClaimConflict(Exception):
+    """The node no longer has room (or changed under a NUMA/PCI claim)."""
+
+
+class AlreadyPlaced(Exception):
+    """The instance is held, pending, on another node."""
+
+    def __init__(self, placement: dict):
+        super().__init__(placement['host'])
+        self.placement = placement
+
+
+# --- reading -----------------------------------------------------------------
+
+def _usage_dict(row) -> dict:
+    return {name: getattr(row, name) for name in (
+        'host', 'nodename', 'reported_memory_mb', 'reported_vcpus',
+        'reported_disk_gb', 'reported_instances', 'reported_at',
+        'claimed_memory_mb', 'claimed_vcpus', 'claimed_disk_gb',
+        'claimed_instances', 'generation', 'seq')}
+
+
+def _placement_dict(row) -> dict:
+    return {
+        'instance_uuid': row.instance_uuid, 'host': row.host,
+        'nodename': row.nodename, 'memory_mb': row.memory_mb,
+        'vcpus': row.vcpus, 'disk_gb': row.disk_gb,
+        'project_id': row.project_id, 'user_id': row.user_id,
+        'status': row.status, 'pending': bool(row.pending),
+        'numa': jsonutils.loads(row.numa) if row.numa else [],
+        'pci': jsonutils.loads(row.pci) if row.pci else [],
+        'updated_at': row.updated_at,
+    }
+
+
+def usage_get_all() -> list[dict]:
+    """Every node's usage row."""
+    with api._transaction() as session:
+        return [_usage_dict(r) for r in session.execute(
+            sa.select(_USAGE).order_by(_USAGE.id)).scalars()]
+
+
+def usage_get_nodes(keys: Sequence[Key]) -> list[dict]:
+    """The usage rows of the nodes ``keys`` that have one."""
+    wanted = set(keys)
+    hosts = sorted({host for host, _node in wanted})
+    found = []
+    with api._transaction() as session:
+        for chunk in api._chunks(hosts):
+            for row in session.execute(sa.select(_USAGE).where(
+                    _USAGE.host.in_(chunk))).scalars():
+                if (row.host, row.nodename) in wanted:
+                    found.append(_usage_dict(row))
+    return found
+
+
+def changed_since(seq: int) -> list[dict]:
+    """Usage rows changed after ``seq``, in sequence order."""
+    with api._transaction() as session:
+        return [_usage_dict(r) for r in session.execute(
+            sa.select(_USAGE).where(_USAGE.seq > seq)
+            .order_by(_USAGE.seq)).scalars()]
+
+
+def pending_claims(keys: Iterable[Key] | None = None) -> list[dict]:
+    """Pending placements on the nodes ``keys`` (every node for None)."""
+    stmt = sa.select(_INST).where(_INST.pending.is_(True))
+    with api._transaction() as session:
+        if keys is None:
+            return [_placement_dict(r)
+                    for r in session.execute(stmt).scalars()]
+        wanted = set(keys)
+        hosts = sorted({host for host, _node in wanted})
+        found = []
+        for chunk in api._chunks(hosts):
+            for row in session.execute(
+                    stmt.where(_INST.host.in_(chunk))).scalars():
+                if (row.host, row.nodename) in wanted:
+                    found.append(_placement_dict(row))
+        return found
+
+
+def placements_get(instance_uuids: Sequence[str]) -> dict[str, dict]:
+    """The placements of ``instance_uuids`` that exist, by uuid."""
+    found = {}
+    with api._transaction() as session:
+        for chunk in api._chunks(sorted(set(instance_uuids))):
+            for row in session.execute(sa.select(_INST).where(
+                    _INST.instance_uuid.in_(chunk))).scalars():
+                found[row.instance_uuid] = _placement_dict(row)
+    return found
+
+
+# --- the sequence ------------------------------------------------------------
+
+def _next_seq(session: orm.Session):
+    """A value (or SQL expression) for the next usage sequence number."""
+    if session.get_bind().dialect.supports_sequences:
+        return models.USAGE_SEQUENCE.next_value()
+    counter = models.UsageCounter.__table__
+    session.execute(sa.update(counter).where(counter.c.id == 1)
+                    .values(value=counter.c.value + 1))
+    return session.execute(sa.select(counter.c.value)
+                           .where(counter.c.id == 1)).scalar_one()
+
+
+def _bump(session: orm.Session) -> dict:
+    """Values that mark a usage row as changed."""
+    return {'generation': _USAGE.generation + 1, 'seq': _next_seq(session)}
+
+
+def _lock_usage(session: orm.Session, keys: Iterable[Key]) -> dict:
+    """The usage rows of ``keys`` that exist, locked, in id order."""
+    wanted = set(keys)
+    hosts = sorted({host for host, _node in wanted})
+    rows = {}
+    for chunk in api._chunks(hosts):
+        for row in session.execute(
+                sa.select(_USAGE).where(_USAGE.host.in_(chunk))
+                .order_by(_USAGE.id).with_for_update()).scalars():
+            if (row.host, row.nodename) in wanted:
+                rows[(row.host, row.nodename)] = row
+    return rows
+
+
+# --- claims ------------------------------------------------------------------
+
+def _ensure_usage_row(session: orm.Session, claim: ClaimRequest) -> None:
+    """Create the node's row from the worker's view of its last report.
+
+    A node that reported but whose report no worker has written yet has
+    no row; the first claim on it writes one.  Two workers doing so at
+    once: the loser's INSERT fails on the unique key and it goes on with
+    the winner's row.
+    """
+    exists = session.execute(sa.select(_USAGE.id).where(
+        _USAGE.host == claim.host,
+        _USAGE.nodename == claim.nodename)).first()
+    if exists is not None:
+        return
+    rep = claim.reported
+    try:
+        with session.begin_nested():
+            session.execute(sa.insert(_USAGE).values(
+                host=claim.host, nodename=claim.nodename,
+                reported_memory_mb=rep.get('memory_mb_used', 0),
+                reported_vcpus=rep.get('vcpus_used', 0),
+                reported_disk_gb=rep.get('local_gb_used', 0),
+                reported_instances=rep.get('num_instances', 0),
+                reported_at=_naive(rep.get('updated_at')),
+                generation=0, seq=_next_seq(session)))
+    except db_exc.DBDuplicateEntry:
+        pass
+
+
+def _naive(value: datetime.datetime | None) -> datetime.datetime | None:
+    return None if value is None else timeutils.normalize_time(value)
+
+
+def _take(session: orm.Session, claim: ClaimRequest, sign: int = 1,
+          check: bool = True) -> bool:
+    """Add (or with ``sign=-1`` give back) a claim's usage on its node."""
+    stmt = sa.update(_USAGE).where(_USAGE.host == claim.host,
+                                   _USAGE.nodename == claim.nodename)
+    if check:
+        for limit_name, reported, claimed, field in _CHECKED:
+            limit = claim.limits.get(limit_name)
+            if limit is None:
+                continue
+            stmt = stmt.where(getattr(_USAGE, reported)
+                              + getattr(_USAGE, claimed)
+                              + getattr(claim, field) <= limit)
+        if claim.generation is not None:
+            stmt = stmt.where(_USAGE.generation == claim.generation)
+    values = {claimed: getattr(_USAGE, claimed) + sign * getattr(claim, f)
+              for _name, _rep, claimed, f in _CHECKED}
+    values['claimed_instances'] = _USAGE.claimed_instances + sign
+    values.update(_bump(session))
+    return session.execute(stmt.values(**values)).rowcount == 1
+
+
+def claim(request: ClaimRequest, replace: bool = False) -> dict:
+    """Claim ``request`` on its node, or raise ``ClaimConflict``.
+
+    One transaction: the node's usage row is updated only if the
+    request still fits under its limits (and generation), then the
+    instance's pending placement is written.  A placement the instance
+    already has is replaced when ``replace`` is set (a reschedule or a
+    move; a pending one gives its usage back in the same transaction),
+    and otherwise refused with ``AlreadyPlaced`` if it is pending.
+    """
+    now = timeutils.utcnow()
+    with api._transaction() as session:
+        _ensure_usage_row(session, request)
+        if not _take(session, request):
+            raise ClaimConflict('%s/%s' % (request.host, request.nodename))
+        old = session.execute(sa.select(_INST).where(
+            _INST.instance_uuid == request.instance_uuid)
+            .with_for_update()).scalars().first()
+        if old is not None:
+            if old.pending and not replace:
+                raise AlreadyPlaced(_placement_dict(old))
+            if old.pending:
+                _take(session, _as_request(old), sign=-1, check=False)
+            session.delete(old)
+            session.flush()
+        row = _INST(instance_uuid=request.instance_uuid, host=request.host,
+                    nodename=request.nodename, project_id=request.project_id,
+                    user_id=request.user_id, memory_mb=request.memory_mb,
+                    vcpus=request.vcpus, disk_gb=request.disk_gb,
+                    status=api.CLAIMED, pending=True,
+                    numa=jsonutils.dumps(request.numa) if request.numa
+                    else None,
+                    pci=jsonutils.dumps(request.pci) if request.pci else None,
+                    created_at=now, updated_at=now)
+        session.add(row)
+        session.flush()
+        return _placement_dict(row)
+
+
+def _as_request(row) -> ClaimRequest:
+    return ClaimRequest(row.instance_uuid, row.host, row.nodename,
+                        row.memory_mb, row.vcpus, row.disk_gb)
+
+
+def _drop(session: orm.Session, uuids: Sequence[str],
+          only_pending_older_than: datetime.datetime | None = None
+          ) -> list[dict]:
+    """Delete placements, giving pending usage back; returns the dropped.
+
+    Usage rows are locked before instance rows, as everywhere here.
+    """
+    if not uuids:
+        return []
+    rows = []
+    for chunk in api._chunks(sorted(set(uuids))):
+        stmt = sa.select(_INST).where(_INST.instance_uuid.in_(chunk))
+        if only_pending_older_than is not None:
+            stmt = stmt.where(_INST.pending.is_(True),
+                              _INST.status == api.CLAIMED,
+                              _INST.updated_at < only_pending_older_than)
+        rows.extend(session.execute(stmt).scalars())
+    _lock_usage(session, [(r.host, r.nodename) for r in rows if r.pending])
+    dropped = []
+    for row in rows:
+        session.refresh(row, with_for_update=True)
+        if (only_pending_older_than is not None
+                and not (row.pending and row.status == api.CLAIMED)):
+            continue
+        if row.pending:
+            _take(session, _as_request(row), sign=-1, check=False)
+        dropped.append(_placement_dict(row))
+        session.delete(row)
+    session.flush()
+    return dropped
+
+
+@api._retry_on_deadlock
+def release(instance_uuids: Sequence[str]) -> list[dict]:
+    """Drop placements (a request rolled back, an instance deleted)."""
+    with api._transaction() as session:
+        return _drop(session, instance_uuids)
+
+
+@api._retry_on_deadlock
+def expire(instance_uuids: Sequence[str],
+           claimed_before: datetime.datetime) -> list[dict]:
+    """Drop the claims among ``instance_uuids`` nobody confirmed in time.
+
+    Only claims still pending, never seen by their compute and made
+    before ``claimed_before`` go.  Every worker may call this for the
+    same claims; the row lock makes exactly one of them get each
+    expired claim back, and only that one reports it.
+    """
+    with api._transaction() as session:
+        return _drop(session, instance_uuids,
+                     only_pending_older_than=timeutils.normalize_time(
+                         claimed_before))
+
+
+# --- reports -----------------------------------------------------------------
+
+@dataclasses.dataclass
+class NodeReport:
+    """What a report says of a node's usage, for ``apply_reports``."""
+
+    host: str
+    nodename: str
+    memory_mb_used: int
+    vcpus_used: int
+    local_gb_used: int
+    num_instances: int
+    updated_at: datetime.datetime
+    instance_uuids: frozenset
+
+    @property
+    def key(self) -> Key:
+        return (self.host, self.nodename)
+
+
+def _report_values(report: NodeReport) -> dict:
+    return {'reported_memory_mb': report.memory_mb_used,
+            'reported_vcpus': report.vcpus_used,
+            'reported_disk_gb': report.local_gb_used,
+            'reported_instances': report.num_instances,
+            'reported_at': timeutils.normalize_time(report.updated_at)}
+
+
+@api._retry_on_conflict
+def apply_reports(reports: Sequence[NodeReport]) -> list[str]:
+    """Write reports' usage; pending instances they list stop pending.
+
+    A report older than the one a row holds is skipped (several workers
+    write the same reports; an old one must not come back).  Returns
+    the uuids of the placements the reports confirmed.
+    """
+    newest: dict[Key, NodeReport] = {}
+    for report in reports:
+        seen = newest.get(report.key)
+        if seen is None or seen.updated_at <= report.updated_at:
+            newest[report.key] = report
+    if not newest:
+        return []
+    confirmed = []
+    with api._transaction() as session:
+        rows = _lock_usage(session, newest)
+        hosts = sorted({host for host, _node in newest})
+        pending: dict[Key, list] = {}
+        for chunk in api._chunks(hosts):
+            for inst in session.execute(
+                    sa.select(_INST).where(_INST.host.in_(chunk),
+                                           _INST.pending.is_(True))
+                    .with_for_update()).scalars():
+                pending.setdefault((inst.host, inst.nodename),
+                                   []).append(inst)
+        for key, report in sorted(newest.items()):
+            values = _report_values(report)
+            row = rows.get(key)
+            if row is None:
+                session.execute(sa.insert(_USAGE).values(
+                    host=report.host, nodename=report.nodename,
+                    generation=0, seq=_next_seq(session), **values))
+                continue
+            if (row.reported_at is not None
+                    and row.reported_at > values['reported_at']):
+                continue
+            listed = [i for i in pending.get(key, ())
+                      if i.instance_uuid in report.instance_uuids]
+            if not listed and all(getattr(row, name) == value
+                                  for name, value in values.items()
+                                  if name != 'reported_at'):
+                continue
+            for inst in listed:
+                values['claimed_memory_mb'] = (
+                    values.get('claimed_memory_mb', row.claimed_memory_mb)
+                    - inst.memory_mb)
+                values['claimed_vcpus'] = (
+                    values.get('claimed_vcpus', row.claimed_vcpus)
+                    - inst.vcpus)
+                values['claimed_disk_gb'] = (
+                    values.get('claimed_disk_gb', row.claimed_disk_gb)
+                    - inst.disk_gb)
+                values['claimed_instances'] = (
+                    values.get('claimed_instances', row.claimed_instances)
+                    - 1)
+                inst.pending = False
+                inst.status = api.ACTIVE
+                confirmed.append(inst.instance_uuid)
+            values.update(_bump(session))
+            session.execute(sa.update(_USAGE).where(_USAGE.id == row.id)
+                            .values(**values))
+        session.flush()
+    return confirmed
+
+
+def confirm(host: str, instance_uuids: Iterable[str]) -> int:
+    """A compute says these instances run on ``host``: mark them active.
+
+    Their usage stays counted as pending until a report lists them: the
+    compute's next report is what moves it into ``reported_*``.
+    """
+    uuids = sorted(set(instance_uuids))
+    count = 0
+    with api._transaction() as session:
+        for chunk in api._chunks(uuids):
+            count += session.execute(
+                sa.update(_INST).where(_INST.instance_uuid.in_(chunk),
+                                       _INST.host == host,
+                                       _INST.status == api.CLAIMED)
+                .values(status=api.ACTIVE,
+                        updated_at=timeutils.utcnow())).rowcount
+    return count
+
+
+@api._retry_on_deadlock
+def sync_host(host: str, instance_uuids: Iterable[str]) -> list[dict]:
+    """Align ``host``'s placements with the compute's complete list.
+
+    Placements the compute no longer has go, except claims still
+    building (pending and never seen); listed claims become active.
+    Returns the dropped placements.
+    """
+    listed = set(instance_uuids)
+    with api._transaction() as session:
+        rows = session.execute(
+            sa.select(_INST.instance_uuid, _INST.status)
+            .where(_INST.host == host)).all()
+        gone = [uuid for uuid, status in rows
+                if status == api.ACTIVE and uuid not in listed]
+        dropped = _drop(session, gone)
+    confirm(host, listed)
+    return dropped
+
+
+def delete_nodes(host: str, nodename: str | None = None) -> int:
+    """Forget a host's usage rows (with ``scheduler.db.api.host_delete``)."""
+    stmt = sa.delete(_USAGE).where(_USAGE.host == host)
+    if nodename is not None:
+        stmt = stmt.where(_USAGE.nodename == nodename)
+    with api._transaction() as session:
+        return session.execute(stmt).rowcount

@@ -1,0 +1,53 @@
+"""Limits filters set for one request, kept with that request.
+
+A compute enforces the limits the scheduler sends with each
+destination (how far RAM, disk and vCPUs may be oversubscribed, NUMA
+ratios).  nova's filters write them onto the host state they test; here
+host views are shared by every request a worker serves at once, so a
+value written there would leak into the answers of other requests
+(and survive a reload that removed the filter that wrote it).
+
+``scope()`` opens a request's own store; ``HostView.limits`` returns
+that store's dict for the host, so a filter written the nova way
+(``host_state.limits['memory_mb'] = ...``) still works and writes only
+into its request.  Outside a scope a view's limits are an empty dict
+that nothing keeps.  In-tree filters do not write while filtering at
+all: they answer ``host_limits()`` for the few hosts a request returns.
+"""
+
+import contextlib
+import contextvars
+from typing import Iterator
+
+_CURRENT: contextvars.ContextVar = contextvars.ContextVar(
+    'scheduler_request_limits', default=None)
+
+
+@contextlib.contextmanager
+def scope() -> Iterator[dict]:
+    """The limits store of one request (nested scopes are independent)."""
+    store: dict = {}
+    token = _CURRENT.set(store)
+    try:
+        yield store
+    finally:
+        _CURRENT.reset(token)
+
+
+def for_host(key: tuple) -> dict:
+    """The current request's limits for host ``key`` (writable)."""
+    store = _CURRENT.get()
+    if store is None:
+        return {}
+    return store.setdefault(key, {})
+
+
+def collect(host_state, spec_obj, filters: list) -> dict:
+    """Every limit for ``host_state``: the filters' and plugins' writes."""
+    found: dict = {}
+    for flt in filters:
+        hook = getattr(flt, 'host_limits', None)
+        if hook is not None:
+            found.update(hook(host_state, spec_obj) or {})
+    found.update(for_host(host_state.key()))
+    return found

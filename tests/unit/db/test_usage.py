@@ -1,0 +1,182 @@
+"""The claim protocol in the inventory, on a migrated SQLite file.
+
+The same scenarios run against PostgreSQL and MariaDB in
+tests/functional/db/test_backends.py.
+"""
+
+import datetime
+
+from oslo_utils import timeutils
+import pytest
+
+from scheduler.db import usage
+from tests.unit import fixtures
+
+T0 = datetime.datetime(2026, 11, 1, 12, 0, 0)
+
+
+def _report(host='h1', node='h1', used=0, instances=(), at=T0):
+    return usage.NodeReport(host, node, memory_mb_used=used, vcpus_used=0,
+                            local_gb_used=0, num_instances=len(instances),
+                            updated_at=at, instance_uuids=frozenset(instances))
+
+
+def _claim(n, memory_mb=1024, limit=4096, host='h1', node='h1', **kw):
+    return usage.claim(usage.ClaimRequest(
+        fixtures.uuid(n), host, node, memory_mb, 1, 10,
+        limits={'memory_mb': limit} if limit else {}, **kw))
+
+
+def _row(host='h1', node='h1'):
+    return next(r for r in usage.usage_get_all()
+                if (r['host'], r['nodename']) == (host, node))
+
+
+@pytest.fixture(autouse=True)
+def node(inventory):
+    usage.apply_reports([_report()])
+    return inventory
+
+
+def test_claims_fill_a_node_exactly_to_its_limit():
+    for n in range(1, 5):
+        _claim(n)
+    with pytest.raises(usage.ClaimConflict):
+        _claim(5)
+    row = _row()
+    assert (row['claimed_memory_mb'], row['claimed_instances']) == (4096, 4)
+    assert sorted(p['instance_uuid'] for p in usage.pending_claims()) == [
+        fixtures.uuid(n) for n in range(1, 5)]
+
+
+def test_a_lost_claim_leaves_nothing_behind():
+    _claim(1, memory_mb=3072)
+    before = _row()
+    with pytest.raises(usage.ClaimConflict):
+        _claim(2, memory_mb=2048)
+    assert _row() == before
+    assert usage.placements_get([fixtures.uuid(2)]) == {}
+
+
+def test_the_reported_usage_counts_against_the_limit():
+    usage.apply_reports([_report(used=3072, at=T0 + datetime.timedelta(1))])
+    with pytest.raises(usage.ClaimConflict):
+        _claim(1, memory_mb=2048)
+    _claim(1, memory_mb=1024)
+
+
+def test_a_generation_check_refuses_a_changed_node():
+    generation = _row()['generation']
+    _claim(1, limit=None)
+    with pytest.raises(usage.ClaimConflict):
+        _claim(2, limit=None, generation=generation)
+    _claim(2, limit=None, generation=_row()['generation'])
+
+
+def test_a_report_listing_the_instance_moves_its_usage_out_of_pending():
+    _claim(1)
+    confirmed = usage.apply_reports([_report(
+        used=1024, instances=[fixtures.uuid(1)],
+        at=T0 + datetime.timedelta(seconds=10))])
+    assert confirmed == [fixtures.uuid(1)]
+    row = _row()
+    assert (row['reported_memory_mb'], row['claimed_memory_mb']) == (1024, 0)
+    placed = usage.placements_get([fixtures.uuid(1)])[fixtures.uuid(1)]
+    assert (placed['status'], placed['pending']) == ('active', False)
+    # The same report written again by another worker changes nothing.
+    seq = row['seq']
+    assert usage.apply_reports([_report(
+        used=1024, instances=[fixtures.uuid(1)],
+        at=T0 + datetime.timedelta(seconds=10))]) == []
+    assert _row()['seq'] == seq
+
+
+def test_an_older_report_never_comes_back():
+    usage.apply_reports([_report(used=2048, at=T0 + datetime.timedelta(1))])
+    usage.apply_reports([_report(used=0, at=T0)])
+    assert _row()['reported_memory_mb'] == 2048
+
+
+def test_a_report_of_a_new_node_creates_its_row():
+    usage.apply_reports([_report('h2', 'h2', used=512)])
+    assert _row('h2', 'h2')['reported_memory_mb'] == 512
+
+
+def test_the_first_claim_on_an_unwritten_node_creates_its_row():
+    usage.claim(usage.ClaimRequest(
+        fixtures.uuid(1), 'h3', 'h3', 1024, 1, 10,
+        limits={'memory_mb': 2048},
+        reported={'memory_mb_used': 1024, 'updated_at': T0}))
+    row = _row('h3', 'h3')
+    assert (row['reported_memory_mb'], row['claimed_memory_mb']) == (1024,
+                                                                     1024)
+    with pytest.raises(usage.ClaimConflict):
+        usage.claim(usage.ClaimRequest(fixtures.uuid(2), 'h3', 'h3', 1, 1,
+                                       0, limits={'memory_mb': 2048}))
+
+
+def test_a_pending_instance_is_refused_elsewhere_unless_replaced():
+    usage.apply_reports([_report('h2', 'h2')])
+    _claim(1)
+    with pytest.raises(usage.AlreadyPlaced) as info:
+        _claim(1, host='h2', node='h2')
+    assert info.value.placement['host'] == 'h1'
+    assert _row('h2', 'h2')['claimed_memory_mb'] == 0, 'rolled back'
+    usage.claim(usage.ClaimRequest(fixtures.uuid(1), 'h2', 'h2', 1024, 1,
+                                   10), replace=True)
+    assert _row('h1')['claimed_memory_mb'] == 0
+    assert _row('h2', 'h2')['claimed_memory_mb'] == 1024
+
+
+def test_release_gives_pending_usage_back():
+    _claim(1)
+    _claim(2)
+    dropped = usage.release([fixtures.uuid(1), fixtures.uuid(9)])
+    assert [p['instance_uuid'] for p in dropped] == [fixtures.uuid(1)]
+    assert _row()['claimed_memory_mb'] == 1024
+
+
+def test_expiry_drops_only_old_unconfirmed_claims_and_only_once():
+    _claim(1)
+    _claim(2)
+    usage.confirm('h1', [fixtures.uuid(2)])   # built: never expires
+    later = timeutils.utcnow() + datetime.timedelta(seconds=5)
+    uuids = [fixtures.uuid(1), fixtures.uuid(2)]
+    assert [p['instance_uuid'] for p in usage.expire(uuids, later)] == [
+        fixtures.uuid(1)]
+    assert usage.expire(uuids, later) == []
+    assert _row()['claimed_memory_mb'] == 1024
+    early = timeutils.utcnow() - datetime.timedelta(seconds=60)
+    _claim(3)
+    assert usage.expire([fixtures.uuid(3)], early) == []
+
+
+def test_confirmed_instances_stay_counted_until_a_report_has_them():
+    _claim(1)
+    assert usage.confirm('h1', [fixtures.uuid(1)]) == 1
+    assert _row()['claimed_memory_mb'] == 1024
+
+
+def test_sync_host_drops_what_the_compute_no_longer_has():
+    _claim(1)
+    _claim(2)
+    usage.apply_reports([_report(used=1024, instances=[fixtures.uuid(1)],
+                                 at=T0 + datetime.timedelta(1))])
+    dropped = usage.sync_host('h1', [])
+    assert [p['instance_uuid'] for p in dropped] == [fixtures.uuid(1)]
+    assert list(usage.placements_get(
+        [fixtures.uuid(1), fixtures.uuid(2)])) == [fixtures.uuid(2)], \
+        'a claim still building stays'
+
+
+def test_changed_since_returns_rows_in_sequence_order():
+    usage.apply_reports([_report('h2', 'h2')])
+    start = max(r['seq'] for r in usage.usage_get_all())
+    _claim(1)
+    _claim(2, host='h2', node='h2')
+    _claim(3)
+    changed = usage.changed_since(start)
+    assert [(r['host'], r['claimed_instances']) for r in changed] == [
+        ('h2', 1), ('h1', 2)]
+    assert [r['seq'] for r in changed] == sorted(r['seq'] for r in changed)
+    assert usage.changed_since(changed[-1]['seq']) == []
