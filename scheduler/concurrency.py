@@ -1,22 +1,99 @@
-"""The one place that chooses the concurrency backend.
+"""The one place that chooses the concurrency runtime.
 
-The service, the simulator and the demo run on eventlet, as the oslo
-libraries expect by default.  ``monkey_patch()`` must run before any
-other module of the process imports socket, threading or time users:
-``scheduler.cmd`` calls it first thing.  Moving to oslo.service's
-threading backend later means changing this module and ``EXECUTOR``.
+Two runtimes, chosen by ``[scheduler] executor`` (or the environment
+variable ``SCHEDULER_EXECUTOR``), before anything else of the process
+is imported:
+
+* ``eventlet`` (the default, as oslo.service and oslo.messaging still
+  expect): the standard library is monkey-patched and RPC calls run in
+  green threads;
+* ``threading``: no patching, oslo.service's threading backend (its
+  process launcher is cotyledon) and oslo.messaging's ``threading``
+  executor, where calls run in native threads.
+
+``setup()`` must run before any other module of the process imports
+socket, threading or time users: ``scheduler.cmd`` calls it first
+thing.  Nothing else in the code base may depend on which runtime won:
+shared state is guarded by locks that work in both (``native_lock``).
 """
 
 import gc
 import os
 
-EXECUTOR = 'eventlet'
+EVENTLET = 'eventlet'
+THREADING = 'threading'
+RUNTIMES = (EVENTLET, THREADING)
+
+#: The oslo.messaging executor of RPC servers, set by ``setup()``.
+EXECUTOR = EVENTLET
 
 #: Set (to anything) to leave the process unpatched: tests that import
 #: console-script modules use it.
 NO_PATCH_ENV = 'SCHEDULER_NO_MONKEY_PATCH'
+#: Overrides ``[scheduler] executor`` (tools and tests).
+EXECUTOR_ENV = 'SCHEDULER_EXECUTOR'
 
 _patched = False
+
+
+def configured_runtime(argv: list | None = None) -> str:
+    """The runtime the configuration asks for, read before CONF is.
+
+    Reads ``[scheduler] executor`` from the ``--config-file`` and
+    ``--config-dir`` arguments (or the default config files) with a
+    private, throw-away ConfigOpts: the real parsing happens later.
+    """
+    from_env = os.environ.get(EXECUTOR_ENV)
+    if from_env:
+        return _checked(from_env)
+    import sys
+
+    from oslo_config import cfg
+
+    from scheduler.conf import scheduler as scheduler_conf
+    argv = sys.argv[1:] if argv is None else argv
+    files, dirs = [], []
+    for index, arg in enumerate(argv):
+        for flag, found in (('--config-file', files),
+                            ('--config-dir', dirs)):
+            if arg == flag and index + 1 < len(argv):
+                found.append(argv[index + 1])
+            elif arg.startswith(flag + '='):
+                found.append(arg.split('=', 1)[1])
+    if not files and not dirs:
+        files = cfg.find_config_files(project='scheduler')
+    early = cfg.ConfigOpts()
+    early.register_opt(scheduler_conf.executor_opt, group='scheduler')
+    try:
+        early(args=[], project='scheduler', default_config_files=files,
+              default_config_dirs=dirs, use_env=False)
+        return _checked(early.scheduler.executor)
+    except (cfg.Error, OSError):
+        # The real parsing reports a broken file with a proper message.
+        return EVENTLET
+
+
+def _checked(name: str) -> str:
+    if name not in RUNTIMES:
+        raise SystemExit('scheduler: unknown executor %r (choose from %s)'
+                         % (name, ', '.join(RUNTIMES)))
+    return name
+
+
+def setup(argv: list | None = None) -> str:
+    """Choose and start the runtime (idempotent); returns its name."""
+    global EXECUTOR
+    if os.environ.get(NO_PATCH_ENV):
+        return EXECUTOR
+    runtime = configured_runtime(argv)
+    if runtime == THREADING:
+        from oslo_service import backend
+        backend.init_backend(backend.BackendType.THREADING)
+        EXECUTOR = THREADING
+    else:
+        monkey_patch()
+        EXECUTOR = EVENTLET
+    return runtime
 
 
 def monkey_patch() -> None:

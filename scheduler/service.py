@@ -52,11 +52,11 @@ class Service(service.Service):
 
     def start(self) -> None:
         LOG.info('Starting %(binary)s on host %(host)s, topic %(topic)s, '
-                 'driver %(driver)s (pid %(pid)d)',
+                 'driver %(driver)s, executor %(executor)s (pid %(pid)d)',
                  {'binary': self.binary, 'host': self.host,
                   'topic': self.topic,
                   'driver': type(self.manager.driver).__name__,
-                  'pid': os.getpid()})
+                  'executor': concurrency.EXECUTOR, 'pid': os.getpid()})
         concurrency.tune_garbage_collector()
         # A forked worker opens its own database connections: whatever
         # the parent pooled (running the migrations) is dropped unclosed.

@@ -1,9 +1,10 @@
 """Console-script entry points.
 
-Importing this package greens the standard library for eventlet before
-anything else of the process runs (see ``scheduler.concurrency``).
+Importing this package starts the concurrency runtime the configuration
+asks for (eventlet, monkey-patched, by default; or native threads)
+before anything else of the process runs: see ``scheduler.concurrency``.
 """
 
 from scheduler import concurrency
 
-concurrency.monkey_patch()
+concurrency.setup()

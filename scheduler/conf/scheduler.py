@@ -6,7 +6,30 @@ scheduler_group = cfg.OptGroup(
     'scheduler', title='Scheduler service options',
     help='How the scheduler service listens and which driver it runs.')
 
+executor_opt = cfg.StrOpt(
+    'executor',
+    default='eventlet',
+    choices=[('eventlet', 'green threads; the standard library is '
+                          'monkey-patched (the default)'),
+             ('threading', 'native threads: oslo.service\'s threading '
+                           'backend and oslo.messaging\'s threading '
+                           'executor')],
+    help="""
+The concurrency runtime of the service, the simulator and the demo.
+Read before anything else starts (from the same configuration files),
+so a change needs a restart, not a SIGHUP.  The environment variable
+``SCHEDULER_EXECUTOR`` overrides it.  Both runtimes give the same
+answers; ``threading`` is where upstream OpenStack is heading.
+
+Related options:
+
+* ``[DEFAULT] executor_thread_pool_size`` (oslo.messaging): requests
+  served at once by one worker
+* ``workers``
+""")
+
 scheduler_opts = [
+    executor_opt,
     cfg.StrOpt(
         'topic',
         default='scheduler',

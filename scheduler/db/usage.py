@@ -256,6 +256,7 @@ def _take(session: orm.Session, claim: ClaimRequest, sign: int = 1,
     return session.execute(stmt.values(**values)).rowcount == 1
 
 
+@api._retry_on_conflict
 def claim(request: ClaimRequest, replace: bool = False) -> dict:
     """Claim ``request`` on its node, or raise ``ClaimConflict``.
 
@@ -271,10 +272,14 @@ def claim(request: ClaimRequest, replace: bool = False) -> dict:
         _ensure_usage_row(session, request)
         if not _take(session, request):
             raise ClaimConflict('%s/%s' % (request.host, request.nodename))
+        # A plain read first: locking a row that does not exist would take
+        # a gap lock on MySQL/MariaDB, and two claims inserting into the
+        # same gap deadlock.  A concurrent insert of the same uuid fails
+        # on the primary key instead, and the retry finds its row.
         old = session.execute(sa.select(_INST).where(
-            _INST.instance_uuid == request.instance_uuid)
-            .with_for_update()).scalars().first()
+            _INST.instance_uuid == request.instance_uuid)).scalars().first()
         if old is not None:
+            session.refresh(old, with_for_update=True)
             if old.pending and not replace:
                 raise AlreadyPlaced(_placement_dict(old))
             if old.pending:

@@ -91,6 +91,13 @@ class Cluster:
         if wait:
             daemons.wait_for(lambda: self._answers(daemon), 60,
                              what='scheduler-service to answer')
+            # Another service on the topic may have answered: wait for
+            # this one's workers too.
+            workers = int((scheduler_opts or {}).get('workers', 1))
+            started = 'Starting scheduler-service on host %s,' % name
+            daemons.wait_for(
+                lambda: daemon.log().count(started) >= workers, 60,
+                what='%d worker(s) of %s to start' % (workers, name))
         return daemon
 
     def _answers(self, daemon) -> bool:
