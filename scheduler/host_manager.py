@@ -433,7 +433,8 @@ class HostManager:
         claim = Claim.from_row(placed)
         with self._lock:
             self._pending.setdefault(key, {})[claim.instance_uuid] = claim
-            self._forget_pending_elsewhere(claim.instance_uuid, key)
+            moved_from = [other for other, claims in self._pending.items()
+                          if other != key and claim.instance_uuid in claims]
             known = self._usage.get(key)
             if known is not None:
                 known = dict(known, generation=-1,
@@ -446,12 +447,9 @@ class HostManager:
                              + 1)
                 self._usage[key] = known
             self._compose(key)
+        # A replaced claim gave its old node's usage back.
+        self.refresh_nodes(moved_from)
         return claim
-
-    def _forget_pending_elsewhere(self, uuid: str, key) -> None:
-        for other, claims in self._pending.items():
-            if other != key and claims.pop(uuid, None) is not None:
-                self._compose(other)
 
     def release(self, claim: Claim) -> None:
         """Give back a claim (e.g. a later instance of the request failed)."""

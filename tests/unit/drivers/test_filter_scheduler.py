@@ -389,3 +389,106 @@ def test_without_shuffle_identical_hosts_keep_their_order(conf):
                                    [fixtures.uuid(n)])[0][0].service_host
               for n in range(6)}
     assert len(chosen) == 1
+
+
+# --- claims against other workers ----------------------------------------------
+
+def _other_worker(driver):
+    """A second worker on the same inventory, with the same reports."""
+    from scheduler import host_manager
+    other = host_manager.HostManager(inventory=driver.host_manager.db)
+    for state in driver.host_manager.get_all_host_states():
+        other.update_from_report(state.report)
+    return filter_scheduler.FilterScheduler(other)
+
+
+def test_a_node_filled_by_another_worker_is_not_chosen(spread):
+    driver = _driver()
+    other = _other_worker(driver)
+    # The other worker fills 'big' (8 GB) completely.
+    _place(other, fixtures.request(memory_mb=8192),
+           [fixtures.uuid(50)])
+    # This worker sees that before it chooses: 'mid' is the best now.
+    assert _hosts(_place(driver, fixtures.request(memory_mb=1024),
+                         [fixtures.uuid(1)])) == ['mid']
+
+
+def test_a_lost_claim_race_goes_to_the_next_best_host(spread, monkeypatch):
+    driver = _driver()
+    other = _other_worker(driver)
+    # The race: this worker refreshed its cache before the other worker
+    # filled 'big', and chooses from the stale view.
+    monkeypatch.setattr(driver.host_manager, 'refresh_usage', lambda: 0)
+    _place(other, fixtures.request(memory_mb=8192), [fixtures.uuid(50)])
+    selections = _place(driver, fixtures.request(memory_mb=1024),
+                        [fixtures.uuid(1)])
+    assert _hosts(selections) == ['mid']
+    assert driver.host_manager.placements([fixtures.uuid(1)])[
+        fixtures.uuid(1)]['host'] == 'mid'
+    # The lost race refreshed 'big': the cache shows it full now.
+    assert driver.host_manager.get_host_state('big').free_ram_mb == 0
+
+
+def test_claim_attempts_bound_the_retries(spread, conf, monkeypatch):
+    conf.config(claim_attempts=1, group='scheduler')
+    driver = _driver()
+    other = _other_worker(driver)
+    monkeypatch.setattr(driver.host_manager, 'refresh_usage', lambda: 0)
+    _place(other, fixtures.request(memory_mb=8192), [fixtures.uuid(50)])
+    with pytest.raises(exception.NoValidHost):
+        _place(driver, fixtures.request(memory_mb=1024), [fixtures.uuid(1)])
+
+
+def test_the_same_uuids_again_get_the_same_placements(spread):
+    driver = _driver()
+    uuids = [fixtures.uuid(1), fixtures.uuid(2)]
+    first = _hosts(_place(driver, fixtures.request(memory_mb=1024,
+                                                   num_instances=2), uuids))
+    again = _place(driver, fixtures.request(memory_mb=1024, num_instances=2),
+                   uuids, alternates=True)
+    assert _hosts(again) == first
+    assert again[0][0].limits.memory_mb == 8192
+    free = {s.host: s.free_ram_mb
+            for s in driver.host_manager.get_all_host_states()}
+    assert sum(8192 if h == 'big' else 4096 if h == 'mid' else 2048
+               for h in free) - sum(free.values()) == 2048, 'claimed once'
+
+
+def test_a_pending_instance_asked_for_with_another_flavor_is_refused(spread):
+    driver = _driver()
+    _place(driver, fixtures.request(memory_mb=1024), [fixtures.uuid(1)])
+    with pytest.raises(exception.InstanceAlreadyPlaced):
+        _place(driver, fixtures.request(memory_mb=2048), [fixtures.uuid(1)])
+
+
+def test_a_reschedule_away_from_the_failed_host_replaces_the_claim(spread):
+    driver = _driver()
+    assert _hosts(_place(driver, fixtures.request(memory_mb=1024),
+                         [fixtures.uuid(1)])) == ['big']
+    retry = objects.SchedulerRetry(num_attempts=2, hosts=[['big', 'big']])
+    spec = fixtures.request(memory_mb=1024, ignore_hosts=['big'])
+    spec.retry = retry
+    assert _hosts(_place(driver, spec, [fixtures.uuid(1)])) == ['mid']
+    assert driver.host_manager.get_host_state('big').free_ram_mb == 8192
+
+
+def test_limits_written_by_a_plugin_stay_in_their_request(spread):
+    class NovaStyleFilter(filters.BaseHostFilter):
+        """Writes limits the nova way, onto the host state."""
+
+        def host_passes(self, host_state, spec_obj):
+            host_state.limits['memory_mb'] = 12345
+            return True
+
+    driver = _driver()
+    enabled = driver.enabled_filters
+    driver.enabled_filters = [NovaStyleFilter()]
+    first = _place(driver, fixtures.request(memory_mb=1024),
+                   [fixtures.uuid(1)])
+    assert first[0][0].limits.memory_mb == 12345
+    # The next request, without that filter, carries none of it.
+    driver.enabled_filters = enabled
+    second = _place(driver, fixtures.request(memory_mb=1024),
+                    [fixtures.uuid(2)])
+    assert second[0][0].limits.memory_mb == 8192
+    assert driver.host_manager.get_host_state('big').limits == {}
