@@ -117,4 +117,5 @@ class ClaimConflict(SchedulerException):
 
 class HostInUse(SchedulerException):
     msg_fmt = ('Host %(host)s has %(count)d placement(s); move or delete '
-               'them first, or force the deletion.')
+               'them first, or force the deletion (their resources are '
+               'then free everywhere).')

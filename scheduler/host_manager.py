@@ -227,6 +227,31 @@ class HostManager:
             view.memory_mb_used, view.vcpus_used, view.local_gb_used,
             view.num_instances)
 
+    def forget_deleted_nodes(self) -> list:
+        """Drop down nodes an operator deleted from the inventory.
+
+        Only nodes that stopped reporting are looked up (``scheduler-manage
+        hosts delete`` refuses the others), so this costs nothing while
+        every node reports.
+        """
+        with self._lock:
+            down = sorted(self._down)
+        if not down:
+            return []
+        kept = {row_key(r) for r in self.usage_db.usage_get_nodes(down)}
+        gone = [key for key in down if key not in kept]
+        with self._lock:
+            for key in gone:
+                for table in (self._reports, self._states, self._usage,
+                              self._pending, self._dirty_reports,
+                              self._usage_reports):
+                    table.pop(key, None)
+                self._down.discard(key)
+        for key in gone:
+            LOG.info('Host %s/%s was deleted from the inventory; forgot it',
+                     *key)
+        return gone
+
     def check_down_hosts(self) -> list:
         """Log, once, each host that stopped reporting; return their keys."""
         newly_down = []

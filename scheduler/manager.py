@@ -241,6 +241,7 @@ class SchedulerManager(periodic_task.PeriodicTasks):
     @periodic_task.periodic_task(spacing=0)
     def _check_down_hosts(self, ctxt):
         self.driver.host_manager.check_down_hosts()
+        self.driver.host_manager.forget_deleted_nodes()
 
     @periodic_task.periodic_task(spacing=0)
     def _expire_claims(self, ctxt):

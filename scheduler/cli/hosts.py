@@ -258,12 +258,60 @@ def cmd_show(args) -> int:
     return 0
 
 
+def delete_host(host: str, nodename: str | None = None,
+                force: bool = False) -> dict:
+    """Forget a host (or one node) in the inventory; what went, counted.
+
+    Refused with ``HostInUse`` while the host holds placements, or while
+    it still reports (within ``[scheduler] service_down_time``): a
+    running compute would come back with its next report, and its
+    instances would no longer be counted.  ``force`` drops its
+    placements too (their resources are free again everywhere).
+    Running schedulers forget a deleted node that stopped reporting at
+    their next periodic check.
+    """
+    from oslo_config import cfg
+
+    from scheduler.db import usage
+    nodes = [r for r in db_api.host_reports_get_all()
+             if r['host'] == host and nodename in (None, r['nodename'])]
+    usage_rows = [r for r in usage.usage_get_all()
+                  if r['host'] == host and nodename in (None, r['nodename'])]
+    if not nodes and not usage_rows:
+        raise exception.HostNotFound(host=host)
+    placements = [p for p in db_api.instance_get_all(host=host)
+                  if nodename in (None, p['nodename'])]
+    cutoff = datetime.datetime.utcnow() - datetime.timedelta(
+        seconds=cfg.CONF.scheduler.service_down_time)
+    reporting = [n for n in nodes
+                 if n['updated_at'] is not None and n['updated_at'] > cutoff]
+    if placements and not force:
+        raise exception.HostInUse(host=host, count=len(placements))
+    if reporting and not force:
+        raise exception.HostInUse(
+            host=host, count=0,
+            message='Host %s reported less than service_down_time ago; '
+                    'stop its compute service first, or force the '
+                    'deletion.' % host)
+    dropped = usage.release([p['instance_uuid'] for p in placements])
+    return {'host': host, 'nodes': db_api.host_delete(host, nodename),
+            'usage_rows': usage.delete_nodes(host, nodename),
+            'placements': len(dropped)}
+
+
+def cmd_delete(args) -> int:
+    result = delete_host(args.host, args.node, args.force)
+    sys.stdout.write('Deleted host %(host)s: %(nodes)d node(s), '
+                     '%(placements)d placement(s)\n' % result)
+    return 0
+
+
 def run(args) -> int:
     """Run a hosts command; an unknown host or a missing inventory is one
     line on stderr and exit code 1, not a traceback."""
     try:
         return args.hosts_func(args)
-    except exception.HostNotFound as e:
+    except (exception.HostNotFound, exception.HostInUse) as e:
         sys.stderr.write(output.error_line(e) + '\n')
         return 1
     except _INVENTORY_ERRORS as e:
@@ -289,7 +337,8 @@ def register(subparsers, common: argparse.ArgumentParser) -> None:
         'hosts', parents=[common],
         help='hosts known to the inventory (alone: "hosts list")')
     hosts.set_defaults(func=run, hosts_func=cmd_list)
-    sub = hosts.add_subparsers(dest='hosts_command', metavar='{list,show}')
+    sub = hosts.add_subparsers(dest='hosts_command',
+                               metavar='{list,show,delete}')
     listing = sub.add_parser(
         'list', help='one row per node: up/down, free and total resources')
     _format_option(listing)
@@ -300,3 +349,13 @@ def register(subparsers, common: argparse.ArgumentParser) -> None:
     show.add_argument('host')
     _format_option(show)
     show.set_defaults(hosts_func=cmd_show)
+    delete = sub.add_parser(
+        'delete', help='forget a host that stopped reporting (refused '
+                       'while it has placements or still reports, unless '
+                       '--force)')
+    delete.add_argument('host')
+    delete.add_argument('--node', help='only this node of the host')
+    delete.add_argument('--force', action='store_true',
+                        help='also drop its placements, and delete it even '
+                             'if it reported recently')
+    delete.set_defaults(hosts_func=cmd_delete)

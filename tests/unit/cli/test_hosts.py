@@ -230,3 +230,48 @@ def test_show_needs_a_host(manage, fleet):
     with pytest.raises(SystemExit) as exit_info:
         manage('hosts', 'show')
     assert exit_info.value.code == 2
+
+
+# --- hosts delete ----------------------------------------------------------
+
+def test_delete_refuses_a_host_with_placements(manage, fleet):
+    result = manage('hosts', 'delete', 'h1')
+    assert result.code == 1
+    assert 'Host h1 has 2 placement(s)' in result.err
+    assert len([r for r in db_api.host_reports_get_all()
+                if r['host'] == 'h1']) == 2
+
+
+def test_delete_refuses_a_host_that_still_reports(manage, inventory):
+    _save(fixtures.report('fresh'))
+    result = manage('hosts', 'delete', 'fresh')
+    assert result.code == 1
+    assert 'reported less than service_down_time ago' in result.err
+
+
+def test_delete_forgets_a_silent_host(manage, fleet):
+    result = manage('hosts', 'delete', 'h2')
+    assert result.code == 0, result.err
+    assert 'Deleted host h2: 1 node(s), 0 placement(s)' in result.out
+    hosts = [r['host'] for r in db_api.host_reports_get_all()]
+    assert hosts == ['h1', 'h1']
+    assert 'h2' not in {r['host'] for r in usage.usage_get_all()}
+    assert manage('hosts', 'delete', 'h2').code == 1    # gone
+
+
+def test_forced_delete_drops_the_placements(manage, fleet):
+    result = manage('hosts', 'delete', 'h1', '--node', 'h1-b', '--force')
+    assert result.code == 0, result.err
+    assert '1 node(s), 1 placement(s)' in result.out
+    assert [p['nodename'] for p in db_api.instance_get_all()] == ['h1-a']
+
+
+def test_running_schedulers_forget_a_deleted_silent_node(manage, fleet):
+    from scheduler import host_manager
+    manager = host_manager.HostManager()
+    manager.load_from_inventory()
+    manager.check_down_hosts()
+    assert manage('hosts', 'delete', 'h2').code == 0
+    assert manager.forget_deleted_nodes() == [('h2', 'h2')]
+    assert sorted(s.host for s in manager.get_all_host_states()) == ['h1',
+                                                                     'h1']

@@ -391,7 +391,7 @@ def test_without_shuffle_identical_hosts_keep_their_order(conf):
     assert len(chosen) == 1
 
 
-# --- claims against other workers ----------------------------------------------
+# --- claims against other workers --------------------------------------------
 
 def _other_worker(driver):
     """A second worker on the same inventory, with the same reports."""
