@@ -9,6 +9,7 @@ threading backend later means changing this module and ``EXECUTOR``.
 
 import gc
 import os
+import time
 
 EXECUTOR = 'eventlet'
 
@@ -59,3 +60,14 @@ def run_blocking(func, *args, **kwargs):
         return func(*args, **kwargs)
     from eventlet import tpool
     return tpool.execute(func, *args, **kwargs)
+
+
+def cooperative_yield() -> None:
+    """Let other requests and reports run: a safe point in a long loop.
+
+    ``time.sleep(0)`` switches green threads when the process is
+    monkey-patched and releases the GIL under the threading executor,
+    so one long request (many instances, many hosts) cannot hold every
+    other caller and every compute report behind it.
+    """
+    time.sleep(0)

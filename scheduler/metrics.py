@@ -58,6 +58,12 @@ METRICS = {
         'gauge', 'Compute hosts the scheduler knows of, and those up.'),
     'scheduler_host_reports_total': (
         'counter', 'Host state reports received from compute agents.'),
+    'scheduler_rejected_requests_total': (
+        'counter', 'Calls, casts and raw messages refused as malformed or '
+                   'over a limit, by method and error type.'),
+    'scheduler_claims_expired_total': (
+        'counter', 'Claims released because the compute never reported '
+                   'the instance (a build that was probably lost).'),
 }
 
 Labels = tuple  # ((name, value), ...) in a fixed order per metric
@@ -182,6 +188,18 @@ def set_hosts(known: int, up: int) -> None:
 def record_report() -> None:
     """Count one compute report: their rate shows the fleet is talking."""
     _registry.inc([('scheduler_host_reports_total', (), 1)])
+
+
+def record_rejection(method: str, error: str) -> None:
+    """Count one refused call or message: a rising rate is an attack
+    or a broken caller, even when the log rate-limits its lines."""
+    _registry.inc([('scheduler_rejected_requests_total',
+                    (('method', method), ('error', error)), 1)])
+
+
+def record_claim_expired() -> None:
+    """Count one claim the compute never confirmed (a lost build)."""
+    _registry.inc([('scheduler_claims_expired_total', (), 1)])
 
 
 # -- serving ------------------------------------------------------------
