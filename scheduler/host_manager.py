@@ -26,6 +26,7 @@ from scheduler import exception
 from scheduler.filters import numa_topology
 from scheduler.filters import pci_passthrough
 from scheduler import host_view
+from scheduler import notifications
 from scheduler import objects
 from scheduler.objects import host_state as host_state_obj
 
@@ -164,9 +165,7 @@ class HostManager:
                 del pending[uuid]
                 self._fulfilled.append(uuid)
             elif state.received_at - claim.claimed_at > expiry:
-                LOG.info('Claim of instance %(uuid)s on %(host)s expired: '
-                         'the compute never reported it',
-                         {'uuid': uuid, 'host': state.host})
+                notifications.claim_expired(claim)
                 del pending[uuid]
                 self._released.append(uuid)
             else:

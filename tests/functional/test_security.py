@@ -16,8 +16,6 @@ import oslo_messaging
 import pytest
 
 from scheduler import exception
-from scheduler import objects
-from scheduler import rpc
 from tests.functional import daemons
 from tests.functional import hostile
 from tests.functional.test_scheduler_service import make_spec
