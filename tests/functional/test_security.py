@@ -7,6 +7,8 @@ and one log line, keeps serving, and loses no one's reports.
 
 import json
 import re
+import shutil
+import subprocess
 import time
 import urllib.request
 import uuid
@@ -16,6 +18,9 @@ import oslo_messaging
 import pytest
 
 from scheduler import exception
+from scheduler import objects
+from scheduler import rpc
+from scheduler import rpcapi
 from tests.functional import daemons
 from tests.functional import hostile
 from tests.functional.test_scheduler_service import make_spec
@@ -176,3 +181,99 @@ def test_dead_callers_stall_no_one(cluster, conf, tmp_path):
         assert selection.service_host
         time.sleep(1)
     assert 'no longer scheduling to it' not in daemon.log()
+
+
+def _rabbitmqctl(*args) -> None:
+    subprocess.run(('rabbitmqctl', '-q') + args, check=True,
+                   capture_output=True, timeout=60)
+
+
+@pytest.fixture
+def broker_users(rabbit_url):
+    """A throw-away vhost with a scheduler, a compute and a caller user."""
+    if shutil.which('rabbitmqctl') is None:
+        pytest.skip('rabbitmqctl not available to create users')
+    tag = uuid.uuid4().hex[:8]
+    vhost = 'sched-trust-%s' % tag
+    users = {role: ('sched-%s-%s' % (role, tag), uuid.uuid4().hex)
+             for role in ('service', 'compute', 'caller')}
+    _rabbitmqctl('add_vhost', vhost)
+    try:
+        for name, password in users.values():
+            _rabbitmqctl('add_user', name, password)
+        yield vhost, users
+    finally:
+        for name, _password in users.values():
+            subprocess.run(['rabbitmqctl', '-q', 'delete_user', name],
+                           capture_output=True, timeout=60)
+        subprocess.run(['rabbitmqctl', '-q', 'delete_vhost', vhost],
+                       capture_output=True, timeout=60)
+
+
+def test_broker_permissions_keep_each_party_to_its_casts(
+        cluster, conf, tmp_path, broker_users):
+    """Item 9: the permissions of doc/admin-guide.md, on a real broker."""
+    vhost, users = broker_users
+    topic = cluster.topic
+    # The lines of the admin guide, with this test's topic.
+    _rabbitmqctl('set_permissions', '-p', vhost, users['service'][0],
+                 '.*', '.*', '.*')
+    _rabbitmqctl('set_permissions', '-p', vhost, users['compute'][0],
+                 '^%s_reports_fanout$' % topic,
+                 '^%s_reports_fanout$' % topic, '^$')
+    _rabbitmqctl('set_permissions', '-p', vhost, users['caller'][0],
+                 '^(scheduler|reply_.*)$', '^(scheduler|reply_.*)$',
+                 '^reply_.*')
+    _rabbitmqctl('set_topic_permissions', '-p', vhost, users['caller'][0],
+                 'scheduler', '^%s$' % topic, '^$')
+
+    def url(role):
+        name, password = users[role]
+        return 'rabbit://%s:%s@127.0.0.1:5672/%s' % (name, password, vhost)
+
+    cluster.transport_url = url('service')
+    conf.config(transport_url=url('caller'))
+    daemon = cluster.start_scheduler(
+        _sqlite(tmp_path), scheduler_opts={'accept_legacy_casts': 'false'})
+    compute_api = rpcapi.SchedulerAPI(
+        transport=rpc.get_transport(url=url('compute')), timeout=5)
+    report = objects.HostState(host='good', nodename='good', memory_mb=4096,
+                               vcpus=4, local_gb=100)
+    compute_api.update_service_capabilities(cluster.admin_ctxt, report)
+    [[selection]] = daemons.wait_for(
+        lambda: cluster.api.select_destinations(cluster.ctxt, make_spec()),
+        30, what='the compute report to be taken')
+    assert selection.service_host == 'good'
+
+    # The caller cannot publish reports or operator casts ...
+    fake = objects.HostState(host='fake', nodename='fake',
+                             memory_mb=10 ** 7, vcpus=1000, local_gb=10 ** 6)
+    for attempt in (
+            lambda: cluster.api.update_service_capabilities(
+                cluster.ctxt, fake),
+            lambda: cluster.api.update_aggregates(cluster.admin_ctxt, [
+                objects.Aggregate(name='evil', hosts=['good'],
+                                  metadata={'ram_allocation_ratio': '100'})])):
+        try:
+            attempt()
+        except Exception:  # refused by the broker: what we want
+            pass
+    # ... nor fanouts on the request topic, as an older client would.
+    conf.config(scheduler='1.3', group='upgrade_levels')
+    legacy = rpcapi.SchedulerAPI(timeout=10)
+    for attempt in (
+            lambda: legacy.update_service_capabilities(cluster.admin_ctxt,
+                                                       fake),
+            lambda: legacy.sync_instance_info(cluster.admin_ctxt, 'good',
+                                              [])):
+        try:
+            attempt()
+        except Exception:  # refused by the broker: what we want
+            pass
+    conf.config(scheduler=None, group='upgrade_levels')
+    time.sleep(2)
+    assert 'New host fake' not in daemon.log()
+    # The compute cannot call the scheduler.
+    with pytest.raises(Exception):
+        compute_api.select_destinations(cluster.ctxt, make_spec())
+    assert 'fake' not in daemon.log()
