@@ -19,6 +19,7 @@ shared state is guarded by locks that work in both (``native_lock``).
 
 import gc
 import os
+import time
 
 EVENTLET = 'eventlet'
 THREADING = 'threading'
@@ -151,3 +152,14 @@ def run_blocking(func, *args, **kwargs):
         return func(*args, **kwargs)
     from eventlet import tpool
     return tpool.execute(func, *args, **kwargs)
+
+
+def cooperative_yield() -> None:
+    """Let other requests and reports run: a safe point in a long loop.
+
+    ``time.sleep(0)`` switches green threads when the process is
+    monkey-patched and releases the GIL under the threading executor,
+    so one long request (many instances, many hosts) cannot hold every
+    other caller and every compute report behind it.
+    """
+    time.sleep(0)

@@ -19,6 +19,10 @@ _DEFAULT_LOG_LEVELS = [
 
 _logging_registered = False
 
+#: Our default for ``[oslo_messaging_rabbit]
+#: kombu_missing_consumer_retry_timeout`` (see parse_args).
+REPLY_RETRY_SECONDS = 2
+
 
 def register_logging_options() -> None:
     global _logging_registered
@@ -49,6 +53,11 @@ def parse_args(argv: list, default_config_files: list | None = None,
     # them and our code may read them before any transport exists.
     for group, opts in messaging_opts.list_opts():
         CONF.register_opts(opts, group=group)
+    # A reply whose caller died (its reply queue is gone) is retried for
+    # this long while holding the worker that served the call; the
+    # library's 60 s let a few dozen dead calls stall every caller.
+    CONF.set_default('kombu_missing_consumer_retry_timeout',
+                     REPLY_RETRY_SECONDS, group='oslo_messaging_rabbit')
     CONF(argv, project='scheduler', prog=prog,
          version=version.version_string(),
          default_config_files=default_config_files)

@@ -40,6 +40,12 @@ class InvalidRequest(SchedulerException):
     msg_fmt = 'Invalid scheduling request: %(reason)s'
 
 
+class NotAuthorized(SchedulerException):
+    """The caller's context lacks the rights the operation needs."""
+
+    msg_fmt = 'Not authorized: %(reason)s'
+
+
 class MalformedObject(SchedulerException):
     """A versioned object on the wire could not be read."""
 

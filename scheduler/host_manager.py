@@ -34,6 +34,7 @@ from scheduler.filters import numa_topology
 from scheduler.filters import pci_passthrough
 from scheduler import host_view
 from scheduler import metrics
+from scheduler import notifications
 from scheduler import objects
 from scheduler.objects import host_state as host_state_obj
 
@@ -506,13 +507,7 @@ class HostManager:
         cutoff = timeutils.utcnow() - datetime.timedelta(seconds=expiry)
         expired = self.usage_db.expire(candidates, cutoff)
         for placement in expired:
-            LOG.warning('Claim of instance %(uuid)s on %(host)s/%(node)s '
-                        'expired: the compute never reported it within '
-                        '%(limit)d s (a lost or failed build)',
-                        {'uuid': placement['instance_uuid'],
-                         'host': placement['host'],
-                         'node': placement['nodename'], 'limit': expiry})
-            metrics.record_claim_expired()
+            notifications.claim_expired(Claim.from_row(placement))
         self.refresh_nodes(sorted(keys))
         return expired
 

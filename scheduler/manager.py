@@ -7,6 +7,7 @@ HostManager.
 """
 
 import contextlib
+import json
 import time
 
 from oslo_config import cfg
@@ -21,13 +22,11 @@ from scheduler import loader
 from scheduler import metrics
 from scheduler import notifications
 from scheduler import objects
+from scheduler import rejections
 from scheduler.objects import base as objects_base
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
-
-#: Largest num_instances one request may ask for.
-MAX_INSTANCES_PER_REQUEST = 1000
 
 _EXPECTED = (exception.NoValidHost, exception.InvalidRequest,
              exception.MalformedObject)
@@ -89,9 +88,20 @@ class SchedulerManager(periodic_task.PeriodicTasks):
     * 1.2 - get_version_info(); select_destinations(peer_manifest):
             Selections backported to the caller's object versions
     * 1.3 - explain(spec_obj): the pipeline's decisions, nothing claimed
+    * 1.4 - compute casts (update_service_capabilities, update/delete/
+            sync_instance_info) travel on the reports topic
+            (ReportsEndpoint) and operator casts (update_aggregates,
+            delete_aggregate) on the operator topic (OperatorEndpoint),
+            each on its own exchange; this topic takes them from older
+            clients only while ``[scheduler] accept_legacy_casts``.
+            sync_instance_info and delete_instance_info need an admin
+            context.
+
+    Only methods marked ``oslo_messaging.expose`` can be called over the
+    bus (``rpc.get_server`` uses ExplicitRPCAccessPolicy).
     """
 
-    target = oslo_messaging.Target(version='1.3')
+    target = oslo_messaging.Target(version='1.4')
 
     def __init__(self, driver: driver_mod.Scheduler | None = None):
         super().__init__(CONF)
@@ -100,9 +110,12 @@ class SchedulerManager(periodic_task.PeriodicTasks):
         self._periodic_spacing = dict.fromkeys(
             self._periodic_spacing, CONF.scheduler.periodic_task_interval)
         self.driver = driver or load_driver()
+        self.reports = ReportsEndpoint(self)
+        self.operator = OperatorEndpoint(self)
 
     # -- RPC: placement -------------------------------------------------
 
+    @oslo_messaging.expose
     @oslo_messaging.expected_exceptions(*_EXPECTED)
     def select_destinations(self, ctxt, request_spec=None,
                             filter_properties=None, spec_obj=None,
@@ -123,6 +136,7 @@ class SchedulerManager(periodic_task.PeriodicTasks):
         if instance_uuids is None and isinstance(request_spec, dict):
             instance_uuids = request_spec.get('instance_uuids')
         uuids = self._instance_uuids(spec_obj, instance_uuids)
+        self._check_cost(spec_obj)
         driver_name = type(self.driver).__name__
         notifications.select_start(ctxt, spec_obj, driver_name)
         try:
@@ -149,6 +163,7 @@ class SchedulerManager(periodic_task.PeriodicTasks):
                      for s in alts] for alts in selections]
         return selections
 
+    @oslo_messaging.expose
     def schedule_run_instance(self, ctxt, request_spec=None,
                               filter_properties=None, spec_obj=None,
                               instance_uuids=None):
@@ -159,14 +174,18 @@ class SchedulerManager(periodic_task.PeriodicTasks):
             if instance_uuids is None and isinstance(request_spec, dict):
                 instance_uuids = request_spec.get('instance_uuids')
             uuids = self._instance_uuids(spec_obj, instance_uuids)
+            self._check_cost(spec_obj)
         except exception.SchedulerException as e:
-            LOG.warning('Dropped schedule_run_instance: %s', e)
+            rejections.reject('schedule_run_instance', e, what='cast')
             return
         if not uuids:
-            LOG.warning('Dropped schedule_run_instance: no instance uuids')
+            rejections.reject('schedule_run_instance',
+                              exception.InvalidRequest(
+                                  reason='no instance uuids'), what='cast')
             return
         self.driver.schedule_run_instance(ctxt, spec_obj, uuids)
 
+    @oslo_messaging.expose
     @oslo_messaging.expected_exceptions(*_EXPECTED)
     def explain(self, ctxt, spec_obj=None):
         """Why hosts pass or fail for ``spec_obj``, without placing it.
@@ -177,58 +196,63 @@ class SchedulerManager(periodic_task.PeriodicTasks):
         """
         with _measured('explain'):
             spec_obj = self._spec_from_args(None, None, spec_obj)
+            self._check_cost(spec_obj)
             result = self.driver.explain(ctxt, spec_obj)
         if not getattr(ctxt, 'is_admin', False):
             result['rejected'] = {}
             result['ranking'] = []
         return result
 
+    @oslo_messaging.expose
     def get_version_info(self, ctxt):
         """This service's RPC API version and object versions."""
         return {'rpc_version': self.target.version,
                 'objects': objects_base.obj_manifest()}
 
-    # -- RPC: what computes and operators report ------------------------
+    # -- RPC 1.0-1.3: casts older clients still send to this topic -------
 
-    def update_service_capabilities(self, ctxt, host_state=None, **kwargs):
-        """Fanout cast from a compute: the state of one of its nodes."""
-        if not isinstance(host_state, objects.HostState):
-            LOG.warning('Ignored a capabilities report that is not a '
-                        'HostState: %.200r', host_state)
-            return
-        try:
-            self.driver.update_service_capabilities(host_state)
-            metrics.record_report()
-        except Exception as e:
-            LOG.warning('Ignored the report of %s/%s: %s',
-                        host_state.obj_get('host'),
-                        host_state.obj_get('nodename'), e)
+    def _legacy(self, method: str) -> bool:
+        """Whether to take a compute/operator cast on the request topic."""
+        if CONF.scheduler.accept_legacy_casts:
+            return True
+        rejections.reject(method, exception.NotAuthorized(
+            reason='casts that change state are taken on the reports and '
+                   'operator topics only ([scheduler] '
+                   'accept_legacy_casts = false)'), what='cast')
+        return False
 
+    @oslo_messaging.expose
+    def update_service_capabilities(self, ctxt, host_state=None,
+                                    **newer_arguments):
+        if self._legacy('update_service_capabilities'):
+            self.reports.update_service_capabilities(ctxt, host_state)
+
+    @oslo_messaging.expose
     def update_instance_info(self, ctxt, host_name, instance_uuids):
-        self.driver.host_manager.update_instance_info(host_name,
-                                                      list(instance_uuids))
+        if self._legacy('update_instance_info'):
+            self.reports.update_instance_info(ctxt, host_name,
+                                              instance_uuids)
 
+    @oslo_messaging.expose
     def delete_instance_info(self, ctxt, host_name, instance_uuid):
-        self.driver.host_manager.delete_instance_info(host_name,
-                                                      instance_uuid)
+        if self._legacy('delete_instance_info'):
+            self.reports.delete_instance_info(ctxt, host_name,
+                                              instance_uuid)
 
+    @oslo_messaging.expose
     def sync_instance_info(self, ctxt, host_name, instance_uuids):
-        """A compute's full list of instances, sent now and then."""
-        self.driver.host_manager.sync_instance_info(host_name,
-                                                    list(instance_uuids))
+        if self._legacy('sync_instance_info'):
+            self.reports.sync_instance_info(ctxt, host_name, instance_uuids)
 
+    @oslo_messaging.expose
     def update_aggregates(self, ctxt, aggregates):
-        """Fanout cast: aggregates were created or changed."""
-        try:
-            self.driver.host_manager.update_aggregates(list(aggregates))
-            LOG.info('Aggregate(s) %s updated',
-                     ', '.join(a.name for a in aggregates))
-        except Exception as e:
-            LOG.warning('Ignored an aggregate update: %s', e)
+        if self._legacy('update_aggregates'):
+            self.operator.update_aggregates(ctxt, aggregates)
 
+    @oslo_messaging.expose
     def delete_aggregate(self, ctxt, aggregate):
-        self.driver.host_manager.delete_aggregate(aggregate)
-        LOG.info('Aggregate %s deleted', aggregate.name)
+        if self._legacy('delete_aggregate'):
+            self.operator.delete_aggregate(ctxt, aggregate)
 
     # -- housekeeping ---------------------------------------------------
 
@@ -294,11 +318,35 @@ class SchedulerManager(periodic_task.PeriodicTasks):
                        'into instance_group (policy, rules, members, '
                        'hosts); this scheduler keeps no server groups')
         num = spec_obj.num_instances
-        if num < 1 or num > MAX_INSTANCES_PER_REQUEST:
+        limit = CONF.limits.max_instances_per_request
+        if num < 1 or num > limit:
             raise exception.InvalidRequest(
-                reason='num_instances must be 1..%d, not %d'
-                % (MAX_INSTANCES_PER_REQUEST, num))
+                reason='num_instances must be 1..%d ([limits] '
+                       'max_instances_per_request), not %d' % (limit, num))
         return spec_obj
+
+    def _check_cost(self, spec_obj) -> None:
+        """Refuse a JsonFilter query whose evaluation would hold a worker.
+
+        Cost is the query's operators and values times the known hosts:
+        what filtering one instance evaluates.
+        """
+        query = spec_obj.get_scheduler_hint('query')
+        if not query:
+            return
+        try:
+            terms = _count_terms(json.loads(query) if isinstance(query, str)
+                                 else query)
+        except (ValueError, TypeError, RecursionError):
+            return  # JsonFilter itself answers unreadable queries
+        hosts = len(self.driver.host_manager.get_all_host_states())
+        limit = CONF.limits.json_query_max_cost
+        if terms * hosts > limit:
+            raise exception.InvalidRequest(
+                reason='JsonFilter query of %d terms over %d hosts costs '
+                       '%d evaluations, more than [limits] '
+                       'json_query_max_cost (%d)'
+                % (terms, hosts, terms * hosts, limit))
 
     @staticmethod
     def _instance_uuids(spec_obj, instance_uuids) -> list:
@@ -314,3 +362,177 @@ class SchedulerManager(periodic_task.PeriodicTasks):
                 reason='%d instance uuids for num_instances=%d'
                 % (len(instance_uuids), spec_obj.num_instances))
         return list(instance_uuids)
+
+
+def _count_terms(query) -> int:
+    """Operators and values in a parsed JsonFilter query (no recursion)."""
+    count, stack = 0, [query]
+    while stack:
+        node = stack.pop()
+        count += 1
+        if isinstance(node, list):
+            stack.extend(node)
+    return count
+
+
+def _caller(ctxt) -> dict:
+    """Who sent a cast, for the audit lines (as the context claims)."""
+    return {'user': getattr(ctxt, 'user_id', None) or '-',
+            'project': getattr(ctxt, 'project_id', None) or '-',
+            'request': getattr(ctxt, 'request_id', None) or '-'}
+
+
+def _require_admin(ctxt, method: str) -> bool:
+    """Refuse (one warning line) a destructive cast without admin rights."""
+    if getattr(ctxt, 'is_admin', False) is True:
+        return True
+    rejections.reject(method, exception.NotAuthorized(
+        reason='needs an admin context (user %(user)s, project '
+               '%(project)s)' % _caller(ctxt)), what='cast')
+    return False
+
+
+class ReportsEndpoint:
+    """Casts from compute agents, on the reports topic (API 1.4).
+
+    Served on its own topic and exchange (``rpc.reports_target``) by its
+    own RPC server, so that broker permissions can let a compute's
+    credentials publish these and nothing else, and so that reports are
+    never queued behind requests.
+    """
+
+    target = oslo_messaging.Target(version='1.4')
+
+    def __init__(self, manager: SchedulerManager):
+        self._manager = manager
+
+    @property
+    def _hosts(self):
+        return self._manager.driver.host_manager
+
+    @oslo_messaging.expose
+    def update_service_capabilities(self, ctxt, host_state=None,
+                                    **newer_arguments):
+        """Fanout cast from a compute: the state of one of its nodes.
+
+        Arguments newer computes add are ignored (reports must flow
+        during rolling upgrades).
+        """
+        if not isinstance(host_state, objects.HostState):
+            rejections.reject('update_service_capabilities',
+                              exception.MalformedObject(
+                                  what='report',
+                                  reason='a %s, not a HostState'
+                                  % type(host_state).__name__),
+                              what='cast')
+            return
+        try:
+            self._manager.driver.update_service_capabilities(host_state)
+            metrics.record_report()
+        except Exception as e:
+            rejections.reject('update_service_capabilities', e,
+                              what='cast')
+
+    @oslo_messaging.expose
+    def update_instance_info(self, ctxt, host_name, instance_uuids):
+        """New instances on ``host_name``: fulfils its claims, no others."""
+        self._hosts.update_instance_info(
+            _host_name(host_name), _uuid_list(instance_uuids))
+
+    @oslo_messaging.expose
+    def delete_instance_info(self, ctxt, host_name, instance_uuid):
+        """An instance of ``host_name`` was deleted: free its resources."""
+        if not _require_admin(ctxt, 'delete_instance_info'):
+            return
+        host = _host_name(host_name)
+        if not isinstance(instance_uuid, str):
+            raise exception.InvalidRequest(
+                reason='instance_uuid must be a string')
+        LOG.info('Instance %(uuid)s deleted on %(host)s (user %(user)s, '
+                 'project %(project)s, request %(request)s)',
+                 dict(_caller(ctxt), uuid=instance_uuid, host=host))
+        self._hosts.delete_instance_info(host, instance_uuid)
+
+    @oslo_messaging.expose
+    def sync_instance_info(self, ctxt, host_name, instance_uuids):
+        """A compute's full list of instances, sent now and then.
+
+        Placements on the host that the list lacks are dropped, so an
+        empty list erases every placement of the host: logged as a
+        warning with the caller.
+        """
+        if not _require_admin(ctxt, 'sync_instance_info'):
+            return
+        host = _host_name(host_name)
+        uuids = _uuid_list(instance_uuids)
+        if not uuids:
+            LOG.warning('Host %(host)s reports no instances: erasing its '
+                        'placements (user %(user)s, project %(project)s, '
+                        'request %(request)s)', dict(_caller(ctxt),
+                                                     host=host))
+        self._hosts.sync_instance_info(host, uuids)
+
+
+class OperatorEndpoint:
+    """Operators' casts, on the operator topic (API 1.4).
+
+    Audited at INFO with the caller; they need an admin context.  Their
+    own topic and exchange let broker permissions keep them to the
+    operators' credentials.
+    """
+
+    target = oslo_messaging.Target(version='1.4')
+
+    def __init__(self, manager: SchedulerManager):
+        self._manager = manager
+
+    @property
+    def _hosts(self):
+        return self._manager.driver.host_manager
+
+    @oslo_messaging.expose
+    def update_aggregates(self, ctxt, aggregates):
+        """Fanout cast: aggregates were created or changed."""
+        if not _require_admin(ctxt, 'update_aggregates'):
+            return
+        if (not isinstance(aggregates, (list, tuple))
+                or not all(isinstance(a, objects.Aggregate)
+                           for a in aggregates)):
+            raise exception.InvalidRequest(
+                reason='aggregates must be a list of Aggregate objects')
+        try:
+            self._hosts.update_aggregates(list(aggregates))
+        except Exception as e:
+            rejections.reject('update_aggregates', e, what='cast')
+            return
+        LOG.info('Aggregate(s) %(names)s updated (user %(user)s, project '
+                 '%(project)s, request %(request)s)',
+                 dict(_caller(ctxt),
+                      names=', '.join(a.name for a in aggregates)))
+
+    @oslo_messaging.expose
+    def delete_aggregate(self, ctxt, aggregate):
+        if not _require_admin(ctxt, 'delete_aggregate'):
+            return
+        if not isinstance(aggregate, objects.Aggregate):
+            raise exception.InvalidRequest(
+                reason='aggregate must be an Aggregate object')
+        self._hosts.delete_aggregate(aggregate)
+        LOG.warning('Aggregate %(name)s deleted (user %(user)s, project '
+                    '%(project)s, request %(request)s)',
+                    dict(_caller(ctxt), name=aggregate.name))
+
+
+def _host_name(value) -> str:
+    if not isinstance(value, str) or not value or len(value) > 255:
+        raise exception.InvalidRequest(reason='host_name must be a '
+                                              'non-empty string')
+    return value
+
+
+def _uuid_list(value) -> list:
+    if (not isinstance(value, (list, tuple))
+            or not all(isinstance(u, str) for u in value)):
+        raise exception.InvalidRequest(
+            reason='instance_uuids must be a list of strings')
+    return list(value)

@@ -61,9 +61,12 @@ METRICS = {
     'scheduler_claim_conflicts_total': (
         'counter', 'Claims that lost a race for a node to another worker '
                    'and were retried on the next candidate.'),
+    'scheduler_rejected_requests_total': (
+        'counter', 'Calls, casts and raw messages refused as malformed or '
+                   'over a limit, by method and error type.'),
     'scheduler_claims_expired_total': (
-        'counter', 'Claims dropped because the compute never reported '
-                   'the instance (lost or failed builds).'),
+        'counter', 'Claims released because the compute never reported '
+                   'the instance (a build that was probably lost).'),
 }
 
 Labels = tuple  # ((name, value), ...) in a fixed order per metric
@@ -195,8 +198,15 @@ def record_claim_conflict() -> None:
     _registry.inc([('scheduler_claim_conflicts_total', (), 1)])
 
 
+def record_rejection(method: str, error: str) -> None:
+    """Count one refused call or message: a rising rate is an attack
+    or a broken caller, even when the log rate-limits its lines."""
+    _registry.inc([('scheduler_rejected_requests_total',
+                    (('method', method), ('error', error)), 1)])
+
+
 def record_claim_expired() -> None:
-    """Count a claim no compute confirmed: builds that got lost."""
+    """Count one claim the compute never confirmed (a lost build)."""
     _registry.inc([('scheduler_claims_expired_total', (), 1)])
 
 

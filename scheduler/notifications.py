@@ -5,7 +5,9 @@ Event types, published as ``scheduler:<host>``:
 * ``scheduler.select_destinations.start`` (INFO): a request arrived;
 * ``scheduler.select_destinations.end`` (INFO): where the instances go;
 * ``scheduler.select_destinations.error`` (ERROR): NoValidHost or
-  another failure, with the exception.
+  another failure, with the exception;
+* ``scheduler.claim.expired`` (WARN): a claim was released because the
+  compute never reported the instance (a build probably lost).
 
 Enable them with ``[oslo_messaging_notifications] driver = messagingv2``
 (and ``topics``, default ``notifications``).  A notification that cannot
@@ -15,6 +17,7 @@ be sent is logged and dropped: it never fails a scheduling request.
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from scheduler import metrics
 from scheduler.objects import notification as payloads
 from scheduler import rpc
 
@@ -68,3 +71,26 @@ def select_error(ctxt, spec_obj, driver: str, error: Exception) -> None:
               request_spec=payloads.RequestSpecPayload.from_spec(spec_obj),
               exception=type(error).__name__,
               exception_message=str(error), driver=driver))
+
+
+def claim_expired(claim) -> None:
+    """A claim expired unfulfilled: warn, count and notify.
+
+    The only trace of a build whose ``run_instance`` cast never reached
+    its compute; operators alert on the WARNING, the
+    ``scheduler_claims_expired_total`` counter or this notification.
+    """
+    LOG.warning('Claim of instance %(uuid)s on %(host)s expired (node '
+                '%(node)s): the compute never reported it (build lost?); '
+                'its resources are released',
+                {'uuid': claim.instance_uuid, 'host': claim.host,
+                 'node': claim.nodename})
+    metrics.record_claim_expired()
+    if not _enabled():
+        return
+    from scheduler import context
+    _send(context.get_admin_context(), 'warn', 'scheduler.claim.expired',
+          payloads.ClaimExpiredPayload(
+              instance_uuid=claim.instance_uuid, host=claim.host,
+              nodename=claim.nodename, claimed_at=float(claim.claimed_at),
+              project_id=claim.project_id, user_id=claim.user_id))

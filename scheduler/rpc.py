@@ -3,12 +3,12 @@
 from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging
-from oslo_messaging.rpc import dispatcher as rpc_dispatcher
-from oslo_messaging.rpc import server as rpc_server
 
 from scheduler import concurrency
 from scheduler import context as scheduler_context
 from scheduler import exception
+from scheduler import message_limits
+from scheduler import rejections
 from scheduler.objects import base as objects_base
 
 LOG = logging.getLogger(__name__)
@@ -89,52 +89,114 @@ class RequestContextSerializer(oslo_messaging.Serializer):
 
 
 class ServerSerializer(RequestContextSerializer):
-    """The server's serializer: unreadable arguments become typed replies.
+    """The server's serializer: what cannot be read is a typed error.
 
-    A malformed or too-new object in a request is answered to the caller
-    as ``MalformedObject`` / ``IncompatibleObjectVersion``, with one
-    warning line here instead of a traceback, and the server keeps
-    serving.
+    A malformed or too-new object, or a context that is not one, is
+    raised as ``MalformedObject`` / ``IncompatibleObjectVersion``; the
+    dispatcher turns that into the caller's reply and one warning line.
     """
 
     def deserialize_entity(self, ctxt, entity):
         try:
             return super().deserialize_entity(ctxt, entity)
-        except exception.MalformedObject as error:
-            LOG.warning('Rejected a request argument: %s', error)
-            # ExpectedException keeps the current exception as the
-            # reply and makes oslo.messaging log it at debug level only.
-            raise oslo_messaging.ExpectedException()
+        except exception.SchedulerException:
+            raise
+        except _INPUT_ERRORS as e:
+            raise exception.MalformedObject(
+                what='argument', reason='%s: %s' % (type(e).__name__, e))
+
+    def deserialize_context(self, ctxt):
+        try:
+            return super().deserialize_context(ctxt)
+        except _INPUT_ERRORS as e:
+            raise exception.MalformedObject(
+                what='request context',
+                reason='%s: %s' % (type(e).__name__, e))
 
 
-class Dispatcher(rpc_dispatcher.RPCDispatcher):
-    """oslo.messaging's dispatcher, quiet about callers' mistakes.
+#: What bad input makes Python code raise: answered as InvalidRequest.
+_INPUT_ERRORS = (TypeError, ValueError, AttributeError, KeyError,
+                 IndexError, OverflowError, RecursionError, UnicodeError)
 
-    An unknown method or an API version this server does not speak is
-    the caller's error: it still gets ``NoSuchMethod`` /
-    ``UnsupportedVersion`` back, and the service logs one warning line
-    instead of a traceback.
+
+class Dispatcher(oslo_messaging.RPCDispatcher):
+    """oslo.messaging's dispatcher, with callers' mistakes kept typed.
+
+    Before dispatching it checks the shape and size of the arguments
+    (``scheduler.message_limits``).  An unknown or unexposed method, an
+    API version this server does not speak, unexpected keyword
+    arguments, wrong types: the caller gets ``NoSuchMethod`` /
+    ``UnsupportedVersion`` / ``InvalidRequest`` / ``MalformedObject``
+    back, the service logs one rate-limited warning line without a
+    traceback (``scheduler.rejections``) and keeps serving.
     """
 
     def dispatch(self, incoming):
+        message = incoming.message
+        method = message.get('method')
         try:
+            message_limits.check_arguments(method, incoming.ctxt,
+                                           message.get('args', {}))
             return super().dispatch(incoming)
-        except (rpc_dispatcher.NoSuchMethod,
-                rpc_dispatcher.UnsupportedVersion) as error:
-            LOG.warning('Rejected a call: %s', error)
+        except oslo_messaging.ExpectedException:
+            raise
+        except (oslo_messaging.NoSuchMethod,
+                oslo_messaging.UnsupportedVersion,
+                exception.SchedulerException) as error:
+            rejections.reject(method, error)
             raise oslo_messaging.ExpectedException()
+        except _INPUT_ERRORS as error:
+            try:
+                raise exception.InvalidRequest(
+                    reason='%s: %s' % (type(error).__name__, error))
+            except exception.InvalidRequest as typed:
+                rejections.reject(method, typed)
+                raise oslo_messaging.ExpectedException()
 
 
 def get_server(target: oslo_messaging.Target, endpoints: list,
                transport: oslo_messaging.Transport | None = None):
-    """An RPC server with our serializer, dispatcher and executor.
+    """An RPC server that dispatches only exposed methods.
 
-    Built as ``oslo_messaging.get_rpc_server`` does, with our dispatcher.
+    Built by ``oslo_messaging.get_rpc_server`` with
+    ``ExplicitRPCAccessPolicy``: only endpoint methods marked with
+    ``oslo_messaging.expose`` are callable over the bus, not every
+    public attribute.  ``get_rpc_server`` cannot take a dispatcher
+    class, so ours (the same public RPCDispatcher, with the checks
+    above) replaces the one it built before the server starts.
+    Installs the message size bounds and the log filter for unreadable
+    messages first.
     """
-    dispatcher = Dispatcher(endpoints, ServerSerializer(),
-                            rpc_dispatcher.DefaultRPCAccessPolicy)
-    return rpc_server.RPCServer(transport or get_transport(), target,
-                                dispatcher, concurrency.EXECUTOR)
+    message_limits.install()
+    rejections.install_log_filter()
+    serializer = ServerSerializer()
+    policy = oslo_messaging.ExplicitRPCAccessPolicy
+    server = oslo_messaging.get_rpc_server(
+        transport or get_transport(), target, endpoints,
+        executor=concurrency.EXECUTOR, serializer=serializer,
+        access_policy=policy)
+    server.dispatcher = Dispatcher(endpoints, serializer, policy)
+    return server
+
+
+def reports_topic(conf: cfg.ConfigOpts | None = None) -> str:
+    """Topic and exchange of compute casts (reports, instance info)."""
+    return '%s_reports' % (conf or cfg.CONF).scheduler.topic
+
+
+def operator_topic(conf: cfg.ConfigOpts | None = None) -> str:
+    """Topic and exchange of operator casts (aggregates)."""
+    return '%s_ops' % (conf or cfg.CONF).scheduler.topic
+
+
+def own_exchange_target(topic: str, **kwargs) -> oslo_messaging.Target:
+    """A target on an exchange of its own, named like its topic.
+
+    RabbitMQ permissions are per exchange and queue name: a topic on the
+    shared control exchange could be published to by anyone allowed to
+    publish any request.  Fanout casts go to ``<topic>_fanout``.
+    """
+    return oslo_messaging.Target(exchange=topic, topic=topic, **kwargs)
 
 
 def get_client(target: oslo_messaging.Target, version_cap: str | None = None,

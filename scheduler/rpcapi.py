@@ -24,12 +24,13 @@ CONF = cfg.CONF
 class SchedulerAPI:
     """Client side of the scheduler RPC API (see SchedulerManager)."""
 
-    VERSION = '1.3'
+    VERSION = '1.4'
 
     def __init__(self, transport=None, timeout: int | None = None):
         self._transport = transport
         self._timeout = timeout
         self._client = None
+        self._cast_clients: dict = {}
         self._server_manifest: dict | None = None
 
     # -- version negotiation --------------------------------------------
@@ -136,30 +137,43 @@ class SchedulerAPI:
             ctxt, 'schedule_run_instance', request_spec=request_spec,
             filter_properties=spec_obj.to_legacy_filter_properties_dict())
 
+    # Casts that change state: from 1.4 on their own topics and
+    # exchanges (see rpc.reports_topic/operator_topic), so that broker
+    # permissions can keep them to computes and operators.
+
     def update_service_capabilities(self, ctxt, host_state) -> None:
         """Fanout cast from a compute agent: one node's state."""
-        self.client.prepare(fanout=True, version='1.0').cast(
-            ctxt, 'update_service_capabilities',
-            host_state=self._backport(host_state))
+        self._state_cast(rpc.reports_topic(), '1.0', ctxt,
+                         'update_service_capabilities',
+                         host_state=self._backport(host_state))
 
     def update_instance_info(self, ctxt, host_name, instance_uuids) -> None:
-        self._fanout_1_1(ctxt, 'update_instance_info', host_name=host_name,
+        self._state_cast(rpc.reports_topic(), '1.1', ctxt,
+                         'update_instance_info', host_name=host_name,
                          instance_uuids=list(instance_uuids))
 
     def delete_instance_info(self, ctxt, host_name, instance_uuid) -> None:
-        self._fanout_1_1(ctxt, 'delete_instance_info', host_name=host_name,
+        """Needs an admin context: it releases the instance's resources."""
+        self._state_cast(rpc.reports_topic(), '1.1', ctxt,
+                         'delete_instance_info', host_name=host_name,
                          instance_uuid=instance_uuid)
 
     def sync_instance_info(self, ctxt, host_name, instance_uuids) -> None:
-        self._fanout_1_1(ctxt, 'sync_instance_info', host_name=host_name,
+        """Needs an admin context: placements not listed are dropped."""
+        self._state_cast(rpc.reports_topic(), '1.1', ctxt,
+                         'sync_instance_info', host_name=host_name,
                          instance_uuids=list(instance_uuids))
 
     def update_aggregates(self, ctxt, aggregates) -> None:
-        self._fanout_1_1(ctxt, 'update_aggregates',
+        """Needs an admin context (an operator's)."""
+        self._state_cast(rpc.operator_topic(), '1.1', ctxt,
+                         'update_aggregates',
                          aggregates=[self._backport(a) for a in aggregates])
 
     def delete_aggregate(self, ctxt, aggregate) -> None:
-        self._fanout_1_1(ctxt, 'delete_aggregate',
+        """Needs an admin context (an operator's)."""
+        self._state_cast(rpc.operator_topic(), '1.1', ctxt,
+                         'delete_aggregate',
                          aggregate=self._backport(aggregate))
 
     def explain(self, ctxt, spec_obj) -> dict:
@@ -178,10 +192,25 @@ class SchedulerAPI:
         return self.client.prepare(version='1.2').call(ctxt,
                                                        'get_version_info')
 
-    def _fanout_1_1(self, ctxt, method: str, **kwargs) -> None:
-        if not self.client.can_send_version('1.1'):
-            LOG.debug('Not sending %s: the scheduler API is capped below '
-                      '1.1', method)
+    def _state_cast(self, topic: str, legacy_version: str, ctxt,
+                    method: str, **kwargs) -> None:
+        """Fanout cast to ``topic`` (1.4), or to the request topic before.
+
+        ``legacy_version`` is the version that introduced ``method`` on
+        the request topic: below it the cast is not sent at all.
+        """
+        client = self.client
+        if client.can_send_version('1.4'):
+            if topic not in self._cast_clients:
+                self._cast_clients[topic] = rpc.get_client(
+                    rpc.own_exchange_target(topic, version='1.4'),
+                    transport=self._transport, timeout=self._timeout)
+            self._cast_clients[topic].prepare(fanout=True).cast(
+                ctxt, method, **kwargs)
             return
-        self.client.prepare(fanout=True, version='1.1').cast(ctxt, method,
-                                                             **kwargs)
+        if not client.can_send_version(legacy_version):
+            LOG.debug('Not sending %s: the scheduler API is capped below '
+                      '%s', method, legacy_version)
+            return
+        client.prepare(fanout=True, version=legacy_version).cast(
+            ctxt, method, **kwargs)

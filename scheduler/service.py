@@ -37,6 +37,7 @@ class Service(service.Service):
         self.periodic_interval = periodic_interval
         self._transport = transport
         self.rpcserver = None
+        self.servers: list = []
 
     @classmethod
     def create(cls, binary: str = 'scheduler-service',
@@ -62,10 +63,25 @@ class Service(service.Service):
         # the parent pooled (running the migrations) is dropped unclosed.
         db_api.reset_engine(close=False)
         self.manager.driver.host_manager.load_from_inventory()
+        # Requests, compute reports and operator casts each get their own
+        # server (own topic, own executor pool): a stalled request or a
+        # dead caller's undeliverable replies never delay the reports
+        # that keep hosts up, and broker permissions can tell them apart.
         target = oslo_messaging.Target(topic=self.topic, server=self.host)
         self.rpcserver = rpc.get_server(target, [self.manager],
                                         transport=self._transport)
-        self.rpcserver.start()
+        self.servers = [
+            self.rpcserver,
+            rpc.get_server(rpc.own_exchange_target(rpc.reports_topic(),
+                                                   server=self.host),
+                           [self.manager.reports],
+                           transport=self._transport),
+            rpc.get_server(rpc.own_exchange_target(rpc.operator_topic(),
+                                                   server=self.host),
+                           [self.manager.operator],
+                           transport=self._transport)]
+        for server in self.servers:
+            server.start()
         self.tg.add_dynamic_timer(
             self.periodic_tasks, initial_delay=None,
             periodic_interval_max=self.periodic_interval)
@@ -79,12 +95,17 @@ class Service(service.Service):
     def stop(self, graceful: bool = True) -> None:
         """Stop taking requests, let in-flight ones finish, save state."""
         LOG.info('Stopping %s on %s', self.binary, self.host)
-        if self.rpcserver is not None:
+        for server in self.servers:
             try:
-                self.rpcserver.stop()
-                self.rpcserver.wait()
+                server.stop()
             except Exception:
-                LOG.exception('Error stopping the RPC server')
+                LOG.exception('Error stopping an RPC server')
+        for server in self.servers:
+            try:
+                server.wait()
+            except Exception:
+                LOG.exception('Error stopping an RPC server')
+        self.servers = []
         try:
             self.manager.driver.host_manager.flush()
         except Exception:

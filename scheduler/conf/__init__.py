@@ -13,6 +13,7 @@ from scheduler.conf import database
 from scheduler.conf import default
 from scheduler.conf import filter_scheduler
 from scheduler.conf import ip_scheduler
+from scheduler.conf import limits
 from scheduler.conf import prometheus
 from scheduler.conf import scheduler
 from scheduler.conf import upgrade_levels
@@ -20,7 +21,7 @@ from scheduler.conf import upgrade_levels
 CONF = cfg.CONF
 
 ALL_MODULES = (default, scheduler, filter_scheduler, ip_scheduler, compute,
-               upgrade_levels, database, catalogue, prometheus)
+               upgrade_levels, database, catalogue, prometheus, limits)
 
 for _module in ALL_MODULES:
     _module.register_opts(CONF)

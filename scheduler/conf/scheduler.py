@@ -136,6 +136,28 @@ How many hosts a caller may try for one instance: the first choice plus
 ``max_attempts - 1`` alternates returned by ``select_destinations`` when
 the caller asks for alternates.
 """),
+    cfg.BoolOpt(
+        'accept_legacy_casts',
+        default=True,
+        help="""
+Whether the request topic (``topic``) still takes the casts that change
+the scheduler's state: compute reports and instance info
+(``update_service_capabilities``, ``update/delete/sync_instance_info``)
+and operator casts (``update_aggregates``, ``delete_aggregate``).
+Clients of RPC API 1.4 and later send them on their own topics and
+exchanges (``<topic>_reports`` and ``<topic>_ops``), which broker
+permissions can restrict to the computes' and operators' credentials;
+older clients send them on the request topic.  Keep true while older
+computes or tools run; set false once all are upgraded, so that
+credentials allowed to call ``select_destinations`` cannot change any
+state (see the admin guide, "Security and trust").
+
+Related options:
+
+* ``topic``: the request topic; the other two are derived from it
+* ``[upgrade_levels] scheduler``: clients capped below 1.4 send these
+  casts on the request topic
+"""),
 ]
 
 

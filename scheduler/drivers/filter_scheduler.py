@@ -7,6 +7,7 @@ import typing
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from scheduler import concurrency
 from scheduler import driver
 from scheduler import exception
 from scheduler import filters
@@ -247,6 +248,7 @@ class FilterScheduler(driver.Scheduler):
         claims, results = [], []
         try:
             for index in range(num):
+                concurrency.cooperative_yield()
                 uuid = uuids[index] if uuids else None
                 if uuid:
                     spec_obj.instance_uuid = uuid

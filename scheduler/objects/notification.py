@@ -74,3 +74,24 @@ class ExceptionPayload(base.SchedulerObject):
         'exception_message': fields.StringField(),
         'driver': fields.StringField(),
     }
+
+
+@base.SchedulerObjectRegistry.register
+class ClaimExpiredPayload(base.SchedulerObject):
+    """A claim released because the compute never reported the instance.
+
+    Usually a build lost on the way to the compute (a broker restart
+    dropped its run_instance cast): the caller's instance never starts.
+    """
+
+    # Version 1.0: Initial version
+    VERSION = '1.0'
+
+    fields = {
+        'instance_uuid': fields.StringField(),
+        'host': fields.StringField(),
+        'nodename': fields.StringField(nullable=True),
+        'claimed_at': fields.FloatField(),
+        'project_id': fields.StringField(nullable=True),
+        'user_id': fields.StringField(nullable=True),
+    }

@@ -256,8 +256,8 @@ class SimulatedCompute:
 class ComputeEndpoint:
     """The RPC endpoint of one simulated host (compute RPC API 1.0).
 
-    Only the two casts of ``scheduler.compute_rpcapi`` are public here:
-    everything public on an endpoint can be called over the bus.
+    Only the two casts of ``scheduler.compute_rpcapi`` are exposed:
+    ``rpc.get_server`` dispatches nothing else.
     """
 
     target = oslo_messaging.Target(version='1.0')
@@ -265,6 +265,7 @@ class ComputeEndpoint:
     def __init__(self, compute: SimulatedCompute):
         self._compute = compute
 
+    @oslo_messaging.expose
     def run_instance(self, ctxt, instance_uuid, node=None, spec_obj=None,
                      limits=None):
         if node and node != self._compute.name:
@@ -273,6 +274,7 @@ class ComputeEndpoint:
                                             'node': node})
         self._compute.run_instance(instance_uuid, spec_obj, limits, ctxt)
 
+    @oslo_messaging.expose
     def terminate_instance(self, ctxt, instance_uuid):
         self._compute.terminate_instance(instance_uuid, ctxt)
 

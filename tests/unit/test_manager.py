@@ -225,10 +225,13 @@ def test_max_instances_per_request_is_accepted():
     manager = _manager([fixtures.report('h%d' % n, memory_mb=1 << 20,
                                         vcpus=1000, local_gb=1000)
                         for n in range(2)])
-    spec = fixtures.request(
-        memory_mb=1, num_instances=manager_mod.MAX_INSTANCES_PER_REQUEST)
-    assert len(call(manager.select_destinations, spec_obj=spec)) == \
-        manager_mod.MAX_INSTANCES_PER_REQUEST
+    limit = manager_mod.CONF.limits.max_instances_per_request
+    spec = fixtures.request(memory_mb=1, num_instances=limit)
+    assert len(call(manager.select_destinations, spec_obj=spec)) == limit
+    spec = fixtures.request(memory_mb=1, num_instances=limit + 1)
+    with pytest.raises(exception.InvalidRequest) as info:
+        call(manager.select_destinations, spec_obj=spec)
+    assert 'max_instances_per_request' in str(info.value)
 
 
 # --- schedule_run_instance ---------------------------------------------------
@@ -304,10 +307,10 @@ def test_instance_info_reaches_the_host_manager():
          instance_uuids=[fixtures.uuid(3)])
 
 
-def test_a_bad_aggregate_update_is_only_logged(caplog):
+def test_a_bad_aggregate_update_is_a_typed_error():
     manager = _manager()
-    call(manager.update_aggregates, aggregates=[object()])
-    assert 'Ignored an aggregate update' in caplog.text
+    with pytest.raises(exception.InvalidRequest):
+        call(manager.update_aggregates, aggregates=[object()])
 
 
 # --- version info and driver loading -----------------------------------------

@@ -118,7 +118,8 @@ def test_malformed_objects_come_back_typed_and_the_service_goes_on(
     assert 'RequestSpec' in str(info.value)
     # One warning line per rejected request, no traceback.
     rejected = [r for r in caplog.records
-                if 'Rejected a request argument' in r.getMessage()]
+                if 'Rejected a call of select_destinations'
+                in r.getMessage()]
     assert len(rejected) == 2
 
     # A well-formed object of the wrong kind is an invalid request.

@@ -51,6 +51,7 @@ EXPECTED_FINGERPRINTS = {
     'SchedulerRetry': '1.0-42b6d1f650df5058c2b105e630022b56',
     'Selection': '1.1-e6781680273ffc2fb1aa1c105a25d137',
     # Notification payloads (scheduler.objects.notification).
+    'ClaimExpiredPayload': '1.0-76114c1a8620bd2919cd8354e561c9d2',
     'ExceptionPayload': '1.0-b671c35957aa473f8326d01d1c147500',
     'RequestSpecPayload': '1.0-d4c42df17396dad1987199bd30edeed8',
     'SelectDestinationsPayload': '1.0-1d5959d26b7796274ceb1b9e986c8e34',
@@ -169,6 +170,9 @@ def _samples() -> dict:
         'SelectDestinationsPayload': objects.SelectDestinationsPayload(
             request_spec=spec_payload, destinations=[['h1', 'h1']],
             driver='FilterScheduler'),
+        'ClaimExpiredPayload': objects.ClaimExpiredPayload(
+            instance_uuid=fixtures.uuid(3), host='h1', nodename='h1',
+            claimed_at=1.5, project_id='p', user_id='u'),
         'ExceptionPayload': objects.ExceptionPayload(
             request_spec=spec_payload, exception='NoValidHost',
             exception_message='No valid host was found.',

@@ -1,0 +1,128 @@
+"""Bounds on what the service reads from the bus, checked before the work.
+
+Two layers: raw bodies are measured before kombu parses them (a large
+JSON document costs many times its size in objects, and the allocator
+keeps much of that memory after it is freed), and decoded arguments are
+walked once, without recursion, before any versioned object is built
+from them.
+"""
+
+import bz2
+import lzma
+import zlib
+
+from kombu import compression as kombu_compression
+from kombu import serialization as kombu_serialization
+from kombu.utils import json as kombu_json
+from oslo_config import cfg
+
+from scheduler import exception
+
+CONF = cfg.CONF
+
+#: Integers beyond 64 bits have no meaning for the scheduler, and would
+#: overflow the database and numpy columns.
+_INT_LIMIT = 2 ** 63
+
+
+class MessageTooLarge(exception.SchedulerException):
+    msg_fmt = ('Message body of %(size)d bytes is larger than [limits] '
+               'max_message_bytes (%(limit)d): dropped unread')
+
+
+def _check_size(data) -> None:
+    limit = CONF.limits.max_message_bytes
+    if len(data) > limit:
+        raise MessageTooLarge(size=len(data), limit=limit)
+
+
+def _bounded_json_loads(data):
+    _check_size(data)
+    return kombu_json.loads(data)
+
+
+def _bounded(decompress_class):
+    """A decompressor that stops at ``max_message_bytes`` of output."""
+    def decompress(body):
+        _check_size(body)
+        limit = CONF.limits.max_message_bytes
+        decompressor = decompress_class()
+        out = decompressor.decompress(body, limit + 1)
+        if len(out) > limit:
+            raise MessageTooLarge(size=len(out), limit=limit)
+        return out
+    return decompress
+
+
+def _refuse(body):
+    raise exception.MalformedObject(what='message',
+                                    reason='compression not accepted')
+
+
+def install() -> None:
+    """Bound JSON bodies and decompression in this process (idempotent).
+
+    oslo.messaging's rabbit driver decodes every body through kombu's
+    registries; our decoders check the size first.  Compressed bodies
+    (which oslo.messaging never sends unless ``kombu_compression`` is
+    set) are inflated at most to the same limit.
+    """
+    kombu_serialization.register(
+        'json', kombu_json.dumps, _bounded_json_loads,
+        content_type='application/json', content_encoding='utf-8')
+    kombu_compression.register(zlib.compress,
+                               _bounded(zlib.decompressobj),
+                               'application/x-gzip',
+                               aliases=['gzip', 'zlib'])
+    kombu_compression.register(bz2.compress,
+                               _bounded(bz2.BZ2Decompressor),
+                               'application/x-bz2',
+                               aliases=['bzip2', 'bzip'])
+    kombu_compression.register(lzma.compress,
+                               _bounded(lzma.LZMADecompressor),
+                               'application/x-lzma', aliases=['lzma', 'xz'])
+    for content_type in ('application/x-brotli', 'application/zstd'):
+        kombu_compression.register(None, _refuse, content_type)
+
+
+def check_arguments(method, ctxt, args) -> None:
+    """Refuse arguments too deep, too many or with absurd numbers.
+
+    Raises InvalidRequest naming the first problem found; walks with an
+    explicit stack so that the walk itself cannot overflow.
+    """
+    if not isinstance(method, str) or not method or len(method) > 255:
+        raise exception.InvalidRequest(reason='no method name')
+    if not isinstance(args, dict):
+        raise exception.InvalidRequest(
+            reason='arguments must be a mapping, not %s'
+            % type(args).__name__)
+    if not isinstance(ctxt, dict):
+        raise exception.InvalidRequest(
+            reason='context must be a mapping, not %s' % type(ctxt).__name__)
+    max_depth = CONF.limits.max_argument_depth
+    budget = CONF.limits.max_argument_items
+    stack = [(args, 1), (ctxt, 1)]
+    while stack:
+        value, depth = stack.pop()
+        budget -= 1
+        if budget < 0:
+            raise exception.InvalidRequest(
+                reason='more than %d values in the arguments '
+                       '([limits] max_argument_items)'
+                % CONF.limits.max_argument_items)
+        if isinstance(value, dict):
+            children = list(value.keys()) + list(value.values())
+        elif isinstance(value, list):
+            children = value
+        else:
+            if (isinstance(value, int) and not isinstance(value, bool)
+                    and not -_INT_LIMIT <= value < _INT_LIMIT):
+                raise exception.InvalidRequest(
+                    reason='an integer does not fit in 64 bits')
+            continue
+        if depth >= max_depth and children:
+            raise exception.InvalidRequest(
+                reason='arguments nested deeper than %d levels '
+                       '([limits] max_argument_depth)' % max_depth)
+        stack.extend((child, depth + 1) for child in children)
