@@ -593,8 +593,11 @@ class HostManager:
         self.refresh_nodes(self._keys_of(host))
 
     def delete_instance_info(self, host: str, instance_uuid: str) -> None:
-        """An instance was deleted on ``host``: its resources are free."""
-        self.usage_db.release([instance_uuid])
+        """An instance was deleted on ``host``: its resources are free.
+
+        A placement on another host stays (a stale or forged message).
+        """
+        self.usage_db.release([instance_uuid], host=host)
         self.refresh_nodes(self._keys_of(host))
 
     def _keys_of(self, host: str) -> list:

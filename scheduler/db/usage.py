@@ -306,8 +306,8 @@ def _as_request(row) -> ClaimRequest:
 
 
 def _drop(session: orm.Session, uuids: Sequence[str],
-          only_pending_older_than: datetime.datetime | None = None
-          ) -> list[dict]:
+          only_pending_older_than: datetime.datetime | None = None,
+          host: str | None = None) -> list[dict]:
     """Delete placements, giving pending usage back; returns the dropped.
 
     Usage rows are locked before instance rows, as everywhere here.
@@ -317,6 +317,8 @@ def _drop(session: orm.Session, uuids: Sequence[str],
     rows = []
     for chunk in api._chunks(sorted(set(uuids))):
         stmt = sa.select(_INST).where(_INST.instance_uuid.in_(chunk))
+        if host is not None:
+            stmt = stmt.where(_INST.host == host)
         if only_pending_older_than is not None:
             stmt = stmt.where(_INST.pending.is_(True),
                               _INST.status == api.CLAIMED,
@@ -338,10 +340,15 @@ def _drop(session: orm.Session, uuids: Sequence[str],
 
 
 @api._retry_on_deadlock
-def release(instance_uuids: Sequence[str]) -> list[dict]:
-    """Drop placements (a request rolled back, an instance deleted)."""
+def release(instance_uuids: Sequence[str],
+            host: str | None = None) -> list[dict]:
+    """Drop placements (a request rolled back, an instance deleted).
+
+    With ``host``, only placements on that host go: a compute speaks for
+    its own instances, never for another host's.
+    """
     with api._transaction() as session:
-        return _drop(session, instance_uuids)
+        return _drop(session, instance_uuids, host=host)
 
 
 @api._retry_on_deadlock
@@ -489,7 +496,7 @@ def sync_host(host: str, instance_uuids: Iterable[str]) -> list[dict]:
             .where(_INST.host == host)).all()
         gone = [uuid for uuid, status in rows
                 if status == api.ACTIVE and uuid not in listed]
-        dropped = _drop(session, gone)
+        dropped = _drop(session, gone, host=host)
     confirm(host, listed)
     return dropped
 

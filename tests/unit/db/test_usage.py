@@ -180,3 +180,10 @@ def test_changed_since_returns_rows_in_sequence_order():
         ('h2', 1), ('h1', 2)]
     assert [r['seq'] for r in changed] == sorted(r['seq'] for r in changed)
     assert usage.changed_since(changed[-1]['seq']) == []
+
+
+def test_a_compute_releases_only_its_own_placements():
+    _claim(1)
+    assert usage.release([fixtures.uuid(1)], host='h2') == []
+    assert _row()['claimed_memory_mb'] == 1024
+    assert len(usage.release([fixtures.uuid(1)], host='h1')) == 1
