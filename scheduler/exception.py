@@ -91,3 +91,13 @@ class AggregateHostNotFound(SchedulerException):
 
 class ConfigurationError(SchedulerException):
     msg_fmt = 'Invalid configuration: %(reason)s'
+
+
+class WeigherConfigurationError(ConfigurationError):
+    """A weigher cannot weigh with the configuration it was given.
+
+    An operator's problem, not the request's: the caller gets this
+    instead of NoValidHost, naming the weigher and what to change.
+    """
+
+    msg_fmt = 'Weigher %(weigher)s is misconfigured: %(reason)s'

@@ -23,11 +23,11 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from scheduler import exception
-from scheduler.filters import numa_topology
-from scheduler.filters import pci_passthrough
 from scheduler import host_view
 from scheduler import objects
-from scheduler.objects import host_state as host_state_obj
+from scheduler.resources import compute
+from scheduler.resources import numa
+from scheduler.resources import pci
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
@@ -218,14 +218,14 @@ class HostManager:
 
     def claim(self, host_state, spec_obj, instance_uuid: str | None) -> Claim:
         """Consume one instance's resources on ``host_state``."""
-        memory_mb, vcpus, disk_gb = host_state_obj.resources_of(spec_obj)
+        memory_mb, vcpus, disk_gb = compute.resources_of(spec_obj)
         claim = Claim(instance_uuid or '', host_state.host,
                       host_state.nodename, memory_mb, vcpus, disk_gb,
                       spec_obj.obj_get('project_id'),
                       spec_obj.obj_get('user_id'))
         host_state.apply_claim(memory_mb, vcpus, disk_gb, instance_uuid)
-        claim.numa = numa_topology.claim_numa(host_state, spec_obj)
-        claim.pci = pci_passthrough.claim_pci(host_state, spec_obj)
+        claim.numa = numa.claim_numa(host_state, spec_obj)
+        claim.pci = pci.claim_pci(host_state, spec_obj)
         if instance_uuid:
             self._claims[host_state.key()][instance_uuid] = claim
             self._new_claims.append(claim)
@@ -343,8 +343,8 @@ def _apply(state, claim: Claim, sign: int = 1) -> None:
     """Lay a claim over a host state (``sign=-1`` takes it off)."""
     state.apply_claim(claim.memory_mb, claim.vcpus, claim.disk_gb,
                       claim.instance_uuid or None, sign=sign)
-    numa_topology.apply_numa_usage(state, claim.numa, sign=sign)
-    pci_passthrough.apply_pci_usage(state, claim.pci, sign=sign)
+    numa.apply_numa_usage(state, claim.numa, sign=sign)
+    pci.apply_pci_usage(state, claim.pci, sign=sign)
 
 
 def _aggregate_obj(row: dict):

@@ -3,8 +3,8 @@ metadata of the host's aggregates that set the same keys."""
 
 from oslo_config import cfg
 
-from scheduler.filters import aggregate_metadata
 from scheduler.filters import base
+from scheduler.resources import aggregates
 
 CONF = cfg.CONF
 
@@ -50,7 +50,7 @@ class AggregateImagePropertiesIsolation(base.RequestScopedFilter):
     @staticmethod
     def _mismatch(host_state, checks):
         for key, value in checks:
-            allowed = aggregate_metadata.values(host_state, key)
+            allowed = aggregates.values(host_state, key)
             if allowed and value not in allowed:
                 return key, value, allowed
         return None
