@@ -31,6 +31,9 @@ class AggregateImagePropertiesIsolation(base.RequestScopedFilter):
     IsolatedHostsFilter for a fixed list of image ids.
     """
 
+    #: nova runs it for rebuilds (the new image may need another host).
+    run_on_rebuild = True
+
     run_filter_once_per_request = True
 
     def prepare(self, spec_obj):

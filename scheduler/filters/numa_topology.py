@@ -18,6 +18,9 @@ class NUMATopologyFilter(base.RequestScopedFilter):
     compute to enforce.  Runs for every instance of a request, since
     each placed instance uses cells (see
     ``scheduler.resources.numa.claim_numa``).
+
+    On a rebuild the instance keeps its cells: skipped, as nova does
+    since bug 1804502 (its API refuses a rebuild that changes them).
     """
 
     def prepare(self, spec_obj):

@@ -192,3 +192,11 @@ def test_no_hosts_no_weights():
 def test_all_weighers_lists_the_in_tree_ones():
     names = {cls.__name__ for cls in weights.all_weighers()}
     assert {'RAMWeigher', 'CPUWeigher', 'DiskWeigher'} <= names
+
+
+def test_disk_weigher_uses_disk_available_least(conf):
+    # nova: free disk is the smaller of the totals and the hypervisor's.
+    hosts = fixtures.hosts(
+        fixtures.report('thin', local_gb=100, disk_available_least=10),
+        fixtures.report('fat', local_gb=50))
+    assert _rank([disk.DiskWeigher()], hosts)[0][0] == 'fat'
