@@ -26,6 +26,7 @@ from scheduler import exception
 from scheduler import host_view
 from scheduler import objects
 from scheduler.resources import compute
+from scheduler.resources import liveness
 from scheduler.resources import numa
 from scheduler.resources import pci
 
@@ -183,8 +184,8 @@ class HostManager:
     def check_down_hosts(self) -> list:
         """Log, once, each host that stopped reporting; return their keys."""
         newly_down = []
-        now = time.time()
-        cutoff = now - CONF.scheduler.service_down_time
+        now = liveness.now()
+        cutoff = liveness.cutoff(now)
         for key, state in self._states.items():
             if state.received_at >= cutoff or key in self._down:
                 continue
@@ -205,9 +206,10 @@ class HostManager:
         return list(self._states.values())
 
     def get_up_host_states(self) -> list:
-        cutoff = time.time() - CONF.scheduler.service_down_time
+        cutoff = liveness.cutoff()
         return [s for s in self._states.values()
-                if s.received_at >= cutoff and not s.disabled]
+                if s.received_at >= cutoff and not s.disabled
+                and not s.forced_down]
 
     def get_host_state(self, host: str, nodename: str | None = None):
         for state in self._states.values():

@@ -39,3 +39,10 @@ def is_up(host_state, at: float | None = None) -> bool:
     if getattr(host_state, 'forced_down', False):
         return False
     return host_state.received_at >= cutoff(at)
+
+
+def state_name(host_state, at: float | None = None) -> str:
+    """``up``, ``down`` (stale report) or ``forced down`` (operator)."""
+    if getattr(host_state, 'forced_down', False):
+        return 'forced down'
+    return 'up' if host_state.received_at >= cutoff(at) else 'down'
