@@ -764,3 +764,11 @@ def test_fixtures_library_is_the_real_one():
     # tests/unit/fixtures (our builders) must not shadow the 'fixtures'
     # library oslo's test fixtures import.
     assert hasattr(fixtures_lib, 'Fixture')
+
+
+def test_claims_count_swap_in_whole_gib():
+    # Usage is kept in GiB: 1 MiB of swap claims 1 GiB (the filters
+    # compare in MiB, as nova does).
+    spec = fixtures.request(root_gb=1, ephemeral_gb=0, swap=1)
+    assert compute.resources_of(spec) == (512, 1, 2)
+    assert compute.requested_disk_mb(spec) == 1025
