@@ -210,10 +210,9 @@ class FilterScheduler(driver.Scheduler):
                         for s in report.steps],
             'rejected': rejected,
             'passed': len(weighed),
-            'ranking': [{'host': w.obj.host, 'nodename': w.obj.nodename,
-                         'weight': w.weight,
-                         'contributions': dict(w.contributions)}
-                        for w in weighed[:max_ranked]],
+            'ranking': [dict(row, contributions=dict(w.contributions))
+                        for row, w in zip(pipeline.ranking(
+                            weighed[:max_ranked]), weighed)],
         }
 
     @staticmethod
