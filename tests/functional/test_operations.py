@@ -219,7 +219,7 @@ def test_scheduler_manage_talks_to_the_service(cluster, conf, tmp_path):
 
     explained = manage('explain', '--ram', str(10 ** 8), '--admin')
     assert explained.returncode == 0, explained.stderr
-    assert 'usable RAM' in explained.stdout
+    assert 'physical RAM' in explained.stdout
 
 
 def _free_port() -> int:
