@@ -125,3 +125,13 @@ class HostInUse(SchedulerException):
     msg_fmt = ('Host %(host)s has %(count)d placement(s); move or delete '
                'them first, or force the deletion (their resources are '
                'then free everywhere).')
+
+
+class WeigherConfigurationError(ConfigurationError):
+    """A weigher cannot weigh with the configuration it was given.
+
+    An operator's problem, not the request's: the caller gets this
+    instead of NoValidHost, naming the weigher and what to change.
+    """
+
+    msg_fmt = 'Weigher %(weigher)s is misconfigured: %(reason)s'

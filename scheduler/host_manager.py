@@ -30,13 +30,14 @@ from oslo_utils import timeutils
 
 from scheduler import concurrency
 from scheduler import exception
-from scheduler.filters import numa_topology
-from scheduler.filters import pci_passthrough
 from scheduler import host_view
 from scheduler import metrics
 from scheduler import notifications
 from scheduler import objects
-from scheduler.objects import host_state as host_state_obj
+from scheduler.resources import compute
+from scheduler.resources import liveness
+from scheduler.resources import numa
+from scheduler.resources import pci
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
@@ -256,8 +257,8 @@ class HostManager:
     def check_down_hosts(self) -> list:
         """Log, once, each host that stopped reporting; return their keys."""
         newly_down = []
-        now = time.time()
-        cutoff = now - CONF.scheduler.service_down_time
+        now = liveness.now()
+        cutoff = liveness.cutoff(now)
         with self._lock:
             for key, state in self._states.items():
                 if state.received_at >= cutoff or key in self._down:
@@ -367,8 +368,8 @@ class HostManager:
             view.instance_uuids = list(view.instance_uuids) + [
                 c.instance_uuid for c in unlisted]
             for claim in unlisted:
-                numa_topology.apply_numa_usage(view, claim.numa)
-                pci_passthrough.apply_pci_usage(view, claim.pci)
+                numa.apply_numa_usage(view, claim.numa)
+                pci.apply_pci_usage(view, claim.pci)
         self._states[key] = view
 
     # -- what the drivers read ------------------------------------------
@@ -379,9 +380,10 @@ class HostManager:
             return list(self._states.values())
 
     def get_up_host_states(self) -> list:
-        cutoff = time.time() - CONF.scheduler.service_down_time
+        cutoff = liveness.cutoff()
         return [s for s in self.get_all_host_states()
-                if s.received_at >= cutoff and not s.disabled]
+                if s.received_at >= cutoff and not s.disabled
+                and not s.forced_down]
 
     def get_host_state(self, host: str, nodename: str | None = None):
         for state in self.get_all_host_states():
@@ -420,16 +422,16 @@ class HostManager:
         until the claim expires.
         """
         key = host_state.key()
-        memory_mb, vcpus, disk_gb = host_state_obj.resources_of(spec_obj)
+        memory_mb, vcpus, disk_gb = compute.resources_of(spec_obj)
         # NUMA cells and PCI devices are picked on a scratch copy: the
         # shared view changes only once the inventory said yes.
         scratch = self.current(host_state).copy()
-        numa = numa_topology.claim_numa(scratch, spec_obj)
-        pci = pci_passthrough.claim_pci(scratch, spec_obj)
+        numa_used = numa.claim_numa(scratch, spec_obj)
+        pci_used = pci.claim_pci(scratch, spec_obj)
         with self._lock:
             row = self._usage.get(key)
         generation = None
-        if numa or pci:
+        if numa_used or pci_used:
             if row is None or row['generation'] < 0:
                 self.refresh_nodes([key])
                 with self._lock:
@@ -443,7 +445,8 @@ class HostManager:
             project_id=spec_obj.obj_get('project_id'),
             user_id=spec_obj.obj_get('user_id'),
             limits=dict(limits or {}), generation=generation,
-            numa=[list(x) for x in numa], pci=[list(x) for x in pci],
+            numa=[list(x) for x in numa_used],
+            pci=[list(x) for x in pci_used],
             reported=_reported_values(self._reports.get(key, host_state)))
         try:
             placed = store.claim(request, replace=replace)

@@ -11,13 +11,15 @@ works on either.
 """
 
 import copy
-import time
 
 from scheduler.objects import host_state as host_state_obj
+from scheduler.resources import aggregates as aggregates_res
+from scheduler.resources import liveness
 
 #: Fields whose values are mutable containers, copied per view.
 _CONTAINERS = ('cpu_info', 'supported_instances', 'instance_uuids',
-               'metrics', 'pci_pools')
+               'metrics', 'pci_pools', 'stats',
+               'instance_image_properties')
 
 
 class HostView(host_state_obj.HostResources):
@@ -49,7 +51,7 @@ class HostView(host_state_obj.HostResources):
                     # A compute may leave usage out: it means none.
                     cell.obj_set_defaults()
             setattr(self, name, value)
-        self.received_at = time.time() if received_at is None \
+        self.received_at = liveness.now() if received_at is None \
             else received_at
         self.set_aggregates([])
 
@@ -57,14 +59,13 @@ class HostView(host_state_obj.HostResources):
         """Attach the host's aggregates; derived values are computed once."""
         self.aggregates = list(aggregates)
         self.availability_zones = frozenset(
-            host_state_obj.zones_of(self.aggregates))
+            aggregates_res.zones_of(self.aggregates))
         self._metadata: dict = {}
         for agg in self.aggregates:
             for key, value in agg.metadata.items():
                 self._metadata.setdefault(key, []).append(value)
         self.aggregate_keys = frozenset(self._metadata)
-        overrides = host_state_obj.ratio_overrides(self.host,
-                                                   self.aggregates)
+        overrides = aggregates_res.ratio_overrides(self.aggregates)
         self._ratios = {
             resource: overrides.get(
                 resource, getattr(self, '%s_allocation_ratio' % resource))

@@ -18,6 +18,7 @@ from scheduler.cli import output
 from scheduler.db import api as db_api
 from scheduler import exception
 from scheduler.objects import host_state as host_state_obj
+from scheduler.resources import liveness
 
 COLUMNS = ['host', 'nodename', 'state', 'disabled', 'free_ram_mb',
            'memory_mb', 'free_disk_gb', 'local_gb', 'free_vcpus', 'vcpus',
@@ -64,7 +65,7 @@ def host_rows(states: list | None = None) -> list:
     for state in load_states() if states is None else states:
         rows.append({
             'host': state.host, 'nodename': state.nodename,
-            'state': 'up' if state.is_up() else 'down',
+            'state': liveness.state_name(state),
             'disabled': state.disabled,
             'free_ram_mb': state.free_ram_mb, 'memory_mb': state.memory_mb,
             'free_disk_gb': _free_disk_gb(state),
@@ -127,7 +128,7 @@ def node_detail(state) -> dict:
     return {
         'host': state.host, 'nodename': state.nodename,
         'uuid': state.obj_get('uuid'),
-        'state': 'up' if state.is_up() else 'down',
+        'state': liveness.state_name(state),
         'disabled': state.disabled,
         'disabled_reason': state.disabled_reason,
         'memory_mb': state.memory_mb,

@@ -249,6 +249,78 @@ Related options:
 * ``weight_classes``
 * ``max_instances_per_host``
 """),
+    cfg.FloatOpt(
+        'cross_cell_move_weight_multiplier',
+        default=1000000.0,
+        mutable=True,
+        help="""
+Multiplier of the CrossCellWeigher.  On a move that may cross cells
+(``requested_destination`` names the instance's cell and allows
+cross-cell moves), hosts in that cell weigh +1 and the others -1,
+times this multiplier.  The default is deliberately huge, so that an
+instance leaves its cell only when no host of its cell passed the
+filters; a negative value prefers other cells; ``0.0`` disables the
+weigher.  An aggregate's ``cross_cell_move_weight_multiplier``
+metadata overrides it for the aggregate's hosts.
+
+Related options:
+
+* ``weight_classes``
+"""),
+    cfg.FloatOpt(
+        'image_props_weight_multiplier',
+        default=0.0,
+        mutable=True,
+        help="""
+Multiplier of the ImagePropertiesWeigher, which weighs hosts by how
+many of their instances run an image with the same properties as the
+requested one.  Positive values pack instances of like images
+together; negative values spread them; the default ``0.0`` disables
+the weigher (an aggregate's ``image_props_weight_multiplier`` metadata
+then does not turn it on, as in nova).
+
+Related options:
+
+* ``image_props_weight_setting``
+* ``weight_classes``
+"""),
+    cfg.ListOpt(
+        'image_props_weight_setting',
+        default=[],
+        mutable=True,
+        help="""
+The image properties the ImagePropertiesWeigher counts and the ratio
+of each, as ``name=ratio`` pairs: ``os_distro=1.0, hw_machine_type=-1``.
+A host's raw weight is then, for each listed property of the requested
+image, the number of its instances whose image has the same value,
+times the ratio; unlisted properties count 0.  Empty (the default):
+every property counts with ratio 1.  An entry that is not
+``name=ratio`` with a numeric ratio is logged and ignored.
+
+Related options:
+
+* ``image_props_weight_multiplier``
+"""),
+    cfg.StrOpt(
+        'image_properties_default_architecture',
+        choices=['alpha', 'armv6', 'armv7l', 'armv7b', 'aarch64', 'cris',
+                 'i686', 'ia64', 'lm32', 'm68k', 'microblaze',
+                 'microblazeel', 'mips', 'mipsel', 'mips64', 'mips64el',
+                 'openrisc', 'parisc', 'parisc64', 'ppc', 'ppcle', 'ppc64',
+                 'ppc64le', 'ppcemb', 's390', 's390x', 'sh4', 'sh4eb',
+                 'sparc', 'sparc64', 'unicore32', 'x86_64', 'xtensa',
+                 'xtensaeb'],
+        mutable=True,
+        help="""
+The architecture ImagePropertiesFilter assumes for an image that names
+none (no ``hw_architecture`` property).  Unset (the default), such an
+image runs on any architecture; set, it runs only on hosts supporting
+this one.
+
+Related options:
+
+* ``enabled_filters``: ``ImagePropertiesFilter``
+"""),
 ]
 
 metrics_opts = [
@@ -291,8 +363,10 @@ Related options:
         mutable=True,
         help="""
 Whether every metric of ``weight_setting`` is required.  When True a
-host that lacks one fails the request with NoValidHost naming the host
-and metric, so enable MetricsFilter to drop such hosts before weighing.
+host that lacks one fails the request with WeigherConfigurationError
+naming the MetricsWeigher, the host and the metric (a configuration
+problem, not NoValidHost), so enable MetricsFilter to drop such hosts
+before weighing.
 When False such a host gets ``weight_of_unavailable`` instead.
 
 Related options:

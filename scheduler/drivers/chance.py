@@ -7,6 +7,7 @@ from oslo_log import log as logging
 
 from scheduler import driver
 from scheduler import exception
+from scheduler import pipeline
 
 LOG = logging.getLogger(__name__)
 
@@ -20,11 +21,13 @@ class ChanceScheduler(driver.Scheduler):
 
     def _candidates(self, spec_obj) -> list:
         hosts = self.host_manager.get_up_host_states()
-        ignore = set(spec_obj.obj_get('ignore_hosts') or [])
-        force = set(spec_obj.obj_get('force_hosts') or [])
-        hosts = [h for h in hosts if h.host not in ignore]
-        if force:
-            hosts = [h for h in hosts if h.host in force]
+        # Host names match in any case, as in nova.
+        ignored = pipeline.name_matcher(spec_obj.obj_get('ignore_hosts'))
+        forced = pipeline.name_matcher(spec_obj.obj_get('force_hosts'))
+        if ignored is not None:
+            hosts = [h for h in hosts if not ignored(h.host)]
+        if forced is not None:
+            hosts = [h for h in hosts if forced(h.host)]
         return hosts
 
     def select_destinations(self, context, spec_obj, instance_uuids: list,

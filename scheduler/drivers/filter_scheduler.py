@@ -13,8 +13,9 @@ from scheduler import exception
 from scheduler import filters
 from scheduler import loader
 from scheduler import metrics
-from scheduler.objects import host_state as host_state_obj
+from scheduler import pipeline
 from scheduler import request_limits
+from scheduler.resources import compute
 from scheduler import weights
 
 LOG = logging.getLogger(__name__)
@@ -115,46 +116,16 @@ class FilterScheduler(driver.Scheduler):
 
     def candidate_hosts(self, spec_obj) -> list:
         """All hosts, narrowed by ignore/force hosts and nodes and
-        ``requested_destination``, before any filter runs."""
-        hosts = self.host_manager.get_all_host_states()
-        ignore = set(spec_obj.obj_get('ignore_hosts') or [])
-        if ignore:
-            hosts = [h for h in hosts if h.host not in ignore]
-        dest = spec_obj.obj_get('requested_destination')
-        if dest is not None:
-            if dest.obj_get('host'):
-                hosts = [h for h in hosts if h.host == dest.host]
-            if dest.obj_get('node'):
-                hosts = [h for h in hosts if h.nodename == dest.node]
-            for entry in dest.obj_get('aggregates') or []:
-                wanted = set(entry.split(','))
-                hosts = [h for h in hosts
-                         if any(a.uuid in wanted or a.name in wanted
-                                for a in h.aggregates)]
-        return hosts
+        ``requested_destination`` (``scheduler.pipeline.candidates``),
+        before any filter runs."""
+        return pipeline.candidates(spec_obj,
+                                   self.host_manager.get_all_host_states())
 
     @staticmethod
     def forced_hosts(spec_obj, hosts: list) -> list | None:
-        """The hosts an admin forced, or None when nothing is forced.
-
-        Forced hosts skip the filters, as in nova: an operator who names
-        a host takes responsibility for it.
-        """
-        force_hosts = set(spec_obj.obj_get('force_hosts') or [])
-        force_nodes = set(spec_obj.obj_get('force_nodes') or [])
-        if not (force_hosts or force_nodes):
-            return None
-        # Forcing skips the filters, not the liveness check: a forced
-        # host that stopped reporting cannot build anything.
-        matched = [h for h in hosts
-                   if (not force_hosts or h.host in force_hosts)
-                   and (not force_nodes or h.nodename in force_nodes)
-                   and h.is_up() and not h.disabled]
-        LOG.info('Forced host(s) %(hosts)s node(s) %(nodes)s matched '
-                 '%(count)d host(s); filters skipped',
-                 {'hosts': sorted(force_hosts), 'nodes': sorted(force_nodes),
-                  'count': len(matched)})
-        return matched
+        """The hosts an admin forced, or None when nothing is forced
+        (``scheduler.pipeline.forced_hosts``)."""
+        return pipeline.forced_hosts(spec_obj, hosts)
 
     def filter_and_weigh(self, spec_obj, hosts: list, index: int = 0,
                          report: filters.FilterReport | None = None,
@@ -213,7 +184,7 @@ class FilterScheduler(driver.Scheduler):
         """
         existing = self.host_manager.placements(uuids)
         kept, replace = {}, set()
-        wanted = host_state_obj.resources_of(spec_obj)
+        wanted = compute.resources_of(spec_obj)
         excluded = _excluded_hosts(spec_obj)
         for uuid, placed in existing.items():
             if not placed['pending']:
@@ -386,10 +357,9 @@ class FilterScheduler(driver.Scheduler):
                         for s in report.steps],
             'rejected': rejected,
             'passed': len(weighed),
-            'ranking': [{'host': w.obj.host, 'nodename': w.obj.nodename,
-                         'weight': w.weight,
-                         'contributions': dict(w.contributions)}
-                        for w in weighed[:max_ranked]],
+            'ranking': [dict(row, contributions=dict(w.contributions))
+                        for row, w in zip(pipeline.ranking(
+                            weighed[:max_ranked]), weighed)],
         }
 
     @staticmethod

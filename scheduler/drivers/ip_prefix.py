@@ -15,6 +15,7 @@ from oslo_log import log as logging
 
 from scheduler import driver
 from scheduler import exception
+from scheduler import pipeline
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
@@ -60,8 +61,9 @@ class IPScheduler(driver.Scheduler):
                                      CONF.ip_scheduler.prefix_map,
                                      CONF.ip_scheduler.default_host_prefix)
         hosts = [h for h in hosts if h.startswith(prefix)]
-        ignore = set(spec_obj.obj_get('ignore_hosts') or [])
-        hosts = [h for h in hosts if h not in ignore]
+        ignored = pipeline.name_matcher(spec_obj.obj_get('ignore_hosts'))
+        if ignored is not None:
+            hosts = [h for h in hosts if not ignored(h)]
         if not hosts:
             LOG.info('No up host with prefix %(prefix)r for a request from '
                      '%(ip)s', {'prefix': prefix, 'ip': remote_ip})

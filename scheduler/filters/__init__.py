@@ -15,10 +15,12 @@ from scheduler.filters.base import FilterReport
 from scheduler.filters.base import HostFilterHandler
 from scheduler.filters.base import RequestScopedFilter
 from scheduler.filters.base import SKIP
+from scheduler.filters.base import request_is_rebuild
 from scheduler import loader
 
 __all__ = ['BaseHostFilter', 'FilterReport', 'HostFilterHandler',
-           'RequestScopedFilter', 'SKIP', 'all_filters']
+           'RequestScopedFilter', 'SKIP', 'all_filters',
+           'request_is_rebuild']
 
 
 def all_filters() -> list:

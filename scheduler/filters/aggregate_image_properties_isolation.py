@@ -3,8 +3,8 @@ metadata of the host's aggregates that set the same keys."""
 
 from oslo_config import cfg
 
-from scheduler.filters import aggregate_metadata
 from scheduler.filters import base
+from scheduler.resources import aggregates
 
 CONF = cfg.CONF
 
@@ -31,6 +31,9 @@ class AggregateImagePropertiesIsolation(base.RequestScopedFilter):
     IsolatedHostsFilter for a fixed list of image ids.
     """
 
+    #: nova runs it for rebuilds (the new image may need another host).
+    run_on_rebuild = True
+
     run_filter_once_per_request = True
 
     def prepare(self, spec_obj):
@@ -50,7 +53,7 @@ class AggregateImagePropertiesIsolation(base.RequestScopedFilter):
     @staticmethod
     def _mismatch(host_state, checks):
         for key, value in checks:
-            allowed = aggregate_metadata.values(host_state, key)
+            allowed = aggregates.values(host_state, key)
             if allowed and value not in allowed:
                 return key, value, allowed
         return None

@@ -3,9 +3,9 @@ aggregates satisfies the flavor's extra specs."""
 
 from oslo_log import log as logging
 
-from scheduler.filters import aggregate_metadata
 from scheduler.filters import base
 from scheduler.filters import extra_specs_ops
+from scheduler.resources import aggregates
 
 LOG = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class AggregateInstanceExtraSpecsFilter(base.RequestScopedFilter):
     @staticmethod
     def _failed(host_state, checks):
         for key, meta_key, req in checks:
-            have = aggregate_metadata.values(host_state, meta_key)
+            have = aggregates.values(host_state, meta_key)
             if not any(extra_specs_ops.match(v, req) for v in have):
                 return key, meta_key, req, have
         return None

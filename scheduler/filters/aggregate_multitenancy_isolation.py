@@ -1,8 +1,8 @@
 """AggregateMultiTenancyIsolation: the host's tenant-isolated aggregates,
 if any, admit the request's project."""
 
-from scheduler.filters import aggregate_metadata
 from scheduler.filters import base
+from scheduler.resources import aggregates
 
 KEY_PREFIX = 'filter_tenant_id'
 
@@ -19,7 +19,7 @@ def tenants_of(host_state) -> set:
         for key, value in agg.metadata.items():
             if key.startswith(KEY_PREFIX):
                 raw.append(value)
-    return aggregate_metadata.split_values(raw) if raw else set()
+    return aggregates.split_values(raw) if raw else set()
 
 
 class AggregateMultiTenancyIsolation(base.RequestScopedFilter):

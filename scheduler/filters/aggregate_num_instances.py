@@ -3,8 +3,8 @@ aggregates' ``max_instances_per_host``."""
 
 from oslo_config import cfg
 
-from scheduler.filters import aggregate_metadata
 from scheduler.filters import base
+from scheduler.resources import aggregates
 
 CONF = cfg.CONF
 
@@ -22,12 +22,12 @@ class AggregateNumInstancesFilter(base.RequestScopedFilter):
         return CONF.filter_scheduler.max_instances_per_host
 
     def passes(self, host_state, default: int) -> bool:
-        limit = aggregate_metadata.min_int(host_state, KEY, default)
+        limit = aggregates.host_value(host_state, KEY, default, int)
         return host_state.num_instances < limit
 
     def rejection_reason(self, host_state, spec_obj) -> str:
-        limit = aggregate_metadata.min_int(host_state, KEY,
-                                           self.prepare(spec_obj))
+        limit = aggregates.host_value(host_state, KEY,
+                                      self.prepare(spec_obj), int)
         where = ('aggregate' if host_state.aggregate_values(KEY)
                  else '[filter_scheduler]')
         return ('%d instances >= %s max_instances_per_host %d'

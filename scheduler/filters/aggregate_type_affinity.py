@@ -1,8 +1,8 @@
 """AggregateTypeAffinityFilter: the host's aggregates, if they restrict
 flavors with ``instance_type`` metadata, allow the request's flavor."""
 
-from scheduler.filters import aggregate_metadata
 from scheduler.filters import base
+from scheduler.resources import aggregates
 
 KEY = 'instance_type'
 
@@ -21,10 +21,10 @@ class AggregateTypeAffinityFilter(base.RequestScopedFilter):
         return spec_obj.flavor.name
 
     def passes(self, host_state, flavor_name) -> bool:
-        allowed = aggregate_metadata.values(host_state, KEY)
+        allowed = aggregates.values(host_state, KEY)
         return not allowed or flavor_name in allowed
 
     def rejection_reason(self, host_state, spec_obj) -> str:
-        allowed = aggregate_metadata.values(host_state, KEY)
+        allowed = aggregates.values(host_state, KEY)
         return ('flavor %s is not in the aggregate instance_type list %s'
                 % (self.prepare(spec_obj), ','.join(sorted(allowed))))

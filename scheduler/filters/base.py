@@ -21,6 +21,12 @@ class BaseHostFilter:
     #: answer cannot change between instances of one request).
     run_filter_once_per_request = False
 
+    #: Run for a rebuild on the instance's own host (nova's
+    #: ``RUN_ON_REBUILD``).  A rebuild keeps the instance's resources
+    #: and host, so only filters that judge the new image need run;
+    #: every other filter passes the host unexamined.
+    run_on_rebuild = False
+
     def host_passes(self, host_state, spec_obj) -> bool:
         """Return True if ``host_state`` can take an instance of ``spec_obj``.
         """
@@ -133,6 +139,18 @@ class FilterReport:
         return {'steps': [dataclasses.asdict(s) for s in self.steps]}
 
 
+#: The scheduler hint nova sets on a rebuild request.
+REBUILD_HINT = '_nova_check_type'
+
+
+def request_is_rebuild(spec_obj) -> bool:
+    """Whether ``spec_obj`` is nova's rebuild check: the scheduler hint
+    ``_nova_check_type`` with the single value ``rebuild``."""
+    getter = getattr(spec_obj, 'obj_get', None)
+    hints = (getter('scheduler_hints') if getter else None) or {}
+    return list(hints.get(REBUILD_HINT) or []) == ['rebuild']
+
+
 def host_key(host_state) -> str:
     return '%s/%s' % (host_state.host, host_state.nodename)
 
@@ -146,12 +164,18 @@ class HostFilterHandler:
         """Return the hosts that pass every filter, logging the walk.
 
         The debug log shows each filter's start and end counts, as nova
-        does; when a filter leaves no host, one INFO line names it.
+        does; when a filter leaves no host, one INFO line names it.  On
+        a rebuild (``request_is_rebuild``) only filters with
+        ``run_on_rebuild`` run, as in nova.
         """
         hosts = list(hosts)
         request_id = _request_id(spec_obj)
+        rebuild = request_is_rebuild(spec_obj)
         for flt in filters:
             if not flt.run_filter_for_index(index):
+                continue
+            if rebuild and not getattr(flt, 'run_on_rebuild', False):
+                LOG.debug('Skipping %s for a rebuild', flt.name())
                 continue
             name = flt.name()
             before = hosts

@@ -1,28 +1,30 @@
 """ComputeFilter: the host's compute service is up and enabled."""
 
-import time
-
 from oslo_config import cfg
 from oslo_log import log as logging
 
 from scheduler.filters import base
+from scheduler.resources import liveness
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
 
 
 class ComputeFilter(base.BaseHostFilter):
-    """Passes hosts that reported recently and are not disabled."""
+    """Passes hosts that reported recently, are not disabled and were not
+    forced down by an operator (nova's ``forced_down``; the age of the
+    report is measured by ``scheduler.resources.liveness``' clock)."""
 
     run_filter_once_per_request = True
 
     def filter_all(self, host_states, spec_obj) -> list:
         # The same test as host_passes, with the cut-off computed once:
         # this filter sees every host of every request.
-        cutoff = time.time() - CONF.scheduler.service_down_time
+        cutoff = liveness.cutoff()
         passed = []
         for host in host_states:
-            if not host.disabled and host.received_at >= cutoff:
+            if (not host.disabled and not host.forced_down
+                    and host.received_at >= cutoff):
                 passed.append(host)
             elif LOG.isEnabledFor(logging.DEBUG):
                 self.host_passes(host, spec_obj)
@@ -34,6 +36,9 @@ class ComputeFilter(base.BaseHostFilter):
                       {'host': host_state,
                        'reason': host_state.disabled_reason})
             return False
+        if host_state.forced_down:
+            LOG.debug('%s is forced down', host_state)
+            return False
         if not host_state.is_up():
             LOG.debug('%s has not reported within [scheduler] '
                       'service_down_time', host_state)
@@ -44,6 +49,8 @@ class ComputeFilter(base.BaseHostFilter):
         if host_state.disabled:
             return 'compute service disabled (%s)' % (
                 host_state.disabled_reason or 'no reason given')
+        if host_state.forced_down:
+            return 'compute service forced down by an operator'
         return ('no report for %.0f s (service_down_time %d s)'
                 % (host_state.seconds_since_report(),
                    CONF.scheduler.service_down_time))

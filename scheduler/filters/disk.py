@@ -1,41 +1,55 @@
 """DiskFilter: enough local disk, counting the disk allocation ratio."""
 
 from scheduler.filters import base
+from scheduler.resources import compute
 
-
-def requested_disk_mb(spec_obj) -> int:
-    """Root (unless booted from volume) + ephemeral + swap, in MiB."""
-    flavor = spec_obj.flavor
-    disk_gb = flavor.ephemeral_gb
-    if not spec_obj.obj_get('is_bfv', False):
-        disk_gb += flavor.root_gb
-    return disk_gb * 1024 + flavor.swap
+#: Where the request arithmetic lives (kept importable by this name).
+requested_disk_mb = compute.requested_disk_mb
 
 
 class DiskFilter(base.RequestScopedFilter):
-    """Passes hosts whose usable disk (total x ratio - used) fits the flavor.
+    """Passes hosts whose usable disk fits the flavor, as nova computes
+    it: total x ratio - used, where used is total - free and free is
+    the smaller of the totals' and the compute's
+    ``disk_available_least``.  An instance larger than the host's whole
+    disk is refused whatever the allocation ratio (no overcommit
+    against itself).
     """
 
     def prepare(self, spec_obj) -> int:
-        return requested_disk_mb(spec_obj)
+        return compute.requested_disk_mb(spec_obj)
 
     @staticmethod
     def _limit_gb(host_state) -> float:
         return host_state.local_gb * host_state.allocation_ratio('disk')
 
+    @classmethod
+    def _usable_mb(cls, host_state) -> float:
+        return compute.usable(host_state.local_gb * 1024,
+                              host_state.allocation_ratio('disk'),
+                              compute.free_disk_gb(host_state) * 1024)
+
     def passes(self, host_state, requested_mb: int) -> bool:
-        limit_gb = self._limit_gb(host_state)
-        return (limit_gb - host_state.local_gb_used) * 1024 >= requested_mb
+        if compute.larger_than_host(requested_mb,
+                                    host_state.local_gb * 1024):
+            return False
+        return self._usable_mb(host_state) >= requested_mb
 
     def host_limits(self, host_state, spec_obj) -> dict:
         """How far the compute (and the claim) may oversubscribe disk."""
         return {'disk_gb': self._limit_gb(host_state)}
 
     def rejection_reason(self, host_state, spec_obj) -> str:
-        usable_mb = (self._limit_gb(host_state)
-                     - host_state.local_gb_used) * 1024
+        requested = self.prepare(spec_obj)
+        if compute.larger_than_host(requested, host_state.local_gb * 1024):
+            return ('requested %d MB disk > %d GB physical disk (no '
+                    'overcommit against itself)'
+                    % (requested, host_state.local_gb))
         return ('usable disk %d MB < requested %d MB (total %d GB x ratio '
-                '%s, used %d GB)' % (usable_mb, self.prepare(spec_obj),
-                                     host_state.local_gb,
-                                     host_state.allocation_ratio('disk'),
-                                     host_state.local_gb_used))
+                '%s, free %d GB%s)'
+                % (self._usable_mb(host_state), requested,
+                   host_state.local_gb, host_state.allocation_ratio('disk'),
+                   compute.free_disk_gb(host_state),
+                   '' if host_state.disk_available_least is None
+                   else ', disk_available_least %d GB'
+                   % host_state.disk_available_least))

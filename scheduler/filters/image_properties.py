@@ -1,76 +1,86 @@
 """ImagePropertiesFilter: the host supports the image's architecture,
 hypervisor type and version, and VM mode."""
 
-import re
+from oslo_config import cfg
 
-from oslo_utils import versionutils
-
+from scheduler import exception
 from scheduler.filters import base
-from scheduler.filters import extra_specs_ops
+from scheduler.filters import compute_capabilities
+from scheduler.resources import images
 
-_VM_MODE_ALIASES = {'pv': 'xen', 'hv': 'hvm', 'baremetal': 'hvm'}
-
-
-_REQUIREMENT = re.compile(r'^\s*(==|!=|>=|<=|=)?\s*(\d+(?:\.\d+)*)\s*$')
-
-
-def _version_requirement(requirement: str) -> str:
-    """'>= 6.0' (or '>=6.0') -> '>= 6000000', comparable with
-    hypervisor_version, which encodes x.y.z as x*10^6 + y*10^3 + z."""
-    match = _REQUIREMENT.match(requirement)
-    if not match:
-        raise ValueError('unreadable version requirement %r' % requirement)
-    op, version = match.group(1) or '==', match.group(2)
-    parts = version.split('.')
-    # '6.0' means 6.0.0; a single number (nova's '6000') is taken as is.
-    if len(parts) > 1:
-        parts += ['0'] * (3 - len(parts))
-    return '%s %d' % (op, versionutils.convert_version_to_int(
-        '.'.join(parts)))
+CONF = cfg.CONF
 
 
 class ImagePropertiesFilter(base.RequestScopedFilter):
-    """Passes hosts that support the image's hw_architecture, img_hv_type,
-    hw_vm_mode and img_hv_requested_version."""
+    """Passes hosts that support the image's ``hw_architecture``,
+    ``img_hv_type`` and ``hw_vm_mode`` (one ``supported_instances``
+    triple matching all that are set), ``img_hv_requested_version`` (a
+    comma list of predicates such as ``>= 7.0, < 9.0``) and
+    ``hw_maxphysaddr_bits`` (at most the host's cpu_info
+    ``maxphysaddr.bits``).
+
+    Values are canonicalised as nova does (``amd64`` is ``x86_64``,
+    ``QEMU`` is ``qemu``, ``hv`` is ``hvm``); a value nova does not know
+    or an unreadable version requirement is an InvalidRequest.  An
+    image naming no architecture gets ``[filter_scheduler]
+    image_properties_default_architecture`` when that is set.
+    """
 
     run_filter_once_per_request = True
+    #: nova runs it for rebuilds: a new image may need another host.
+    run_on_rebuild = True
 
     def prepare(self, spec_obj):
         props = spec_obj.image_properties
-        arch = props.get('hw_architecture') or props.get('architecture')
-        hv_type = props.get('img_hv_type') or props.get('hypervisor_type')
-        vm_mode = props.get('hw_vm_mode') or props.get('vm_mode')
-        vm_mode = _VM_MODE_ALIASES.get(vm_mode, vm_mode)
-        version = props.get('img_hv_requested_version')
-        if not (arch or hv_type or vm_mode or version):
+        arch = images.architecture(
+            images.prop(props, 'hw_architecture')
+            or CONF.filter_scheduler.image_properties_default_architecture)
+        hv_type = images.hypervisor_type(images.prop(props, 'img_hv_type'))
+        mode = images.vm_mode(images.prop(props, 'hw_vm_mode'))
+        version = images.prop(props, 'img_hv_requested_version')
+        bits = props.get('hw_maxphysaddr_bits')
+        if not (arch or hv_type or mode or version or bits):
             return base.SKIP
-        try:
-            version = _version_requirement(version) if version else None
-        except ValueError:
-            # An unreadable version can match no hypervisor.
-            version = '== -1'
-        wanted = (arch, hv_type, vm_mode) if (arch or hv_type or vm_mode) \
+        predicates = images.version_predicates(version) if version else None
+        if bits is not None:
+            try:
+                bits = int(str(bits).strip())
+            except ValueError:
+                raise exception.InvalidRequest(
+                    reason='image property hw_maxphysaddr_bits %r is not '
+                           'an integer' % bits)
+        wanted = (arch, hv_type, mode) if (arch or hv_type or mode) \
             else None
-        return wanted, version
+        return wanted, predicates, version, bits
 
     @staticmethod
     def _problem(host_state, prepared) -> str | None:
-        wanted, version = prepared
+        wanted, predicates, version, bits = prepared
         if wanted is not None:
             supported = host_state.supported_instances
             if not supported:
                 return 'reports no supported instance types'
             for triple in supported:
-                have = (list(triple) + [None] * 3)[:3]
+                have = images.supported_triple(triple)
                 if all(w is None or w == h for w, h in zip(wanted, have)):
                     break
             else:
                 return ('supports %s, not architecture=%s hypervisor=%s '
                         'vm_mode=%s' % (supported, *wanted))
-        if version is not None and not extra_specs_ops.match(
-                host_state.hypervisor_version, version):
+        if predicates is not None and not images.version_satisfies(
+                host_state.hypervisor_version, predicates):
             return ('hypervisor version %s does not satisfy %s'
                     % (host_state.hypervisor_version, version))
+        if bits is not None:
+            have = compute_capabilities.lookup(
+                host_state, ['cpu_info', 'maxphysaddr', 'bits'])
+            try:
+                enough = have is not None and int(have) >= bits
+            except ValueError:
+                enough = False
+            if not enough:
+                return ('maxphysaddr bits %s < the image\'s '
+                        'hw_maxphysaddr_bits %d' % (have, bits))
         return None
 
     def passes(self, host_state, prepared) -> bool:

@@ -17,6 +17,9 @@ class IsolatedHostsFilter(base.RequestScopedFilter):
     from a volume (no image) never lands on one.
     """
 
+    #: nova runs it for rebuilds (the new image may need another host).
+    run_on_rebuild = True
+
     run_filter_once_per_request = True
 
     def prepare(self, spec_obj):

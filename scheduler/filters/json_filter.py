@@ -49,7 +49,8 @@ _SCALARS = {name: _attr(name) for name in (
     'hypervisor_hostname', 'memory_mb', 'memory_mb_used', 'local_gb',
     'local_gb_used', 'vcpus', 'vcpus_used', 'cpu_allocation_ratio',
     'ram_allocation_ratio', 'disk_allocation_ratio', 'num_instances',
-    'num_io_ops', 'failed_builds', 'disabled',
+    'num_io_ops', 'failed_builds', 'disabled', 'forced_down',
+    'disk_available_least', 'cell_uuid',
     # Derived by HostResources.
     'free_ram_mb', 'free_disk_mb', 'free_vcpus', 'total_usable_ram_mb',
     'total_usable_disk_gb')}
@@ -58,7 +59,8 @@ _SCALARS['host_ip'] = _host_ip
 _SCALARS['vcpus_total'] = _attr('vcpus')
 
 #: ``$name.key...`` -> the dict to look ``key`` up in.
-_DICTS = {'metrics': _attr('metrics'), 'cpu_info': _attr('cpu_info')}
+_DICTS = {'metrics': _attr('metrics'), 'cpu_info': _attr('cpu_info'),
+          'stats': _attr('stats')}
 
 
 def known_variables() -> list:
@@ -271,8 +273,9 @@ class JsonFilter(base.RequestScopedFilter):
     fixed list (``known_variables()``: the HostState fields, the
     derived ``free_ram_mb``, ``free_disk_mb``, ``free_vcpus``,
     ``total_usable_ram_mb``, ``total_usable_disk_gb``, nova's
-    ``vcpus_total``, and keys of ``metrics`` and ``cpu_info`` as in
-    ``$metrics.cpu.frequency``).  A variable the host lacks is dropped
+    ``vcpus_total``, and keys of ``metrics``, ``cpu_info`` and
+    ``stats`` as in ``$metrics.cpu.frequency`` or
+    ``$stats.num_os_type_windows``).  A variable the host lacks is dropped
     from its expression, as nova does.
 
     The query is user input: anything but a well-formed query of at

@@ -1,10 +1,14 @@
 """RamFilter: enough RAM, counting the host's RAM allocation ratio."""
 
 from scheduler.filters import base
+from scheduler.resources import compute
 
 
 class RamFilter(base.RequestScopedFilter):
-    """Passes hosts whose usable RAM (total x ratio - used) fits the flavor."""
+    """Passes hosts whose usable RAM (total x ratio - used) fits the
+    flavor.  As in nova, an instance never overcommits against itself:
+    one asking for more RAM than the host physically has is refused
+    whatever the allocation ratio."""
 
     def prepare(self, spec_obj) -> int:
         return spec_obj.flavor.memory_mb
@@ -14,6 +18,8 @@ class RamFilter(base.RequestScopedFilter):
         return host_state.memory_mb * host_state.allocation_ratio('ram')
 
     def passes(self, host_state, requested: int) -> bool:
+        if compute.larger_than_host(requested, host_state.memory_mb):
+            return False
         limit = self._limit(host_state)
         return limit - host_state.memory_mb_used >= requested
 
@@ -22,10 +28,14 @@ class RamFilter(base.RequestScopedFilter):
         return {'memory_mb': self._limit(host_state)}
 
     def rejection_reason(self, host_state, spec_obj) -> str:
+        requested = self.prepare(spec_obj)
+        if compute.larger_than_host(requested, host_state.memory_mb):
+            return ('requested %d MB RAM > %d MB physical RAM (no '
+                    'overcommit against itself)'
+                    % (requested, host_state.memory_mb))
         limit = self._limit(host_state)
         return ('usable RAM %d MB < requested %d MB (total %d MB x ratio '
                 '%s, used %d MB)' % (limit - host_state.memory_mb_used,
-                                     self.prepare(spec_obj),
-                                     host_state.memory_mb,
+                                     requested, host_state.memory_mb,
                                      host_state.allocation_ratio('ram'),
                                      host_state.memory_mb_used))

@@ -2,7 +2,7 @@
 instance's affinity server group, if the group has any."""
 
 from scheduler.filters import base
-from scheduler.filters import server_group_anti_affinity
+from scheduler.resources import server_groups
 
 POLICY = 'affinity'
 
@@ -19,7 +19,7 @@ class ServerGroupAffinityFilter(base.RequestScopedFilter):
     """
 
     def prepare(self, spec_obj):
-        group = server_group_anti_affinity.group_of(spec_obj, POLICY)
+        group = server_groups.group_of(spec_obj, POLICY)
         hosts = frozenset(group.obj_get('hosts') or ()) if group else None
         return hosts or base.SKIP
 

@@ -1,6 +1,7 @@
 """VCPUFilter: enough vCPUs, counting the CPU allocation ratio."""
 
 from scheduler.filters import base
+from scheduler.resources import compute
 
 
 class VCPUFilter(base.RequestScopedFilter):
@@ -18,7 +19,7 @@ class VCPUFilter(base.RequestScopedFilter):
         if not host_state.vcpus:
             # The compute does not know its vCPUs: do not guess.
             return True
-        if requested > host_state.vcpus:
+        if compute.larger_than_host(requested, host_state.vcpus):
             return False
         return self._limit(host_state) - host_state.vcpus_used >= requested
 
@@ -30,7 +31,7 @@ class VCPUFilter(base.RequestScopedFilter):
 
     def rejection_reason(self, host_state, spec_obj) -> str:
         requested = self.prepare(spec_obj)
-        if requested > host_state.vcpus:
+        if compute.larger_than_host(requested, host_state.vcpus):
             return ('requested %d vCPUs > %d physical CPUs'
                     % (requested, host_state.vcpus))
         limit = self._limit(host_state)

@@ -7,61 +7,17 @@ compute) as plain attributes, and consumes
 resources on it as it places instances.
 """
 
-import time
-
-from oslo_config import cfg
-from oslo_log import log as logging
 from oslo_utils import timeutils
 from oslo_utils import versionutils
 
 from scheduler.objects import base
 from scheduler.objects import fields
+from scheduler.resources import aggregates
+from scheduler.resources import compute
+from scheduler.resources import liveness
 from scheduler import request_limits
 
-LOG = logging.getLogger(__name__)
-CONF = cfg.CONF
-
-
-RESOURCES = ('cpu', 'ram', 'disk')
-
-
-def zones_of(aggregates: list) -> set:
-    """Availability zones named by ``aggregates``' metadata."""
-    return {agg.metadata['availability_zone'] for agg in aggregates
-            if agg.metadata.get('availability_zone')}
-
-
-def ratio_overrides(host: str, aggregates: list) -> dict:
-    """``{resource: ratio}`` set by ``<resource>_allocation_ratio`` metadata.
-
-    With several aggregates setting one ratio the smallest wins (the
-    safe choice) and the conflict is logged; a non-numeric value is
-    logged and ignored.
-    """
-    found: dict = {}
-    for agg in aggregates:
-        for resource in RESOURCES:
-            key = '%s_allocation_ratio' % resource
-            value = agg.metadata.get(key)
-            if value is None:
-                continue
-            try:
-                ratio = float(value)
-            except ValueError:
-                LOG.warning('Aggregate %(agg)s has a non-numeric %(key)s '
-                            '%(value)r; ignoring it',
-                            {'agg': agg.name, 'key': key, 'value': value})
-                continue
-            found.setdefault(resource, []).append(ratio)
-    out = {}
-    for resource, values in found.items():
-        if len(set(values)) > 1:
-            LOG.debug('%(host)s is in aggregates with different '
-                      '%(resource)s allocation ratios %(values)s; using the '
-                      'smallest', {'host': host, 'resource': resource,
-                                   'values': values})
-        out[resource] = min(values)
-    return out
+RESOURCES = aggregates.RATIO_RESOURCES
 
 
 class HostResources:
@@ -78,7 +34,8 @@ class HostResources:
 
     @property
     def free_disk_mb(self) -> int:
-        return (self.local_gb - self.local_gb_used) * 1024
+        """Free disk, capped by ``disk_available_least`` (nova's rule)."""
+        return compute.free_disk_gb(self) * 1024
 
     @property
     def free_vcpus(self) -> int:
@@ -99,7 +56,7 @@ class HostResources:
 
     @property
     def availability_zones(self) -> set:
-        return zones_of(self.aggregates)
+        return aggregates.zones_of(self.aggregates)
 
     @property
     def aggregate_keys(self) -> set:
@@ -115,9 +72,10 @@ class HostResources:
         """The ratio for ``'cpu'``, ``'ram'`` or ``'disk'`` on this host.
 
         An aggregate of the host with metadata ``<resource>_allocation_ratio``
-        overrides what the compute reported (see ``ratio_overrides``).
+        overrides what the compute reported
+        (``scheduler.resources.aggregates.ratio_overrides``).
         """
-        override = ratio_overrides(self.host, self.aggregates).get(resource)
+        override = aggregates.ratio_overrides(self.aggregates).get(resource)
         if override is None:
             return getattr(self, '%s_allocation_ratio' % resource)
         return override
@@ -131,19 +89,20 @@ class HostResources:
         return request_limits.for_host(self.key())
 
     def seconds_since_report(self, now: float | None = None) -> float:
-        return (now or time.time()) - self.received_at
+        """Age of the report by ``scheduler.resources.liveness``' clock."""
+        return (liveness.now() if now is None else now) - self.received_at
 
     def is_up(self, now: float | None = None) -> bool:
-        """Reported within ``[scheduler] service_down_time``."""
-        return (self.seconds_since_report(now)
-                <= CONF.scheduler.service_down_time)
+        """Reported within ``[scheduler] service_down_time`` and not
+        forced down (``scheduler.resources.liveness.is_up``)."""
+        return liveness.is_up(self, now)
 
     def key(self) -> tuple:
         return (self.host, self.nodename)
 
     def consume_from_request(self, spec_obj) -> None:
         """Account for one instance of ``spec_obj`` placed on this host."""
-        memory_mb, vcpus, disk_gb = resources_of(spec_obj)
+        memory_mb, vcpus, disk_gb = compute.resources_of(spec_obj)
         self.apply_claim(memory_mb, vcpus, disk_gb,
                          spec_obj.obj_get('instance_uuid'))
 
@@ -152,6 +111,9 @@ class HostResources:
         """Add (``sign=1``) or give back (``sign=-1``) one instance's usage."""
         self.memory_mb_used += sign * memory_mb
         self.local_gb_used += sign * disk_gb
+        if self.disk_available_least is not None:
+            # The compute's own measure of free disk shrinks too.
+            self.disk_available_least -= sign * disk_gb
         self.vcpus_used += sign * vcpus
         self.num_instances = max(0, self.num_instances + sign)
         self.num_io_ops = max(0, self.num_io_ops + sign)
@@ -172,7 +134,9 @@ class HostResources:
 class HostState(HostResources, base.SchedulerObject):
     # Version 1.0: Initial version
     # Version 1.1: Added failed_builds
-    VERSION = '1.1'
+    # Version 1.2: Added stats, forced_down, disk_available_least,
+    #              cell_uuid and instance_image_properties
+    VERSION = '1.2'
 
     fields = {
         'host': fields.StringField(),
@@ -210,18 +174,45 @@ class HostState(HostResources, base.SchedulerObject):
         'disabled_reason': fields.StringField(nullable=True, default=None),
         'failed_builds': fields.NonNegativeIntegerField(default=0),
         'updated_at': fields.DateTimeField(nullable=True, default=None),
+        # Free-form counters the compute keeps (nova's ``stats``), such
+        # as ``num_os_type_windows``; ComputeCapabilitiesFilter and
+        # JsonFilter (``$stats.<key>``) read them.
+        'stats': fields.DictOfStringsField(default={}),
+        # An operator marked the compute service down (nova's
+        # ``forced_down``): no scheduling to it, however fresh its
+        # reports.  Distinct from a stale report.
+        'forced_down': fields.BooleanField(default=False),
+        # What the disk images can still grow into, in GiB, as the
+        # hypervisor measures it; free disk is the smaller of this and
+        # local_gb - local_gb_used.  None: not measured.
+        'disk_available_least': fields.IntegerField(nullable=True,
+                                                    default=None),
+        # The cell the host belongs to (uuid or name); None: no cells.
+        'cell_uuid': fields.StringField(nullable=True, default=None),
+        # How many of the host's instances run an image with each
+        # property, keyed ``name=value`` (ImagePropertiesWeigher).
+        'instance_image_properties': fields.DictOfIntegersField(
+            default={}),
     }
+
+    #: Fields added by each version, dropped for older peers.
+    _ADDED = {(1, 1): ('failed_builds',),
+              (1, 2): ('stats', 'forced_down', 'disk_available_least',
+                       'cell_uuid', 'instance_image_properties')}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         # Set by the scheduler, never sent by computes.
         self.aggregates = []
-        self.received_at = time.time()
+        self.received_at = liveness.now()
 
     def obj_make_compatible(self, primitive, target_version):
         super().obj_make_compatible(primitive, target_version)
-        if versionutils.convert_version_to_tuple(target_version) < (1, 1):
-            primitive.pop('failed_builds', None)
+        target = versionutils.convert_version_to_tuple(target_version)
+        for version, names in self._ADDED.items():
+            if target < version:
+                for name in names:
+                    primitive.pop(name, None)
 
     def obj_load_attr(self, attrname):
         # A report from an older compute lacks newer fields: give them
@@ -243,14 +234,6 @@ class HostState(HostResources, base.SchedulerObject):
         return self
 
 
-def resources_of(spec_obj) -> tuple:
-    """``(memory_mb, vcpus, disk_gb)`` one instance of ``spec_obj`` uses here.
-
-    Swap counts as disk, rounded up to whole GiB; the root disk does not
-    count when the instance boots from a volume.
-    """
-    flavor = spec_obj.flavor
-    disk_gb = flavor.ephemeral_gb + (flavor.swap + 1023) // 1024
-    if not spec_obj.obj_get('is_bfv', False):
-        disk_gb += flavor.root_gb
-    return flavor.memory_mb, flavor.vcpus, disk_gb
+#: The simulator's name for it; the arithmetic lives in
+#: ``scheduler.resources.compute``.
+resources_of = compute.resources_of

@@ -1,5 +1,7 @@
 """Small objects a RequestSpec carries: retry, destination, limits."""
 
+from oslo_utils import versionutils
+
 from scheduler.objects import base
 from scheduler.objects import fields
 
@@ -20,10 +22,12 @@ class SchedulerRetry(base.SchedulerObject):
 
 @base.SchedulerObjectRegistry.register
 class Destination(base.SchedulerObject):
-    """A host, node and/or aggregates the caller wants the instance on."""
+    """A host, node, aggregates and/or cell the caller wants the instance
+    on."""
 
     # Version 1.0: Initial version
-    VERSION = '1.0'
+    # Version 1.1: Added cell and allow_cross_cell_move
+    VERSION = '1.1'
 
     fields = {
         'host': fields.StringField(nullable=True),
@@ -31,7 +35,18 @@ class Destination(base.SchedulerObject):
         # Each entry is a comma list of aggregate uuids or names: the
         # host must be in one of each entry's aggregates.
         'aggregates': fields.ListOfStringsField(nullable=True),
+        # The cell (a host's ``cell_uuid``) to stay in: candidates are
+        # restricted to it unless allow_cross_cell_move, in which case
+        # CrossCellWeigher only prefers it (nova's move operations).
+        'cell': fields.StringField(nullable=True, default=None),
+        'allow_cross_cell_move': fields.BooleanField(default=False),
     }
+
+    def obj_make_compatible(self, primitive, target_version):
+        super().obj_make_compatible(primitive, target_version)
+        if versionutils.convert_version_to_tuple(target_version) < (1, 1):
+            primitive.pop('cell', None)
+            primitive.pop('allow_cross_cell_move', None)
 
 
 @base.SchedulerObjectRegistry.register

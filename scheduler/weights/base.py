@@ -1,9 +1,12 @@
 """The weigher base class and the handler that sums weighers' votes."""
 
+import dataclasses
 import typing
 
 from oslo_config import cfg
 from oslo_log import log as logging
+
+from scheduler.resources import aggregates
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
@@ -11,7 +14,12 @@ CONF = cfg.CONF
 
 def normalize(weights: list, minval: float | None = None,
               maxval: float | None = None) -> list:
-    """Scale ``weights`` linearly to [0, 1]; all equal gives all 0."""
+    """Scale ``weights`` linearly to [0, 1]; all equal gives all 0.
+
+    ``minval``/``maxval``, when given, replace the observed minimum and
+    maximum as the ends of the scale (nova's ``normalize``); use
+    ``clamp`` first so that no weight falls outside them.
+    """
     if not weights:
         return []
     maxval = float(max(weights) if maxval is None else maxval)
@@ -22,38 +30,43 @@ def normalize(weights: list, minval: float | None = None,
     return [(w - minval) / span for w in weights]
 
 
-def aggregate_override(host_state, key: str, default: float) -> float:
-    """``key`` from the host's aggregate metadata, else ``default``.
+def clamp(weights: list, minval: float | None = None,
+          maxval: float | None = None) -> list:
+    """``weights`` with each value held within ``[minval, maxval]``.
 
-    Several aggregates disagreeing: the smallest value wins, logged.
+    nova's RAM, CPU, Disk and IoOps weighers set ``minval = 0``: a host
+    with negative free RAM (overcommitted) weighs 0 instead of
+    stretching the scale every other host is normalised on.
     """
-    values = []
-    for raw in host_state.aggregate_values(key):
-        try:
-            values.append(float(raw))
-        except ValueError:
-            LOG.warning('Host %(host)s: aggregate metadata %(key)s=%(raw)r is '
-                        'not a number; ignored',
-                        {'host': host_state.host, 'key': key, 'raw': raw})
-    if not values:
-        return default
-    if len(set(values)) > 1:
-        LOG.info('Host %(host)s is in aggregates with different %(key)s '
-                 '%(values)s; using %(min)s',
-                 {'host': host_state.host, 'key': key, 'values': values,
-                  'min': min(values)})
-    return min(values)
+    if minval is None and maxval is None:
+        return list(weights)
+    low = float('-inf') if minval is None else minval
+    high = float('inf') if maxval is None else maxval
+    return [min(max(w, low), high) for w in weights]
+
+
+def aggregate_override(host_state, key: str, default: float) -> float:
+    """``key`` from the host's aggregate metadata, else ``default``
+    (``scheduler.resources.aggregates.host_value``: the smallest of
+    several values; an unreadable one means ``default``)."""
+    return aggregates.host_value(host_state, key, default, float)
 
 
 class WeighedHost:
-    """A host with its total weight and each weigher's contribution."""
+    """A host with its total weight and each weigher's contribution.
 
-    __slots__ = ('obj', 'weight', 'contributions')
+    When weighed with ``explain``, ``details`` maps each weigher's name
+    to a ``WeigherScore`` (raw value, normalised value, multiplier and
+    contribution) and ``contributions`` to the contribution alone.
+    """
+
+    __slots__ = ('obj', 'weight', 'contributions', 'details')
 
     def __init__(self, obj, weight: float = 0.0):
         self.obj = obj
         self.weight = weight
         self.contributions: dict = {}
+        self.details: dict = {}
 
     def __repr__(self) -> str:
         return 'WeighedHost [host: %r, weight: %s]' % (self.obj, self.weight)
@@ -67,7 +80,9 @@ class BaseHostWeigher:
     it may look at the host (per-aggregate overrides).
     """
 
-    #: Bounds used for normalisation instead of the observed min/max.
+    #: Bounds of the raw weights: values outside are clamped to them,
+    #: and they replace the observed min/max as the ends of the
+    #: normalisation scale (nova's ``minval``/``maxval``).
     minval: float | None = None
     maxval: float | None = None
 
@@ -76,12 +91,17 @@ class BaseHostWeigher:
     #: it for that host.  None means a fixed multiplier of 1.0.
     multiplier_option: str | None = None
 
-    def weight_multiplier(self, host_state) -> float:
-        """The multiplier for ``host_state`` (``None``: the configured one)."""
+    def configured_multiplier(self) -> float:
+        """The multiplier the configuration sets, before any aggregate
+        override (1.0 without ``multiplier_option``)."""
         if self.multiplier_option is None:
             return 1.0
-        default = getattr(CONF.filter_scheduler, self.multiplier_option)
-        if host_state is None:
+        return getattr(CONF.filter_scheduler, self.multiplier_option)
+
+    def weight_multiplier(self, host_state) -> float:
+        """The multiplier for ``host_state`` (``None``: the configured one)."""
+        default = self.configured_multiplier()
+        if self.multiplier_option is None or host_state is None:
             return default
         return aggregate_override(host_state, self.multiplier_option,
                                   default)
@@ -90,7 +110,7 @@ class BaseHostWeigher:
         """Multipliers of ``hosts``, in order; config is read once."""
         if self.multiplier_option is None:
             return [self.weight_multiplier(h) for h in hosts]
-        default = self.weight_multiplier(None)
+        default = self.configured_multiplier()
         key = self.multiplier_option
         multipliers = [default] * len(hosts)
         for i, host in enumerate(hosts):
@@ -111,6 +131,19 @@ class BaseHostWeigher:
         return cls.__name__
 
 
+@dataclasses.dataclass(frozen=True)
+class WeigherScore:
+    """What one weigher gave one host."""
+
+    raw: float
+    normalized: float
+    multiplier: float
+
+    @property
+    def contribution(self) -> float:
+        return self.multiplier * self.normalized
+
+
 class HostWeightHandler:
     """Applies weighers and sorts hosts, heaviest first."""
 
@@ -118,13 +151,17 @@ class HostWeightHandler:
                             spec_obj, explain: bool = False) -> list:
         """``hosts`` as WeighedHosts, heaviest first.
 
-        A weigher whose multiplier is 0 for every candidate is skipped:
-        it could not change the order.  Each weigher's contribution per
-        host is kept only when ``explain``-ing: the hot path needs only
-        the totals.
+        As in nova, a single candidate is not weighed (its weight is 0:
+        there is nothing to rank it against).  Each weigher's raw
+        weights are clamped to its ``minval``/``maxval``, normalised to
+        [0, 1] over the candidates and multiplied by the weigher's
+        multiplier for each host.  A weigher whose multiplier is 0 for
+        every candidate is skipped unless ``explain``-ing: it could not
+        change the order.  Per-weigher details are kept only when
+        ``explain``-ing: the hot path needs only the totals.
         """
         weighed = [WeighedHost(h) for h in hosts]
-        if not weighed:
+        if len(weighed) <= 1:
             return weighed
         hosts = [w.obj for w in weighed]
         totals = [0.0] * len(weighed)
@@ -132,14 +169,18 @@ class HostWeightHandler:
             multipliers = weigher.weight_multipliers(hosts)
             if not any(multipliers) and not explain:
                 continue
-            raw = weigher.weigh_objects(weighed, spec_obj)
+            raw = clamp(weigher.weigh_objects(weighed, spec_obj),
+                        weigher.minval, weigher.maxval)
             norm = normalize(raw, weigher.minval, weigher.maxval)
             for i, (multiplier, value) in enumerate(zip(multipliers, norm)):
                 totals[i] += multiplier * value
             if explain:
                 name = weigher.name()
-                for w, multiplier, value in zip(weighed, multipliers, norm):
-                    w.contributions[name] = multiplier * value
+                for w, r, value, multiplier in zip(weighed, raw, norm,
+                                                   multipliers):
+                    score = WeigherScore(r, value, multiplier)
+                    w.details[name] = score
+                    w.contributions[name] = score.contribution
         for w, total in zip(weighed, totals):
             w.weight = total
         weighed.sort(key=lambda w: w.weight, reverse=True)

@@ -10,6 +10,9 @@ class IoOpsWeigher(base.BaseHostWeigher):
     ``io_ops_weight_multiplier`` of -1.0 prefers lightly loaded hosts.
     """
 
+    #: As nova: negative raw values (overcommitted hosts) count as 0,
+    #: and hosts are normalised over [0, max].
+    minval = 0
     multiplier_option = 'io_ops_weight_multiplier'
 
     def _weigh_object(self, host_state, spec_obj) -> float:

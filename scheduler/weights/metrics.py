@@ -13,9 +13,10 @@ CONF = cfg.CONF
 class MetricsWeigher(base.BaseHostWeigher):
     """Weighs hosts by the sum of each ``[metrics] weight_setting``
     metric times its ratio.  A host lacking a metric (with a non-zero
-    ratio) fails the request with NoValidHost when ``[metrics]
-    required`` is set (enable MetricsFilter to drop such hosts first),
-    and otherwise weighs ``[metrics] weight_of_unavailable``.
+    ratio) fails the request with WeigherConfigurationError naming this
+    weigher when ``[metrics] required`` is set (enable MetricsFilter to
+    drop such hosts first), and otherwise weighs ``[metrics]
+    weight_of_unavailable``.
 
     The multiplier is ``[metrics] weight_multiplier``, overridden per
     host by the ``metrics_weight_multiplier`` metadata of its
@@ -26,12 +27,8 @@ class MetricsWeigher(base.BaseHostWeigher):
     #: weight_multiplier, as in nova.
     multiplier_option = 'metrics_weight_multiplier'
 
-    def weight_multiplier(self, host_state) -> float:
-        default = CONF.metrics.weight_multiplier
-        if host_state is None:
-            return default
-        return base.aggregate_override(host_state, self.multiplier_option,
-                                       default)
+    def configured_multiplier(self) -> float:
+        return CONF.metrics.weight_multiplier
 
     def weigh_objects(self, weighed_hosts: list, spec_obj) -> list:
         setting = [(name, ratio) for name, ratio
@@ -61,11 +58,13 @@ class MetricsWeigher(base.BaseHostWeigher):
             value = metrics.get(name)
             if value is None:
                 if required:
-                    raise exception.NoValidHost(
+                    raise exception.WeigherConfigurationError(
+                        weigher='MetricsWeigher',
                         reason='host %s/%s does not report metric %s, '
                                'which [metrics] weight_setting weighs and '
                                '[metrics] required demands; enable '
-                               'MetricsFilter to drop such hosts'
+                               'MetricsFilter to drop such hosts, or set '
+                               '[metrics] required = False'
                         % (host_state.host, host_state.nodename, name))
                 return unavailable
             total += value * ratio

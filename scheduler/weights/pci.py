@@ -1,7 +1,7 @@
 """PCIWeigher: keep hosts with PCI devices for the instances that need
 them."""
 
-from scheduler.filters import pci_passthrough
+from scheduler.resources import pci
 from scheduler.weights import base
 from scheduler.weights import non_negative
 
@@ -30,10 +30,10 @@ class PCIWeigher(non_negative.NonNegativeMultiplier, base.BaseHostWeigher):
             return []
         free = [sum(pool.count for pool in host.pci_pools)
                 for host in hosts]
-        wanted = pci_passthrough.wanted_devices(spec_obj)
+        wanted = pci.wanted_devices(spec_obj)
         if not wanted:
             return [-f for f in free]
         bottom = -(max(free) + 1)
-        return [-f if pci_passthrough.fit_requests(host.pci_pools, wanted)
+        return [-f if pci.fit_requests(host.pci_pools, wanted)
                 is not None else bottom
                 for host, f in zip(hosts, free)]

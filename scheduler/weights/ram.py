@@ -6,6 +6,9 @@ from scheduler.weights import base
 class RAMWeigher(base.BaseHostWeigher):
     """Weighs hosts by free RAM; ``ram_weight_multiplier`` < 0 stacks."""
 
+    #: As nova: negative raw values (overcommitted hosts) count as 0,
+    #: and hosts are normalised over [0, max].
+    minval = 0
     multiplier_option = 'ram_weight_multiplier'
 
     def _weigh_object(self, host_state, spec_obj) -> float:

@@ -1,9 +1,9 @@
 """ServerGroupSoftAntiAffinityWeigher: for a soft-anti-affinity server
 group, prefer hosts running fewer of its members."""
 
+from scheduler.resources import server_groups
 from scheduler.weights import base
 from scheduler.weights import non_negative
-from scheduler.weights import server_group_soft_affinity
 
 POLICY = 'soft-anti-affinity'
 
@@ -20,7 +20,7 @@ class ServerGroupSoftAntiAffinityWeigher(non_negative.NonNegativeMultiplier,
     multiplier_option = 'soft_anti_affinity_weight_multiplier'
 
     def weigh_objects(self, weighed_hosts: list, spec_obj) -> list:
-        counts = server_group_soft_affinity.member_counts(
+        counts = server_groups.member_counts(
             [w.obj for w in weighed_hosts], spec_obj, POLICY)
         if counts is None:
             return [0.0] * len(weighed_hosts)

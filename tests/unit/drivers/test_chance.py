@@ -77,3 +77,12 @@ def test_no_up_host_is_no_valid_host():
     with pytest.raises(exception.NoValidHost) as info:
         _place(chance.ChanceScheduler(fixtures.manager_with()))
     assert 'Is the appropriate service running?' in str(info.value)
+
+
+def test_host_names_match_in_any_case_as_in_nova():
+    random.seed(6)
+    driver = _driver()
+    assert {_place(driver, fixtures.request(ignore_hosts=['H1', 'h2']))[0][0]
+            .service_host for _ in range(5)} == {'h3'}
+    assert {_place(driver, fixtures.request(force_hosts=['H2']))[0][0]
+            .service_host for _ in range(5)} == {'h2'}

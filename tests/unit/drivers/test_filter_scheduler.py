@@ -492,3 +492,29 @@ def test_limits_written_by_a_plugin_stay_in_their_request(spread):
                     [fixtures.uuid(2)])
     assert second[0][0].limits.memory_mb == 8192
     assert driver.host_manager.get_host_state('big').limits == {}
+
+
+def test_forced_and_ignored_hosts_match_in_any_case(conf):
+    # nova lower-cases both sides (host_manager._strip_ignore_hosts,
+    # _match_forced_hosts); the driver goes through scheduler.pipeline.
+    driver = filter_scheduler.FilterScheduler(fixtures.manager_with(
+        [fixtures.report('Compute1'), fixtures.report('compute2')], []))
+    [[chosen]] = driver.select_destinations(
+        None, fixtures.request(ignore_hosts=['COMPUTE1']), None)
+    assert chosen.service_host == 'compute2'
+    [[chosen]] = driver.select_destinations(
+        None, fixtures.request(force_hosts=['compute1']), None)
+    assert chosen.service_host == 'Compute1'
+
+
+def test_explain_ranks_with_each_weighers_raw_and_normalised_value(conf):
+    conf.config(weight_classes=['RAMWeigher'], group='filter_scheduler')
+    driver = filter_scheduler.FilterScheduler(fixtures.manager_with(
+        [fixtures.report('big', memory_mb=8192),
+         fixtures.report('small', memory_mb=2048)], []))
+    ranking = driver.explain(None, fixtures.request())['ranking']
+    assert [r['host'] for r in ranking] == ['big', 'small']
+    assert ranking[1]['weighers']['RAMWeigher'] == {
+        'raw': 2048, 'normalized': 0.25, 'multiplier': 1.0,
+        'contribution': 0.25}
+    assert ranking[1]['contributions'] == {'RAMWeigher': 0.25}

@@ -99,3 +99,45 @@ def test_rejection_reason_names_the_spec_and_the_host_value():
 def test_runs_once_per_request():
     assert not compute_capabilities.ComputeCapabilitiesFilter() \
         .run_filter_for_index(1)
+
+
+def test_an_unscoped_key_the_host_does_not_know_is_ignored_as_in_nova():
+    # trust=trusted is for another filter: no host is rejected for it.
+    assert _passes({'trust': 'trusted'})
+    assert _passes({'trust:trusted_host': 'trusted'})
+    # An unscoped key naming a host attribute is still checked.
+    assert not _passes({'hypervisor_type': 'xen'})
+
+
+def test_keys_resolve_against_stats():
+    stats = {'num_os_type_windows': '3', 'io_workload': '1'}
+    assert _passes({'capabilities:num_os_type_windows': '>= 2'},
+                   stats=stats)
+    assert not _passes({'capabilities:num_os_type_windows': '>= 4'},
+                       stats=stats)
+    # Unscoped: checked only because the host's stats have the key.
+    assert not _passes({'io_workload': '== 0'}, stats=stats)
+    assert _passes({'io_workload': '== 0'})
+    # Scoped and absent everywhere: the host cannot satisfy it.
+    assert not _passes({'capabilities:num_os_type_windows': '>= 1'})
+
+
+def test_host_attributes_win_over_stats():
+    assert _passes({'capabilities:vcpus_total': '= 48'},
+                   stats={'vcpus_total': '1'})
+
+
+def test_only_host_values_are_reachable():
+    # Not an attribute the filter may read: looked up in stats only.
+    assert not _passes({'capabilities:report': 's== x'})
+    assert not _passes({'capabilities:aggregates': 's== []'})
+
+
+def test_maxphysaddr_bits_needs_as_many_host_bits():
+    cpu = dict(HOST['cpu_info'], **{'maxphysaddr.mode': 'emulate',
+                                    'maxphysaddr.bits': '46'})
+    assert _passes({'hw:maxphysaddr_bits': '42'}, cpu_info=cpu)
+    assert _passes({'hw:maxphysaddr_bits': '46'}, cpu_info=cpu)
+    assert not _passes({'hw:maxphysaddr_bits': '48'}, cpu_info=cpu)
+    # A host that does not say how many bits it has cannot promise them.
+    assert not _passes({'hw:maxphysaddr_bits': '42'})

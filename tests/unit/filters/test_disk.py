@@ -22,18 +22,57 @@ def test_boot_from_volume_needs_no_root_disk_here():
 
 
 def test_allocation_ratio_and_limit():
-    host = fixtures.host('h1', local_gb=100, disk_allocation_ratio=2.0)
-    assert _passes(host, root_gb=200)
+    host = fixtures.host('h1', local_gb=100, local_gb_used=100,
+                         disk_allocation_ratio=2.0)
+    assert _passes(host, root_gb=100)
     assert disk.DiskFilter().host_limits(host, fixtures.request()) == {
         'disk_gb': 200}
-    assert not _passes(host, root_gb=201)
+    assert not _passes(host, root_gb=101)
+
+
+def test_one_instance_never_overcommits_against_itself():
+    # nova's guard: larger than the whole disk is refused at any ratio.
+    host = fixtures.host('h1', local_gb=100, disk_allocation_ratio=10.0)
+    assert _passes(host, root_gb=100)
+    assert not _passes(host, root_gb=101)
+    assert disk.DiskFilter().rejection_reason(
+        host, fixtures.request(root_gb=101)) == (
+        'requested 103424 MB disk > 100 GB physical disk (no overcommit '
+        'against itself)')
+
+
+def test_disk_available_least_caps_free_disk_as_in_nova():
+    # The totals say 60 GB free; the hypervisor measures 20 GB.
+    host = fixtures.host('h1', local_gb=100, local_gb_used=40,
+                         disk_available_least=20)
+    assert host.free_disk_mb == 20 * 1024
+    assert _passes(host, root_gb=20)
+    assert not _passes(host, root_gb=21)
+    assert disk.DiskFilter().rejection_reason(
+        host, fixtures.request(root_gb=21)).endswith(
+        'free 20 GB, disk_available_least 20 GB)')
+    # Larger than the totals' free disk: the totals win.
+    roomy = fixtures.host('h2', local_gb=100, local_gb_used=40,
+                          disk_available_least=90)
+    assert roomy.free_disk_mb == 60 * 1024
+
+
+def test_claims_shrink_disk_available_least_too():
+    host = fixtures.host('h1', local_gb=100, disk_available_least=20)
+    host.apply_claim(0, 0, 5)
+    assert host.free_disk_mb == 15 * 1024
+    host.apply_claim(0, 0, 5, sign=-1)
+    assert host.free_disk_mb == 20 * 1024
 
 
 def test_aggregate_disk_ratio_override():
     aggs = [fixtures.aggregate('thin', ['h1'],
                                {'disk_allocation_ratio': '3.0'})]
-    host = fixtures.host('h1', local_gb=10, aggregates=aggs)
-    assert _passes(host, root_gb=30)
+    host = fixtures.host('h1', local_gb=10, local_gb_used=10,
+                         aggregates=aggs)
+    assert _passes(host, root_gb=10)
+    assert not _passes(fixtures.host('h1', local_gb=10, local_gb_used=21,
+                                     aggregates=aggs), root_gb=10)
 
 
 def test_rejection_reason():
@@ -41,7 +80,7 @@ def test_rejection_reason():
     assert disk.DiskFilter().rejection_reason(
         host, fixtures.request(root_gb=5)) == (
         'usable disk 2048 MB < requested 5120 MB (total 10 GB x ratio 1.0, '
-        'used 8 GB)')
+        'free 2 GB)')
 
 
 def test_requested_disk_mb():

@@ -117,8 +117,8 @@ def test_detailed_report_says_why_each_host_was_rejected():
     _run([ram.RamFilter()], spec=fixtures.request(memory_mb=2048),
          report=report)
     assert report.steps[0].rejected == {
-        'h1/h1': 'usable RAM 1024 MB < requested 2048 MB (total 1024 MB x '
-                 'ratio 1.0, used 0 MB)'}
+        'h1/h1': 'requested 2048 MB RAM > 1024 MB physical RAM (no '
+                 'overcommit against itself)'}
 
 
 def test_default_rejection_reason_is_the_filters_first_doc_line():

@@ -3,6 +3,7 @@ VM mode, as the admin guide describes them."""
 
 import pytest
 
+from scheduler import exception
 from scheduler.filters import image_properties
 from tests.unit import fixtures
 
@@ -75,8 +76,97 @@ def test_requested_hypervisor_version(requirement, expected):
     assert _passing({'img_hv_requested_version': requirement}) == expected
 
 
-def test_an_unreadable_version_matches_no_host():
-    assert _passing({'img_hv_requested_version': 'latest'}) == []
+@pytest.mark.parametrize('requirement', ['latest', '>= 7.0, soon', '=> 7',
+                                         '>= 7.0,'])
+def test_an_unreadable_version_is_an_invalid_request(requirement):
+    # Never silently "== -1": the caller learns what is wrong.
+    with pytest.raises(exception.InvalidRequest) as err:
+        _passing({'img_hv_requested_version': requirement})
+    assert 'img_hv_requested_version' in str(err.value)
+
+
+@pytest.mark.parametrize('requirement, expected', [
+    ('>= 7.0, < 9.0', ['kvm']),
+    ('> 6.0, < 8.2', []),
+    ('> 5.9.9, <= 8.2.0', ['kvm', 'arm']),
+    ('< 8.2.1, != 6.0.0', ['kvm']),
+    ('>= 6.0,<7.0', ['arm']),
+    # A bare integer compares with the integer the host reports.
+    ('>=6000000, <8002000', ['arm']),
+])
+def test_a_comma_list_of_predicates_must_all_hold(requirement, expected):
+    assert _passing({'img_hv_requested_version': requirement}) == expected
+
+
+def test_the_pre_liberty_version_property():
+    assert _passing({'hypervisor_version_requires': '>= 8.0'}) == ['kvm']
+
+
+@pytest.mark.parametrize('value', ['amd64', 'AMD64', 'X86_64'])
+def test_architecture_aliases_are_canonicalised_as_in_nova(value):
+    assert _passing({'hw_architecture': value}) == ['kvm', 'xen']
+
+
+def test_i386_family_means_i686():
+    assert _passing({'hw_architecture': 'i386'}) == ['kvm']
+
+
+def test_hypervisor_type_and_vm_mode_case_and_aliases():
+    assert _passing({'img_hv_type': 'QEMU'}) == ['kvm', 'arm']
+    assert _passing({'img_hv_type': 'xapi'}) == ['xen']
+    assert _passing({'hw_vm_mode': 'PV'}) == ['xen']
+    assert _passing({'hw_vm_mode': 'baremetal'}) == ['kvm', 'arm']
+
+
+def test_hosts_report_canonicalised_too():
+    hosts = fixtures.hosts(fixtures.report(
+        'old', supported_instances=[['AMD64', 'QEMU', 'HV']]))
+    spec = fixtures.request(image_properties={'hw_architecture': 'x86_64',
+                                              'hw_vm_mode': 'hvm'})
+    assert image_properties.ImagePropertiesFilter().filter_all(
+        hosts, spec) == hosts
+
+
+@pytest.mark.parametrize('props', [{'hw_architecture': 'z80'},
+                                   {'img_hv_type': 'hal9000'},
+                                   {'hw_vm_mode': 'warp'}])
+def test_values_nova_does_not_know_are_invalid(props):
+    with pytest.raises(exception.InvalidRequest):
+        _passing(props)
+
+
+def test_default_architecture_for_images_that_name_none(conf):
+    conf.config(image_properties_default_architecture='aarch64',
+                group='filter_scheduler')
+    assert _passing({'os_distro': 'ubuntu'}) == ['arm']
+    assert _passing({'hw_architecture': 'x86_64'}) == ['kvm', 'xen']
+    conf.config(image_properties_default_architecture=None,
+                group='filter_scheduler')
+    assert _passing({}) == ['kvm', 'arm', 'xen', 'bare']
+
+
+def test_maxphysaddr_bits():
+    cpu = {'maxphysaddr.mode': 'emulate', 'maxphysaddr.bits': '46'}
+    hosts = fixtures.hosts(fixtures.report('wide', cpu_info=cpu),
+                           fixtures.report('narrow', cpu_info=dict(
+                               cpu, **{'maxphysaddr.bits': '39'})),
+                           fixtures.report('unknown'))
+    flt = image_properties.ImagePropertiesFilter()
+    spec = fixtures.request(image_properties={'hw_maxphysaddr_bits': '42'})
+    assert [h.host for h in flt.filter_all(hosts, spec)] == ['wide']
+    assert 'maxphysaddr' in flt.rejection_reason(hosts[1], spec)
+    with pytest.raises(exception.InvalidRequest):
+        flt.filter_all(hosts, fixtures.request(
+            image_properties={'hw_maxphysaddr_bits': 'many'}))
+
+
+def test_divergence_a_version_alone_is_still_checked():
+    # nova ignores img_hv_requested_version unless an architecture,
+    # hypervisor type or VM mode is also set, and passes hosts that do
+    # not report a version; we check it always and a host without a
+    # version does not satisfy it (doc/differences-from-nova.md).
+    assert _passing({'img_hv_requested_version': '>= 1.0'}) == [
+        'kvm', 'arm']
 
 
 def test_rejection_reasons():

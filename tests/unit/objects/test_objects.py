@@ -24,7 +24,7 @@ from scheduler import exception
 from scheduler import objects
 from scheduler.objects import base
 from scheduler.objects import fields
-from scheduler.objects import host_state as host_state_obj
+from scheduler.resources import compute
 from tests.unit import fixtures
 
 # --- 1. fingerprints ---------------------------------------------------------
@@ -35,9 +35,9 @@ from tests.unit import fixtures
 #: only AFTER bumping the object's VERSION (see the failure message).
 EXPECTED_FINGERPRINTS = {
     'Aggregate': '1.0-e4654a6c9175850bc24850e065e8c6c6',
-    'Destination': '1.0-57e0cfc53e61415fa4e38b5e4f373d93',
+    'Destination': '1.1-2fabf253e1b765140d7bf5220f24d28d',
     'Flavor': '1.0-9dcebdfe8f8a8ddf87eae9b9b066636e',
-    'HostState': '1.1-3e662d2197cfd003054d724c37251ac8',
+    'HostState': '1.2-dde304f7bb2b93f11af4cade4db324d5',
     'ImageMeta': '1.0-b7433f00028b9bfe26824346c0a3c189',
     'InstanceGroup': '1.0-104b75695db99d6706524a5845387f96',
     'InstanceNUMACell': '1.0-8cae6d80837793f7a81576355a1dd6b9',
@@ -59,9 +59,12 @@ EXPECTED_FINGERPRINTS = {
 
 #: Fields each version bump added: what a backport must drop.
 ADDED_IN = {
-    ('RequestSpec', '1.1'): 'is_bfv',
-    ('HostState', '1.1'): 'failed_builds',
-    ('Selection', '1.1'): 'weight',
+    ('RequestSpec', '1.1'): ('is_bfv',),
+    ('HostState', '1.1'): ('failed_builds',),
+    ('HostState', '1.2'): ('stats', 'forced_down', 'disk_available_least',
+                           'cell_uuid', 'instance_image_properties'),
+    ('Selection', '1.1'): ('weight',),
+    ('Destination', '1.1'): ('cell', 'allow_cross_cell_move'),
 }
 
 
@@ -149,8 +152,9 @@ def _samples() -> dict:
         pci_requests=[pci_req], availability_zone='az1',
         scheduler_hints={'group': ['g']}, ignore_hosts=['h9'],
         force_hosts=None, force_nodes=None,
-        requested_destination=objects.Destination(host='h1', node=None,
-                                                  aggregates=None),
+        requested_destination=objects.Destination(
+            host='h1', node=None, aggregates=None, cell='cell1',
+            allow_cross_cell_move=True),
         retry=objects.SchedulerRetry(num_attempts=1, hosts=[['h2', 'n2']]),
         instance_group=group, limits=_limits(), is_bfv=True)
     state = fixtures.report(
@@ -161,7 +165,9 @@ def _samples() -> dict:
         instance_uuids=[fixtures.uuid(2)], metrics={'cpu.percent': 0.5},
         pci_pools=[pool],
         numa_topology=objects.NUMATopology(cells=[numa_cell]),
-        failed_builds=2,
+        failed_builds=2, stats={'num_os_type_windows': '3'},
+        forced_down=True, disk_available_least=40, cell_uuid='cell1',
+        instance_image_properties={'os_distro=ubuntu': 2},
         # The wire format keeps whole seconds.
         updated_at=timeutils.utcnow(with_timezone=True).replace(microsecond=0))
     spec_payload = objects.RequestSpecPayload.from_spec(spec)
@@ -228,8 +234,9 @@ def test_every_older_version_can_be_sent_and_read_back(name):
         primitive = base.obj_to_primitive_for(obj, manifest)
         assert primitive['versioned_object.version'] == version
         data = primitive['versioned_object.data']
-        dropped = {field for (objname, added), field in ADDED_IN.items()
-                   if objname == name and added > version}
+        dropped = {field for (objname, added), names in ADDED_IN.items()
+                   if objname == name and added > version
+                   for field in names}
         assert dropped, 'ADDED_IN lacks what %s %s drops' % (name, version)
         assert not dropped & set(data)
         # What is left is what the old peer reads: everything else.
@@ -691,7 +698,7 @@ def test_consume_from_request_counts_root_ephemeral_and_swap():
 
 def test_boot_from_volume_uses_no_local_root_disk():
     spec = fixtures.request(root_gb=10, ephemeral_gb=2, is_bfv=True)
-    assert host_state_obj.resources_of(spec) == (512, 1, 2)
+    assert compute.resources_of(spec) == (512, 1, 2)
 
 
 def test_apply_claim_and_give_it_back():
@@ -761,3 +768,11 @@ def test_fixtures_library_is_the_real_one():
     # tests/unit/fixtures (our builders) must not shadow the 'fixtures'
     # library oslo's test fixtures import.
     assert hasattr(fixtures_lib, 'Fixture')
+
+
+def test_claims_count_swap_in_whole_gib():
+    # Usage is kept in GiB: 1 MiB of swap claims 1 GiB (the filters
+    # compare in MiB, as nova does).
+    spec = fixtures.request(root_gb=1, ephemeral_gb=0, swap=1)
+    assert compute.resources_of(spec) == (512, 1, 2)
+    assert compute.requested_disk_mb(spec) == 1025

@@ -11,6 +11,7 @@ from scheduler import weights
 from scheduler.weights import base
 from scheduler.weights import cpu
 from scheduler.weights import disk
+from scheduler.weights import io_ops
 from scheduler.weights import ram
 from tests.unit import fixtures
 
@@ -20,6 +21,54 @@ def test_normalize_scales_to_zero_one():
     assert base.normalize([1, 2, 3]) == [0.0, 0.5, 1.0]
     assert base.normalize([10, 10]) == [0.0, 0.0]
     assert base.normalize([-5, 5]) == [0.0, 1.0]
+
+
+def test_clamp_holds_values_within_the_bounds():
+    assert base.clamp([-5, 3, 12], minval=0) == [0, 3, 12]
+    assert base.clamp([-5, 3, 12], maxval=10) == [-5, 3, 10]
+    assert base.clamp([-5, 3], None, None) == [-5, 3]
+
+
+def test_nova_resource_weighers_clamp_at_zero():
+    # nova sets minval = 0 on the RAM, CPU, Disk and IoOps weighers.
+    for weigher in (ram.RAMWeigher, cpu.CPUWeigher, disk.DiskWeigher,
+                    io_ops.IoOpsWeigher):
+        assert weigher.minval == 0 and weigher.maxval is None
+
+
+def test_an_overcommitted_host_does_not_stretch_the_scale(conf):
+    # Free RAM -60 GB on one host: nova clamps it to 0 and normalises
+    # the others over [0, max], so their scores do not depend on it.
+    conf.config(ram_weight_multiplier=1.0, group='filter_scheduler')
+    hosts = fixtures.hosts(
+        fixtures.report('over', memory_mb=4096, memory_mb_used=65536,
+                        ram_allocation_ratio=16.0),
+        fixtures.report('half', memory_mb=8192, memory_mb_used=4096),
+        fixtures.report('free', memory_mb=8192))
+    assert dict(_rank([ram.RAMWeigher()], hosts)) == {
+        'free': 1.0, 'half': 0.5, 'over': 0.0}
+
+
+def test_per_aggregate_multipliers_cannot_invert_after_clamping(conf):
+    # With the observed minimum (-60 GB) as the bottom of the scale, the
+    # two healthy hosts both scored near 1 and a small aggregate
+    # multiplier on the better one ranked it below the worse one; over
+    # [0, max] the better host still wins.
+    conf.config(ram_weight_multiplier=1.0, group='filter_scheduler')
+    aggs = [fixtures.aggregate('small', ['free'],
+                               {'ram_weight_multiplier': '0.8'})]
+    hosts = fixtures.hosts(
+        fixtures.report('over', memory_mb=4096, memory_mb_used=65536),
+        fixtures.report('half', memory_mb=8192, memory_mb_used=4096),
+        fixtures.report('free', memory_mb=8192), aggregates=aggs)
+    assert [h for h, _ in _rank([ram.RAMWeigher()], hosts)] == [
+        'free', 'half', 'over']
+
+
+def test_a_single_host_is_not_weighed():
+    # nova returns a lone candidate with weight 0.
+    hosts = fixtures.hosts(fixtures.report('only'))
+    assert _rank([ram.RAMWeigher()], hosts) == [('only', 0.0)]
 
 
 def test_normalize_with_fixed_bounds():
@@ -44,8 +93,9 @@ def _rank(weighers, hosts=None):
 
 def test_ram_weigher_spreads_to_the_most_free_ram(conf):
     conf.config(ram_weight_multiplier=1.0, group='filter_scheduler')
+    # nova's RAMWeigher normalises over [0, max free RAM].
     assert _rank([ram.RAMWeigher()]) == [
-        ('big', 1.0), ('mid', round(3072 / 7168, 4)), ('small', 0.0)]
+        ('big', 1.0), ('mid', 0.5), ('small', 0.125)]
 
 
 def test_negative_ram_multiplier_stacks(conf):
@@ -83,12 +133,19 @@ def test_weights_add_up_with_their_multipliers(conf):
         weighers, _hosts(), fixtures.request(), explain=True)
     by_host = {w.obj.host: w for w in weighed}
     small = by_host['small']
-    # small: least RAM (0), most vCPUs (1 x 2.0), disk 30/70 (x 0.5)
+    # Over [0, max]: small has RAM 1/8, most vCPUs (1 x 2.0), disk
+    # 50/90 (x 0.5).
     assert small.contributions == pytest.approx(
-        {'RAMWeigher': 0.0, 'CPUWeigher': 2.0, 'DiskWeigher': 0.5 * 30 / 70})
+        {'RAMWeigher': 0.125, 'CPUWeigher': 2.0, 'DiskWeigher': 0.5 * 50 / 90})
     for w in weighed:
         assert w.weight == pytest.approx(sum(w.contributions.values()))
-    assert [w.obj.host for w in weighed] == ['small', 'big', 'mid']
+        for name, score in w.details.items():
+            assert score.contribution == pytest.approx(
+                w.contributions[name])
+    assert small.details['RAMWeigher'].raw == 1024
+    assert small.details['RAMWeigher'].normalized == 0.125
+    assert small.details['CPUWeigher'].multiplier == 2.0
+    assert [w.obj.host for w in weighed] == ['big', 'small', 'mid']
     # The request path keeps only the totals, and they are the same.
     fast = base.HostWeightHandler().get_weighed_objects(
         weighers, _hosts(), fixtures.request())
@@ -135,3 +192,11 @@ def test_no_hosts_no_weights():
 def test_all_weighers_lists_the_in_tree_ones():
     names = {cls.__name__ for cls in weights.all_weighers()}
     assert {'RAMWeigher', 'CPUWeigher', 'DiskWeigher'} <= names
+
+
+def test_disk_weigher_uses_disk_available_least(conf):
+    # nova: free disk is the smaller of the totals and the hypervisor's.
+    hosts = fixtures.hosts(
+        fixtures.report('thin', local_gb=100, disk_available_least=10),
+        fixtures.report('fat', local_gb=50))
+    assert _rank([disk.DiskWeigher()], hosts)[0][0] == 'fat'

@@ -165,3 +165,12 @@ def test_constant_expressions():
     assert _run(['and', ['=', 1, 1], ['>', 1, 2]]) == []
     with pytest.raises(exception.InvalidRequest):
         _run(['<', 'x', 1])
+
+
+def test_stats_keys_are_variables():
+    hosts = [host('win', stats={'num_os_type_windows': '3'}),
+             host('linux', stats={'num_os_type_linux': '9'})]
+    spec = request(scheduler_hints={
+        'query': ['[">=", "$stats.num_os_type_windows", 2]']})
+    assert passing(mod.JsonFilter(), hosts, spec) == ['win']
+    assert '$stats.<key>' in mod.known_variables()

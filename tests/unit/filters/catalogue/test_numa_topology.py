@@ -2,6 +2,7 @@
 claim_numa / release_numa consume and give back."""
 
 from scheduler.filters import numa_topology as mod
+from scheduler.resources import numa
 from scheduler import objects
 from tests.unit.filters.catalogue import aggregate
 from tests.unit.filters.catalogue import host
@@ -81,31 +82,31 @@ def test_matching_finds_the_fit_a_greedy_choice_misses():
     h = _host('h', [(8, 8192, 0, 0), (2, 2048, 0, 0)])
     assert passing(mod.NUMATopologyFilter(), [h],
                    _spec((2, 1024), (6, 4096))) == ['h']
-    assert mod.fit_cells([], [(0, 1, 1)], 1.0, 1.0) is None
+    assert numa.fit_cells([], [(0, 1, 1)], 1.0, 1.0) is None
 
 
 def test_claim_and_release():
     h = _host('h', [(4, 4096, 0, 0), (4, 4096, 0, 0)])
     spec = _spec((4, 4096))
     flt = mod.NUMATopologyFilter()
-    used = mod.claim_numa(h, spec)
+    used = numa.claim_numa(h, spec)
     assert used == [(0, 4, 4096)]
     assert passing(flt, [h], spec) == ['h']
-    second = mod.claim_numa(h, spec)
+    second = numa.claim_numa(h, spec)
     assert second == [(1, 4, 4096)]
     assert passing(flt, [h], spec) == []
-    mod.release_numa(h, used)
+    numa.release_numa(h, used)
     assert passing(flt, [h], spec) == ['h']
     assert h.report.numa_topology.cells[0].cpu_usage == 0
-    assert mod.claim_numa(h, request()) == []
+    assert numa.claim_numa(h, request()) == []
 
 
 def test_recorded_usage_lays_over_a_new_report():
     spec = _spec((2, 1024))
-    used = mod.claim_numa(_host('h', [(4, 4096, 0, 0)]), spec)
+    used = numa.claim_numa(_host('h', [(4, 4096, 0, 0)]), spec)
     new = _host('h', [(4, 4096, 1, 512)])
-    mod.apply_numa_usage(new, used)
+    numa.apply_numa_usage(new, used)
     cell = new.numa_topology.cells[0]
     assert (cell.cpu_usage, cell.memory_usage) == (3, 1536)
-    mod.release_numa(new, used + used)
+    numa.release_numa(new, used + used)
     assert (cell.cpu_usage, cell.memory_usage) == (0, 0)

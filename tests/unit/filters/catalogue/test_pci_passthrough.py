@@ -2,6 +2,7 @@
 claim_pci / release_pci consume and give back."""
 
 from scheduler.filters import pci_passthrough as mod
+from scheduler.resources import pci
 from scheduler import objects
 from tests.unit.filters.catalogue import host
 from tests.unit.filters.catalogue import passing
@@ -82,32 +83,32 @@ def test_claim_and_release_copy_the_pools():
     report_pool = h.report.pci_pools[0]
     spec = _spec((1, [NIC]))
     flt = mod.PciPassthroughFilter()
-    used = mod.claim_pci(h, spec)
+    used = pci.claim_pci(h, spec)
     assert used and h.pci_pools[0].count == 0
     assert report_pool.count == 1
     assert passing(flt, [h], spec) == []
-    mod.release_pci(h, used)
+    pci.release_pci(h, used)
     assert h.pci_pools[0].count == 1
     assert passing(flt, [h], spec) == ['one']
-    assert mod.claim_pci(h, request()) == []
+    assert pci.claim_pci(h, request()) == []
     assert not flt.run_filter_once_per_request
 
 
 def test_recorded_usage_lays_over_a_new_report():
     old = host('h', pci_pools=[_pool(count=2, numa_node=0),
                                _pool(count=2, numa_node=1)])
-    used = mod.claim_pci(old, _spec((3, [NIC])))
+    used = pci.claim_pci(old, _spec((3, [NIC])))
     assert sum(p.count for p in old.pci_pools) == 1
     # The next report lists the pools in another order.
     new = host('h', pci_pools=[_pool(count=2, numa_node=1),
                                _pool(count=2, numa_node=0)])
-    mod.apply_pci_usage(new, used)
+    pci.apply_pci_usage(new, used)
     assert sorted(p.count for p in new.pci_pools) == [0, 1]
-    mod.release_pci(new, used)
+    pci.release_pci(new, used)
     assert [p.count for p in new.pci_pools] == [2, 2]
 
 
 def test_usage_never_goes_negative():
     h = host('h', pci_pools=[_pool(count=1)])
-    mod.apply_pci_usage(h, [(mod.pool_key(h.pci_pools[0]), 5)])
+    pci.apply_pci_usage(h, [(pci.pool_key(h.pci_pools[0]), 5)])
     assert h.pci_pools[0].count == 0

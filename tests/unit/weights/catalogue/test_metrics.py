@@ -36,10 +36,14 @@ def test_negative_multiplier(setting, conf):
         'b', 'a', 'c']
 
 
-def test_missing_required_metric_fails_the_request(setting):
+def test_missing_required_metric_is_a_weigher_configuration_error(setting):
+    # A configuration problem, named as such: not NoValidHost.
     hosts = _hosts() + [host('d', metrics={'name1': 1.0})]
-    with pytest.raises(exception.NoValidHost) as err:
+    with pytest.raises(exception.WeigherConfigurationError) as err:
         ranking(mod.MetricsWeigher(), hosts, request())
+    assert not isinstance(err.value, exception.NoValidHost)
+    assert err.value.kwargs['weigher'] == 'MetricsWeigher'
+    assert 'MetricsWeigher' in str(err.value)
     assert 'name2' in str(err.value) and 'MetricsFilter' in str(err.value)
 
 

@@ -1,0 +1,60 @@
+"""RAM, disk and vCPU: what one instance asks for and what a host has.
+
+nova's rules, in one place for RamFilter, DiskFilter, VCPUFilter, the
+weighers and the claims:
+
+* swap counts as disk; the root disk does not when the instance boots
+  from a volume;
+* a host's free disk is the smaller of what its totals say and the
+  ``disk_available_least`` its compute reports (what the disk images
+  can really still grow into);
+* overcommit lets instances share a host's resources, but never makes
+  one instance larger than the host: an instance asking for more RAM,
+  disk or vCPUs than the host physically has is refused whatever the
+  allocation ratio.
+"""
+
+
+def resources_of(spec_obj) -> tuple:
+    """``(memory_mb, vcpus, disk_gb)`` one instance of ``spec_obj`` uses.
+
+    Swap counts as disk, rounded up to whole GiB; the root disk does not
+    count when the instance boots from a volume.
+    """
+    flavor = spec_obj.flavor
+    disk_gb = flavor.ephemeral_gb + (flavor.swap + 1023) // 1024
+    if not spec_obj.obj_get('is_bfv', False):
+        disk_gb += flavor.root_gb
+    return flavor.memory_mb, flavor.vcpus, disk_gb
+
+
+def requested_disk_mb(spec_obj) -> int:
+    """Root (unless booted from volume) + ephemeral + swap, in MiB."""
+    flavor = spec_obj.flavor
+    disk_gb = flavor.ephemeral_gb
+    if not spec_obj.obj_get('is_bfv', False):
+        disk_gb += flavor.root_gb
+    return disk_gb * 1024 + flavor.swap
+
+
+def free_disk_gb(host_state) -> int:
+    """Free local disk in GiB: totals minus usage, capped by
+    ``disk_available_least`` when the compute reports it (as nova's
+    host manager does)."""
+    free = host_state.local_gb - host_state.local_gb_used
+    least = getattr(host_state, 'disk_available_least', None)
+    if least is not None:
+        free = min(free, least)
+    return free
+
+
+def usable(total: float, ratio: float, free: float) -> float:
+    """What is left to place under overcommit: total x ratio - used,
+    where used is total - free."""
+    return total * ratio - (total - free)
+
+
+def larger_than_host(requested: float, total: float) -> bool:
+    """nova's guard: an instance may overcommit against other instances,
+    never against itself."""
+    return requested > total
