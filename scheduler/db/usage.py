@@ -89,12 +89,15 @@ class AlreadyPlaced(Exception):
 
 # --- reading -----------------------------------------------------------------
 
+_USAGE_COLUMNS = (
+    'host', 'nodename', 'reported_memory_mb', 'reported_vcpus',
+    'reported_disk_gb', 'reported_instances', 'reported_at',
+    'claimed_memory_mb', 'claimed_vcpus', 'claimed_disk_gb',
+    'claimed_instances', 'generation', 'seq')
+
+
 def _usage_dict(row) -> dict:
-    return {name: getattr(row, name) for name in (
-        'host', 'nodename', 'reported_memory_mb', 'reported_vcpus',
-        'reported_disk_gb', 'reported_instances', 'reported_at',
-        'claimed_memory_mb', 'claimed_vcpus', 'claimed_disk_gb',
-        'claimed_instances', 'generation', 'seq')}
+    return {name: getattr(row, name) for name in _USAGE_COLUMNS}
 
 
 def _placement_dict(row) -> dict:
@@ -132,11 +135,15 @@ def usage_get_nodes(keys: Sequence[Key]) -> list[dict]:
 
 
 def changed_since(seq: int) -> list[dict]:
-    """Usage rows changed after ``seq``, in sequence order."""
-    with api._transaction() as session:
-        return [_usage_dict(r) for r in session.execute(
-            sa.select(_USAGE).where(_USAGE.seq > seq)
-            .order_by(_USAGE.seq)).scalars()]
+    """Usage rows changed after ``seq``, in sequence order.
+
+    Asked before every request: plain rows, no ORM objects.
+    """
+    table = _USAGE.__table__
+    with api.get_engine().connect() as conn:
+        return [dict(row._mapping) for row in conn.execute(
+            sa.select(*[table.c[name] for name in _USAGE_COLUMNS])
+            .where(table.c.seq > seq).order_by(table.c.seq))]
 
 
 def pending_claims(keys: Iterable[Key] | None = None) -> list[dict]:
@@ -170,20 +177,20 @@ def placements_get(instance_uuids: Sequence[str]) -> dict[str, dict]:
 
 # --- the sequence ------------------------------------------------------------
 
-def _next_seq(session: orm.Session):
+def _next_seq(conn: sa.Connection):
     """A value (or SQL expression) for the next usage sequence number."""
-    if session.get_bind().dialect.supports_sequences:
+    if conn.dialect.supports_sequences:
         return models.USAGE_SEQUENCE.next_value()
     counter = models.UsageCounter.__table__
-    session.execute(sa.update(counter).where(counter.c.id == 1)
-                    .values(value=counter.c.value + 1))
-    return session.execute(sa.select(counter.c.value)
-                           .where(counter.c.id == 1)).scalar_one()
+    conn.execute(sa.update(counter).where(counter.c.id == 1)
+                 .values(value=counter.c.value + 1))
+    return conn.execute(sa.select(counter.c.value)
+                        .where(counter.c.id == 1)).scalar_one()
 
 
-def _bump(session: orm.Session) -> dict:
+def _bump(conn: sa.Connection) -> dict:
     """Values that mark a usage row as changed."""
-    return {'generation': _USAGE.generation + 1, 'seq': _next_seq(session)}
+    return {'generation': _USAGE.generation + 1, 'seq': _next_seq(conn)}
 
 
 def _lock_usage(session: orm.Session, keys: Iterable[Key]) -> dict:
@@ -202,39 +209,40 @@ def _lock_usage(session: orm.Session, keys: Iterable[Key]) -> dict:
 
 # --- claims ------------------------------------------------------------------
 
-def _ensure_usage_row(session: orm.Session, claim: ClaimRequest) -> None:
+def _ensure_usage_row(conn: sa.Connection, claim: ClaimRequest) -> bool:
     """Create the node's row from the worker's view of its last report.
 
     A node that reported but whose report no worker has written yet has
     no row; the first claim on it writes one.  Two workers doing so at
     once: the loser's INSERT fails on the unique key and it goes on with
-    the winner's row.
+    the winner's row.  Returns whether the row had to be made.
     """
-    exists = session.execute(sa.select(_USAGE.id).where(
+    exists = conn.execute(sa.select(_USAGE.id).where(
         _USAGE.host == claim.host,
         _USAGE.nodename == claim.nodename)).first()
     if exists is not None:
-        return
+        return False
     rep = claim.reported
     try:
-        with session.begin_nested():
-            session.execute(sa.insert(_USAGE).values(
+        with conn.begin_nested():
+            conn.execute(sa.insert(_USAGE).values(
                 host=claim.host, nodename=claim.nodename,
                 reported_memory_mb=rep.get('memory_mb_used', 0),
                 reported_vcpus=rep.get('vcpus_used', 0),
                 reported_disk_gb=rep.get('local_gb_used', 0),
                 reported_instances=rep.get('num_instances', 0),
                 reported_at=_naive(rep.get('updated_at')),
-                generation=0, seq=_next_seq(session)))
+                generation=0, seq=_next_seq(conn)))
     except db_exc.DBDuplicateEntry:
         pass
+    return True
 
 
 def _naive(value: datetime.datetime | None) -> datetime.datetime | None:
     return None if value is None else timeutils.normalize_time(value)
 
 
-def _take(session: orm.Session, claim: ClaimRequest, sign: int = 1,
+def _take(conn: sa.Connection, claim: ClaimRequest, sign: int = 1,
           check: bool = True) -> bool:
     """Add (or with ``sign=-1`` give back) a claim's usage on its node."""
     stmt = sa.update(_USAGE).where(_USAGE.host == claim.host,
@@ -252,8 +260,8 @@ def _take(session: orm.Session, claim: ClaimRequest, sign: int = 1,
     values = {claimed: getattr(_USAGE, claimed) + sign * getattr(claim, f)
               for _name, _rep, claimed, f in _CHECKED}
     values['claimed_instances'] = _USAGE.claimed_instances + sign
-    values.update(_bump(session))
-    return session.execute(stmt.values(**values)).rowcount == 1
+    values.update(_bump(conn))
+    return conn.execute(stmt.values(**values)).rowcount == 1
 
 
 @api._retry_on_conflict
@@ -268,36 +276,40 @@ def claim(request: ClaimRequest, replace: bool = False) -> dict:
     and otherwise refused with ``AlreadyPlaced`` if it is pending.
     """
     now = timeutils.utcnow()
-    with api._transaction() as session:
-        _ensure_usage_row(session, request)
-        if not _take(session, request):
+    with api.get_engine().begin() as conn:
+        # The UPDATE first: on a node that has its row (nearly always)
+        # that is the whole check, in one round trip.
+        if not _take(conn, request) and not (
+                _ensure_usage_row(conn, request) and _take(conn, request)):
             raise ClaimConflict('%s/%s' % (request.host, request.nodename))
         # A plain read first: locking a row that does not exist would take
         # a gap lock on MySQL/MariaDB, and two claims inserting into the
         # same gap deadlock.  A concurrent insert of the same uuid fails
         # on the primary key instead, and the retry finds its row.
-        old = session.execute(sa.select(_INST).where(
-            _INST.instance_uuid == request.instance_uuid)).scalars().first()
+        found = conn.execute(sa.select(_INST.instance_uuid).where(
+            _INST.instance_uuid == request.instance_uuid)).first()
+        old = None if found is None else conn.execute(
+            sa.select(_INST.__table__).where(
+                _INST.instance_uuid == request.instance_uuid)
+            .with_for_update()).first()
         if old is not None:
-            session.refresh(old, with_for_update=True)
             if old.pending and not replace:
                 raise AlreadyPlaced(_placement_dict(old))
             if old.pending:
-                _take(session, _as_request(old), sign=-1, check=False)
-            session.delete(old)
-            session.flush()
-        row = _INST(instance_uuid=request.instance_uuid, host=request.host,
-                    nodename=request.nodename, project_id=request.project_id,
-                    user_id=request.user_id, memory_mb=request.memory_mb,
-                    vcpus=request.vcpus, disk_gb=request.disk_gb,
-                    status=api.CLAIMED, pending=True,
-                    numa=jsonutils.dumps(request.numa) if request.numa
-                    else None,
-                    pci=jsonutils.dumps(request.pci) if request.pci else None,
-                    created_at=now, updated_at=now)
-        session.add(row)
-        session.flush()
-        return _placement_dict(row)
+                _take(conn, _as_request(old), sign=-1, check=False)
+            conn.execute(sa.delete(_INST).where(
+                _INST.instance_uuid == request.instance_uuid))
+        values = {
+            'instance_uuid': request.instance_uuid, 'host': request.host,
+            'nodename': request.nodename, 'project_id': request.project_id,
+            'user_id': request.user_id, 'memory_mb': request.memory_mb,
+            'vcpus': request.vcpus, 'disk_gb': request.disk_gb,
+            'status': api.CLAIMED, 'pending': True,
+            'numa': jsonutils.dumps(request.numa) if request.numa else None,
+            'pci': jsonutils.dumps(request.pci) if request.pci else None,
+            'created_at': now, 'updated_at': now}
+        conn.execute(sa.insert(_INST).values(**values))
+        return dict(values, numa=request.numa, pci=request.pci)
 
 
 def _as_request(row) -> ClaimRequest:
@@ -332,7 +344,8 @@ def _drop(session: orm.Session, uuids: Sequence[str],
                 and not (row.pending and row.status == api.CLAIMED)):
             continue
         if row.pending:
-            _take(session, _as_request(row), sign=-1, check=False)
+            _take(session.connection(), _as_request(row), sign=-1,
+                  check=False)
         dropped.append(_placement_dict(row))
         session.delete(row)
     session.flush()
@@ -428,7 +441,8 @@ def apply_reports(reports: Sequence[NodeReport]) -> list[str]:
             if row is None:
                 session.execute(sa.insert(_USAGE).values(
                     host=report.host, nodename=report.nodename,
-                    generation=0, seq=_next_seq(session), **values))
+                    generation=0, seq=_next_seq(session.connection()),
+                    **values))
                 continue
             if (row.reported_at is not None
                     and row.reported_at > values['reported_at']):
@@ -455,7 +469,7 @@ def apply_reports(reports: Sequence[NodeReport]) -> list[str]:
                 inst.pending = False
                 inst.status = api.ACTIVE
                 confirmed.append(inst.instance_uuid)
-            values.update(_bump(session))
+            values.update(_bump(session.connection()))
             session.execute(sa.update(_USAGE).where(_USAGE.id == row.id)
                             .values(**values))
         session.flush()
