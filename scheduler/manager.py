@@ -392,14 +392,8 @@ def _require_admin(ctxt, method: str) -> bool:
     return False
 
 
-class ReportsEndpoint:
-    """Casts from compute agents, on the reports topic (API 1.4).
-
-    Served on its own topic and exchange (``rpc.reports_target``) by its
-    own RPC server, so that broker permissions can let a compute's
-    credentials publish these and nothing else, and so that reports are
-    never queued behind requests.
-    """
+class _CastEndpoint:
+    """An endpoint of casts served beside the manager (API 1.4)."""
 
     target = oslo_messaging.Target(version='1.4')
 
@@ -409,6 +403,16 @@ class ReportsEndpoint:
     @property
     def _hosts(self):
         return self._manager.driver.host_manager
+
+
+class ReportsEndpoint(_CastEndpoint):
+    """Casts from compute agents, on the reports topic (API 1.4).
+
+    Served on its own topic and exchange (``rpc.reports_target``) by its
+    own RPC server, so that broker permissions can let a compute's
+    credentials publish these and nothing else, and so that reports are
+    never queued behind requests.
+    """
 
     @oslo_messaging.expose
     def update_service_capabilities(self, ctxt, host_state=None,
@@ -473,22 +477,13 @@ class ReportsEndpoint:
         self._hosts.sync_instance_info(host, uuids)
 
 
-class OperatorEndpoint:
+class OperatorEndpoint(_CastEndpoint):
     """Operators' casts, on the operator topic (API 1.4).
 
     Audited at INFO with the caller; they need an admin context.  Their
     own topic and exchange let broker permissions keep them to the
     operators' credentials.
     """
-
-    target = oslo_messaging.Target(version='1.4')
-
-    def __init__(self, manager: SchedulerManager):
-        self._manager = manager
-
-    @property
-    def _hosts(self):
-        return self._manager.driver.host_manager
 
     @oslo_messaging.expose
     def update_aggregates(self, ctxt, aggregates):
