@@ -125,14 +125,13 @@ ECHO_SERVER = textwrap.dedent('''
     import oslo_messaging
     from oslo_config import cfg
     cfg.CONF([], default_config_files=[])
-    cfg.CONF.set_override('transport_url', sys.argv[1])
 
     class Echo:
         @oslo_messaging.expose
         def echo(self, ctxt, value):
             return value
 
-    transport = oslo_messaging.get_rpc_transport(cfg.CONF)
+    transport = oslo_messaging.get_rpc_transport(cfg.CONF, url=sys.argv[1])
     server = oslo_messaging.get_rpc_server(
         transport, oslo_messaging.Target(topic=sys.argv[2], server='echo'),
         [Echo()], executor=concurrency.EXECUTOR,
@@ -162,7 +161,8 @@ def _noop_rate(calls: int, callers: int) -> float:
                              topic], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)
     try:
-        proc.stdout.readline()
+        if proc.stdout.readline().strip() != 'ready':
+            raise SystemExit('the echo server did not start')
         client = oslo_messaging.get_rpc_client(
             rpc.get_transport(), oslo_messaging.Target(topic=topic),
             timeout=30)
