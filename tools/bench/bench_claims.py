@@ -138,7 +138,11 @@ ECHO_SERVER = textwrap.dedent('''
         access_policy=oslo_messaging.ExplicitRPCAccessPolicy)
     server.start()
     print('ready', flush=True)
-    sys.stdin.read()
+    # Serve until the benchmark closes our stdin (polled: a blocking
+    # read would stall eventlet's hub).
+    import select, time
+    while not select.select([sys.stdin], [], [], 0)[0]:
+        time.sleep(0.2)
     server.stop()
     server.wait()
 ''')
@@ -166,7 +170,14 @@ def _noop_rate(calls: int, callers: int) -> float:
         client = oslo_messaging.get_rpc_client(
             rpc.get_transport(), oslo_messaging.Target(topic=topic),
             timeout=30)
-        client.call({}, 'echo', value=0)
+        # A call sent before the server declared its queue is lost:
+        # probe with a short timeout until one is answered.
+        for _ in range(30):
+            try:
+                client.prepare(timeout=2).call({}, 'echo', value=0)
+                break
+            except oslo_messaging.MessagingTimeout:
+                continue
         return _concurrent(calls, callers,
                            lambda i: client.call({}, 'echo', value=i))
     finally:
