@@ -91,3 +91,9 @@ class AggregateHostNotFound(SchedulerException):
 
 class ConfigurationError(SchedulerException):
     msg_fmt = 'Invalid configuration: %(reason)s'
+
+
+class BrokerUnreachable(SchedulerException):
+    """The message bus did not take a connection (command-line tools)."""
+
+    msg_fmt = 'cannot reach the message bus at %(url)s: %(reason)s'
