@@ -13,6 +13,7 @@ from scheduler import concurrency
 from scheduler import context as scheduler_context
 from scheduler import exception
 from scheduler.objects import base as objects_base
+from scheduler import urls
 
 LOG = logging.getLogger(__name__)
 
@@ -149,23 +150,6 @@ def get_client(target: oslo_messaging.Target, version_cap: str | None = None,
         serializer=RequestContextSerializer(), timeout=timeout)
 
 
-def masked_url(conf: cfg.ConfigOpts | None = None) -> str:
-    """The transport URL with its passwords replaced by ``***``."""
-    conf = conf or cfg.CONF
-    url = oslo_messaging.TransportURL.parse(conf, conf.transport_url)
-    hosts = []
-    for host in url.hosts:
-        netloc = host.hostname or ''
-        if host.port:
-            netloc = '%s:%s' % (netloc, host.port)
-        if host.username:
-            netloc = '%s%s@%s' % (host.username,
-                                  ':***' if host.password else '', netloc)
-        hosts.append(netloc)
-    return '%s://%s/%s' % (url.transport, ','.join(hosts),
-                           url.virtual_host or '')
-
-
 def amqp_connection(conf: cfg.ConfigOpts | None = None,
                     connect_timeout: float = 10) -> kombu.Connection:
     """A kombu connection to the broker(s) of ``[DEFAULT] transport_url``.
@@ -217,5 +201,6 @@ def check_broker(conf: cfg.ConfigOpts | None = None,
         with amqp_connection(conf, connect_timeout=timeout) as connection:
             connection.ensure_connection(max_retries=1, timeout=timeout)
     except Exception as e:
-        raise exception.BrokerUnreachable(url=masked_url(conf),
-                                          reason=str(e) or type(e).__name__)
+        raise exception.BrokerUnreachable(
+            url=urls.masked_url(conf.transport_url),
+            reason=str(e) or type(e).__name__)

@@ -25,8 +25,10 @@ COLUMNS = ['id', 'uuid', 'name', 'availability_zone', 'hosts', 'metadata']
 
 def _announce(changed: dict | None = None, deleted: dict | None = None):
     """Tell running schedulers; the inventory is already right."""
+    from scheduler import rpc
     from scheduler import rpcapi
     try:
+        rpc.check_broker(timeout=5)
         api = rpcapi.SchedulerAPI(timeout=10)
         ctxt = ctx_mod.get_admin_context()
         if changed is not None:
@@ -46,8 +48,8 @@ def _obj(agg: dict) -> objects.Aggregate:
 
 
 def _show(args, agg: dict) -> int:
-    if args.format == 'json':
-        output.emit_json(agg)
+    if output.structured(args.format):
+        output.emit_data(args.format, agg)
     else:
         output.emit([{'field': k, 'value': agg.get(k)} for k in COLUMNS],
                     ['field', 'value'])
@@ -100,8 +102,9 @@ def cmd_delete(args) -> int:
     agg = db_api.aggregate_get(args.aggregate)
     db_api.aggregate_delete(agg['id'])
     _announce(deleted=agg)
-    if args.format == 'json':
-        output.emit_json({'deleted': agg['name'], 'uuid': agg['uuid']})
+    if output.structured(args.format):
+        output.emit_data(args.format, {'deleted': agg['name'],
+                                       'uuid': agg['uuid']})
     else:
         print('Deleted aggregate %s' % agg['name'])
     return 0

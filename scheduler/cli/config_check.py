@@ -27,12 +27,12 @@ import oslo_messaging
 import sqlalchemy as sa
 import stevedore
 
-from scheduler.cli import db as db_cli
 from scheduler.cli import output
 from scheduler.db import migration
 from scheduler.drivers import filter_scheduler
 from scheduler import loader
 from scheduler import manager
+from scheduler import urls
 
 CONF = cfg.CONF
 
@@ -391,7 +391,7 @@ def _known_revisions() -> set:
 def check_database(timeout: float = DEFAULT_TIMEOUT) -> list:
     """``[database] connection`` answers and its schema is at the head."""
     url = CONF.database.connection
-    shown = db_cli.masked_url(url)
+    shown = urls.masked_url(url)
     if not url:
         return [Result('database', FAIL, '[database] connection is not set')]
     sync = 'run "scheduler-manage db sync"'
@@ -405,7 +405,7 @@ def check_database(timeout: float = DEFAULT_TIMEOUT) -> list:
         current = _database_revision(url, timeout)
     except Exception as e:
         return [Result('database', FAIL, '%s: cannot connect: %s' % (
-            shown, db_cli.mask_secret(_error(e), url)))]
+            shown, urls.mask_secret(_error(e), url)))]
     head = migration.head()
     if current == head:
         return [Result('database', OK, '%s at %s (head)' % (shown, head))]
@@ -447,9 +447,9 @@ def _brokers(parsed) -> list:
 
 def _mask_transport(text: str, url: str | None, parsed=None) -> str:
     """``text`` with the passwords of every host of ``url`` masked."""
-    text = db_cli.mask_secret(text, url)
+    text = urls.mask_secret(text, url)
     for host in parsed.hosts if parsed is not None else ():
-        text = db_cli.hide(text, host.password)
+        text = urls.hide(text, host.password)
     return text
 
 
@@ -459,11 +459,11 @@ def _parse_transport(check: str, option: str, url: str | None,
     try:
         parsed = oslo_messaging.TransportURL.parse(CONF, url)
     except Exception as e:
-        shown = db_cli.masked_url(url)
+        shown = urls.masked_url(url)
         results.append(Result(check, FAIL, '%s %s: %s' % (
-            option, shown, db_cli.mask_secret(_error(e), url))))
+            option, shown, urls.mask_secret(_error(e), url))))
         return None
-    shown = (_mask_transport(db_cli.masked_url(url), url, parsed) if url
+    shown = (_mask_transport(urls.masked_url(url), url, parsed) if url
              else '(unset: rabbit://)')
     drivers = _transport_drivers()
     if parsed.transport not in drivers:
@@ -579,10 +579,11 @@ def run_checks(check_bus: bool = False,
 
 
 def cmd_check(args) -> int:
-    results = run_checks(check_bus=args.check_bus, timeout=args.timeout)
+    results = run_checks(check_bus=args.check_bus,
+                         timeout=args.timeout or DEFAULT_TIMEOUT)
     output.emit([r.as_dict() for r in results], COLUMNS, args.format)
     failed = sum(r.result == FAIL for r in results)
-    if args.format != 'json':
+    if not output.structured(args.format):
         warned = sum(r.result == WARN for r in results)
         sys.stdout.write('%s%s\n' % (
             '%d problem(s) found' % failed if failed
@@ -602,7 +603,4 @@ def register(subparsers, common: argparse.ArgumentParser) -> None:
              'any check fails')
     check.add_argument('--check-bus', action='store_true',
                        help='also connect to every broker of transport_url')
-    check.add_argument('--timeout', type=float, default=DEFAULT_TIMEOUT,
-                       help='seconds to wait for the database and brokers '
-                            '(default %(default)s)')
     check.set_defaults(func=cmd_check)

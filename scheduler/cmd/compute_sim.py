@@ -33,6 +33,7 @@ from scheduler import rpc
 from scheduler import simulator
 from scheduler.simulator import fleet as fleet_mod
 from scheduler.simulator import routing
+from scheduler import urls
 
 CONF = cfg.CONF
 LOG = logging.getLogger('scheduler.cmd.compute_sim')
@@ -130,7 +131,8 @@ def check_limits(spec: fleet_mod.FleetSpec, interval: float,
         return ('transport %s runs one RPC server per simulated host: at '
                 'most %d hosts (got %d); use a rabbit:// transport_url, '
                 'which serves any fleet with one server'
-                % (rpc.masked_url(), MAX_SERVERS_PER_HOST, count))
+                % (urls.masked_url(CONF.transport_url),
+                   MAX_SERVERS_PER_HOST, count))
     return None
 
 
@@ -188,7 +190,8 @@ def main(argv: list | None = None) -> int:
              '(name prefix from %(origin)s) on transport %(url)s',
              {'count': len(names), 'first': names[0], 'last': names[-1],
               'origin': prefix_origin(args.prefix) if args.hosts
-              else 'the fleet file', 'url': rpc.masked_url()})
+              else 'the fleet file',
+              'url': urls.masked_url(CONF.transport_url)})
 
     def start():
         try:
