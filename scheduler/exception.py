@@ -85,6 +85,19 @@ class AggregateHostExists(SchedulerException):
     msg_fmt = 'Host %(host)s is already in aggregate %(aggregate)s.'
 
 
+class AggregateHostUnknown(SchedulerException):
+    msg_fmt = ('Host %(host)s is not known to the inventory (it has never '
+               'reported); check the name, or pass --allow-unknown to add '
+               'it before it reports.')
+
+
+class AggregateZoneConflict(SchedulerException):
+    msg_fmt = ('Host %(host)s would be in two availability zones: '
+               '%(zone)r of aggregate %(aggregate)s and %(other_zone)r of '
+               'aggregate %(other)s. A host belongs to at most one zone, '
+               'as in nova.')
+
+
 class AggregateHostNotFound(SchedulerException):
     msg_fmt = 'Host %(host)s is not in aggregate %(aggregate)s.'
 
