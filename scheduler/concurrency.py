@@ -9,8 +9,18 @@ threading backend later means changing this module and ``EXECUTOR``.
 
 import gc
 import os
+import warnings
 
 EXECUTOR = 'eventlet'
+
+# eventlet warns, when first imported (by us or by an oslo library), that
+# it is deprecated.  The scheduler runs on it on purpose until oslo's
+# threading backend replaces it here; the warning would be noise in every
+# log.  Only that one warning is silenced: eventlet attributes it to the
+# import machinery, so it cannot be told apart by module, but it has its
+# own category and text.
+warnings.filterwarnings('ignore', message=r'\s*Eventlet is deprecated',
+                        category=Warning)
 
 #: Set (to anything) to leave the process unpatched: tests that import
 #: console-script modules use it.
