@@ -39,11 +39,6 @@ def monkey_patch() -> None:
     _patched = True
 
 
-def is_patched() -> bool:
-    """Whether this process runs greened (the service, the simulator)."""
-    return _patched
-
-
 def tune_garbage_collector() -> None:
     """Collect garbage less often than Python's defaults.
 

@@ -301,7 +301,8 @@ WORKERS = textwrap.dedent("""
     if sys.argv[1] == 'green':
         from scheduler import concurrency
         concurrency.monkey_patch()
-        assert concurrency.is_patched()
+        import eventlet.patcher
+        assert eventlet.patcher.is_monkey_patched('socket')
     from oslo_config import cfg
     from scheduler import conf, metrics
     state_path, port, flags = sys.argv[2], int(sys.argv[3]), sys.argv[4]
