@@ -175,7 +175,7 @@ def start(conf) -> None:
     if not group.enabled:
         return
     if _directory is None:
-        prepare(conf)
+        _join_or_prepare(conf)
     _stop_serving()
     buckets = tuple(sorted(set(float(b) for b in group.histogram_buckets)))
     with _lock:
@@ -198,6 +198,20 @@ def start(conf) -> None:
                      kwargs={'poll_interval': 0.1}, daemon=True).start()
     LOG.info('Serving metrics at http://%s:%d/metrics (pid %d)',
              host, server.server_address[1], os.getpid())
+
+
+def _join_or_prepare(conf) -> None:
+    """Use the directory a parent prepared (it is in our environment),
+    else prepare one: a service started without ``prepare()``."""
+    global _metrics, _directory
+    directory = os.path.join(conf.state_path, 'metrics')
+    if os.environ.get('PROMETHEUS_MULTIPROC_DIR') != directory:
+        prepare(conf)
+        return
+    with _lock:
+        values.ValueClass = values.MultiProcessValue()
+        _directory = directory
+        _metrics = _Metrics(conf.prometheus.histogram_buckets)
 
 
 def flush() -> None:

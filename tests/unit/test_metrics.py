@@ -295,8 +295,9 @@ def test_start_twice_keeps_one_server(serving):
 
 # -- real worker processes ------------------------------------------------
 
-WORKERS = textwrap.dedent("""
-    # The service's way: prepare in the parent, then fork a worker.
+WORKER = textwrap.dedent("""
+    # A second worker: the multiprocess directory the test process (the
+    # "parent") prepared comes in its environment.
     import os, sys, time, urllib.request
     if sys.argv[1] == 'green':
         from scheduler import concurrency
@@ -305,42 +306,22 @@ WORKERS = textwrap.dedent("""
         assert eventlet.patcher.is_monkey_patched('socket')
     from oslo_config import cfg
     from scheduler import conf, metrics
-    state_path, port, flags = sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    state_path, port, stop_file = sys.argv[2], int(sys.argv[3]), sys.argv[4]
     cfg.CONF([], default_config_files=[])
     cfg.CONF.set_override('state_path', state_path)
     cfg.CONF.set_override('enabled', True, group='prometheus')
     cfg.CONF.set_override('port', port, group='prometheus')
-
-    def wait_for(name):
-        while not os.path.exists(os.path.join(flags, name)):
-            time.sleep(0.05)
-
-    def serve():
-        metrics.start(cfg.CONF)
-        assert metrics._server is not None
-        url = 'http://127.0.0.1:%d/metrics' % port
-        with urllib.request.urlopen(url, timeout=10) as response:
-            assert response.status == 200
-
-    metrics.prepare(cfg.CONF)
-    metrics.set_hosts(known=2, up=2)
-    child = os.fork()
-    if child == 0:
-        metrics.record_request('select_destinations', 'success', 0.5)
-        metrics.record_request('select_destinations', 'success', 0.5)
-        metrics.set_hosts(known=4, up=4)
-        serve()
-        print('worker ready', flush=True)
-        wait_for('stop-worker')
-        metrics.stop()
-        os._exit(0)
-    metrics.record_request('select_destinations', 'success', 0.1)
-    serve()
-    print('parent ready', flush=True)
-    wait_for('stop-worker')
-    os.waitpid(child, 0)
-    print('worker gone', flush=True)
-    wait_for('stop-parent')
+    metrics.start(cfg.CONF)
+    assert metrics._server is not None
+    metrics.record_request('select_destinations', 'success', 0.5)
+    metrics.record_request('select_destinations', 'success', 0.5)
+    metrics.set_hosts(known=4, up=4)
+    url = 'http://127.0.0.1:%d/metrics' % port
+    with urllib.request.urlopen(url, timeout=10) as response:
+        assert response.status == 200
+    print('ready', flush=True)
+    while not os.path.exists(stop_file):
+        time.sleep(0.05)
     metrics.stop()
 """)
 
@@ -352,33 +333,33 @@ def _scrape(port) -> dict:
 
 
 @pytest.mark.parametrize('mode', ['green', 'threads'])
-def test_workers_share_the_port_and_every_scrape_shows_all(tmp_path, mode):
+def test_workers_share_the_port_and_every_scrape_shows_all(
+        conf, tmp_path, mode):
     port = free_port()
+    conf.config(enabled=True, port=port, group='prometheus')
+    metrics.prepare(CONF)
+    metrics.record_request('select_destinations', 'success', 0.1)
+    metrics.set_hosts(known=2, up=2)
+    metrics.start(CONF)
     env = dict(os.environ, PYTHONPATH=REPO)
     env.pop('SCHEDULER_NO_MONKEY_PATCH', None)
-    env.pop('PROMETHEUS_MULTIPROC_DIR', None)
     proc = subprocess.Popen(
-        [sys.executable, '-c', WORKERS, mode, str(tmp_path), str(port),
-         str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, env=env, cwd=REPO)
+        [sys.executable, '-c', WORKER, mode, str(tmp_path), str(port),
+         str(tmp_path / 'stop')], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
     try:
-        ready = {proc.stdout.readline(), proc.stdout.readline()}
-        if ready != {'worker ready\n', 'parent ready\n'}:
+        if proc.stdout.readline() != 'ready\n':
             proc.kill()
-            pytest.fail('workers did not start: %s' % proc.communicate()[1])
+            pytest.fail('worker did not start: %s' % proc.communicate()[1])
         for _ in range(10):  # new connections: either process answers
             samples = _scrape(port)
             assert requests(samples, 'select_destinations', 'success') == 3
             assert samples[('scheduler_hosts', (('state', 'known'),))] == 4
-
-        (tmp_path / 'stop-worker').touch()
-        assert proc.stdout.readline() == 'worker gone\n'
-        samples = _scrape(port)
-        # Counters keep what the gone worker counted; its gauge is gone.
-        assert requests(samples, 'select_destinations', 'success') == 3
-        assert samples[('scheduler_hosts', (('state', 'known'),))] == 2
     finally:
-        (tmp_path / 'stop-worker').touch()
-        (tmp_path / 'stop-parent').touch()
+        (tmp_path / 'stop').touch()
         _out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
+    samples = _scrape(port)
+    # Counters keep what the gone worker counted; its gauge is gone.
+    assert requests(samples, 'select_destinations', 'success') == 3
+    assert samples[('scheduler_hosts', (('state', 'known'),))] == 2
