@@ -3,7 +3,7 @@
 #
 # Enable it in local.conf:
 #     [[local|localrc]]
-#     enable_plugin openstack-scheduler <repository URL> [branch]
+#     enable_plugin openstack-scheduler <repository URL> main
 #
 # devstack sources this file as "plugin.sh <mode> <phase>" from stack.sh,
 # unstack.sh and clean.sh, after devstack/settings.  Settings are in
@@ -128,9 +128,6 @@ function start_scheduler {
     run_process "$SCHEDULER_SERVICE_NAME" \
         "$SCHEDULER_BIN_DIR/scheduler-service --config-file $SCHEDULER_CONF"
     if is_service_enabled "$SCHEDULER_SIM_SERVICE_NAME"; then
-        # The simulated fleet casts its aggregates once, at start: give
-        # the scheduler time to listen first.
-        sleep "$SCHEDULER_SIM_START_DELAY"
         run_process "$SCHEDULER_SIM_SERVICE_NAME" \
             "$SCHEDULER_BIN_DIR/scheduler-compute-sim --config-file $SCHEDULER_CONF --hosts $SCHEDULER_SIM_HOSTS"
     fi

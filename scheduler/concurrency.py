@@ -20,6 +20,7 @@ shared state is guarded by locks that work in both (``native_lock``).
 import gc
 import os
 import time
+import warnings
 
 EVENTLET = 'eventlet'
 THREADING = 'threading'
@@ -27,6 +28,15 @@ RUNTIMES = (EVENTLET, THREADING)
 
 #: The oslo.messaging executor of RPC servers, set by ``setup()``.
 EXECUTOR = EVENTLET
+
+# eventlet warns, when first imported (by us or by an oslo library), that
+# it is deprecated.  The scheduler runs on it on purpose until oslo's
+# threading backend replaces it here; the warning would be noise in every
+# log.  Only that one warning is silenced: eventlet attributes it to the
+# import machinery, so it cannot be told apart by module, but it has its
+# own category and text.
+warnings.filterwarnings('ignore', message=r'\s*Eventlet is deprecated',
+                        category=Warning)
 
 #: Set (to anything) to leave the process unpatched: tests that import
 #: console-script modules use it.
@@ -105,11 +115,6 @@ def monkey_patch() -> None:
     import eventlet
     eventlet.monkey_patch()
     _patched = True
-
-
-def is_patched() -> bool:
-    """Whether this process runs greened (the service, the simulator)."""
-    return _patched
 
 
 def tune_garbage_collector() -> None:

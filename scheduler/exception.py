@@ -91,6 +91,19 @@ class AggregateHostExists(SchedulerException):
     msg_fmt = 'Host %(host)s is already in aggregate %(aggregate)s.'
 
 
+class AggregateHostUnknown(SchedulerException):
+    msg_fmt = ('Host %(host)s is not known to the inventory (it has never '
+               'reported); check the name, or pass --allow-unknown to add '
+               'it before it reports.')
+
+
+class AggregateZoneConflict(SchedulerException):
+    msg_fmt = ('Host %(host)s would be in two availability zones: '
+               '%(zone)r of aggregate %(aggregate)s and %(other_zone)r of '
+               'aggregate %(other)s. A host belongs to at most one zone, '
+               'as in nova.')
+
+
 class AggregateHostNotFound(SchedulerException):
     msg_fmt = 'Host %(host)s is not in aggregate %(aggregate)s.'
 
@@ -135,3 +148,9 @@ class WeigherConfigurationError(ConfigurationError):
     """
 
     msg_fmt = 'Weigher %(weigher)s is misconfigured: %(reason)s'
+
+
+class BrokerUnreachable(SchedulerException):
+    """The message bus did not take a connection (command-line tools)."""
+
+    msg_fmt = 'cannot reach the message bus at %(url)s: %(reason)s'

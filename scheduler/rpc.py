@@ -1,5 +1,8 @@
 """Transport, serializer, servers and clients: the bus, in one place."""
 
+import urllib.parse
+
+import kombu
 from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging
@@ -10,6 +13,7 @@ from scheduler import exception
 from scheduler import message_limits
 from scheduler import rejections
 from scheduler.objects import base as objects_base
+from scheduler import urls
 
 LOG = logging.getLogger(__name__)
 
@@ -206,3 +210,59 @@ def get_client(target: oslo_messaging.Target, version_cap: str | None = None,
     return oslo_messaging.get_rpc_client(
         transport or get_transport(), target, version_cap=version_cap,
         serializer=RequestContextSerializer(), timeout=timeout)
+
+
+def amqp_connection(conf: cfg.ConfigOpts | None = None,
+                    connect_timeout: float = 10) -> kombu.Connection:
+    """A kombu connection to the broker(s) of ``[DEFAULT] transport_url``.
+
+    For what oslo.messaging does not offer: bindings of many routing keys
+    to one queue (the simulator) and a quick reachability check (the
+    CLI).  Only hosts, credentials, virtual host and
+    ``[oslo_messaging_rabbit] ssl`` are taken from the configuration.
+    """
+    conf = conf or cfg.CONF
+    url = oslo_messaging.TransportURL.parse(conf, conf.transport_url)
+    vhost = url.virtual_host or '/'
+    urls = []
+    for host in url.hosts:
+        user = urllib.parse.quote(host.username or 'guest', safe='')
+        password = urllib.parse.quote(host.password or '', safe='')
+        urls.append('amqp://%s:%s@%s:%s/%s' % (
+            user, password, host.hostname or '127.0.0.1', host.port or 5672,
+            urllib.parse.quote(vhost, safe='')))
+    ssl = bool(conf.oslo_messaging_rabbit.ssl) \
+        if 'oslo_messaging_rabbit' in conf else False
+    return kombu.Connection(';'.join(urls) or 'amqp://', ssl=ssl,
+                            connect_timeout=connect_timeout)
+
+
+#: Transport URL schemes that are RabbitMQ (AMQP 0-9-1 through kombu).
+AMQP_SCHEMES = ('rabbit', 'amqp', 'kombu')
+
+
+def is_amqp(conf: cfg.ConfigOpts | None = None) -> bool:
+    """Whether ``[DEFAULT] transport_url`` is RabbitMQ."""
+    conf = conf or cfg.CONF
+    url = oslo_messaging.TransportURL.parse(conf, conf.transport_url)
+    return (url.transport or '').split('+')[0] in AMQP_SCHEMES
+
+
+def check_broker(conf: cfg.ConfigOpts | None = None,
+                 timeout: float = 5) -> None:
+    """Raise ``BrokerUnreachable`` unless the broker takes a connection.
+
+    oslo.messaging retries a connection for ever (the reply queue of a
+    call has no retry limit): a command-line tool asks first, so that a
+    broker that is down is one line, not a hang.
+    """
+    conf = conf or cfg.CONF
+    if not is_amqp(conf):
+        return
+    try:
+        with amqp_connection(conf, connect_timeout=timeout) as connection:
+            connection.ensure_connection(max_retries=1, timeout=timeout)
+    except Exception as e:
+        raise exception.BrokerUnreachable(
+            url=urls.masked_url(conf.transport_url),
+            reason=str(e) or type(e).__name__)

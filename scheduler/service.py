@@ -120,7 +120,9 @@ class Service(service.Service):
             self.manager.reset()
         except Exception as e:
             LOG.error('Configuration reload failed, keeping the running '
-                      'pipeline: %s', e)
+                      'pipeline: %s. A plugin package installed or upgraded '
+                      'after start-up needs a restart, not a reload: the '
+                      'running service lists entry points once', e)
         super().reset()
 
 

@@ -1,5 +1,11 @@
 """``aggregate ...``: manage host aggregates in the inventory.
 
+Nonsense is refused before anything is written, as nova refuses it:
+adding a host the inventory has never heard of (``--allow-unknown``
+adds one before it first reports), and any change that would put a
+host in two availability zones (adding a host, or giving an aggregate
+a zone that one of its hosts already has from another aggregate).
+
 Every change is written to the inventory first, then announced to the
 running schedulers with a fanout cast (``update_aggregates`` /
 ``delete_aggregate``) so that every worker applies it at once; a
@@ -25,8 +31,10 @@ COLUMNS = ['id', 'uuid', 'name', 'availability_zone', 'hosts', 'metadata']
 
 def _announce(changed: dict | None = None, deleted: dict | None = None):
     """Tell running schedulers; the inventory is already right."""
+    from scheduler import rpc
     from scheduler import rpcapi
     try:
+        rpc.check_broker(timeout=5)
         api = rpcapi.SchedulerAPI(timeout=10)
         ctxt = ctx_mod.get_admin_context()
         if changed is not None:
@@ -46,12 +54,50 @@ def _obj(agg: dict) -> objects.Aggregate:
 
 
 def _show(args, agg: dict) -> int:
-    if args.format == 'json':
-        output.emit_json(agg)
+    if output.structured(args.format):
+        output.emit_data(args.format, agg)
     else:
         output.emit([{'field': k, 'value': agg.get(k)} for k in COLUMNS],
                     ['field', 'value'])
     return 0
+
+
+def check_zones(aggregate: dict, hosts, zone: str | None) -> None:
+    """Refuse ``hosts`` in ``aggregate`` with ``zone`` when one of them
+    is in another aggregate with another zone.
+
+    Checked here rather than in the database layer: the simulator's and
+    the schedulers' own aggregate updates go straight to the inventory.
+    Two operators changing zones at the same instant can still race.
+    """
+    if not zone:
+        return
+    for other in db_api.aggregate_get_all():
+        other_zone = other.get('availability_zone')
+        if other['id'] == aggregate.get('id') or not other_zone \
+                or other_zone == zone:
+            continue
+        for host in sorted(set(hosts) & set(other['hosts'])):
+            raise exception.AggregateZoneConflict(
+                host=host, zone=zone, aggregate=aggregate['name'],
+                other_zone=other_zone, other=other['name'])
+
+
+def check_host_known(host: str) -> None:
+    """Refuse a host no compute has reported as (a typo, most often)."""
+    known = {report['host'] for report in db_api.host_reports_get_all()}
+    if host not in known:
+        raise exception.AggregateHostUnknown(host=host)
+
+
+def _zone_after(args, agg: dict) -> str | None:
+    """The zone ``aggregate set`` leaves the aggregate in."""
+    properties = output.key_values(args.property, '--property')
+    if 'availability_zone' in properties:
+        return properties['availability_zone'] or None
+    if args.zone is not None:
+        return args.zone or None
+    return agg.get('availability_zone')
 
 
 def cmd_create(args) -> int:
@@ -64,6 +110,7 @@ def cmd_create(args) -> int:
 
 def cmd_set(args) -> int:
     agg = db_api.aggregate_get(args.aggregate)
+    check_zones(agg, agg['hosts'], _zone_after(args, agg))
     if args.name or args.zone is not None:
         kwargs = {}
         if args.name:
@@ -85,6 +132,10 @@ def cmd_unset(args) -> int:
 
 
 def cmd_add_host(args) -> int:
+    current = db_api.aggregate_get(args.aggregate)
+    if not args.allow_unknown:
+        check_host_known(args.host)
+    check_zones(current, [args.host], current.get('availability_zone'))
     agg = db_api.aggregate_host_add(args.aggregate, args.host)
     _announce(changed=agg)
     return _show(args, agg)
@@ -100,8 +151,9 @@ def cmd_delete(args) -> int:
     agg = db_api.aggregate_get(args.aggregate)
     db_api.aggregate_delete(agg['id'])
     _announce(deleted=agg)
-    if args.format == 'json':
-        output.emit_json({'deleted': agg['name'], 'uuid': agg['uuid']})
+    if output.structured(args.format):
+        output.emit_data(args.format, {'deleted': agg['name'],
+                                       'uuid': agg['uuid']})
     else:
         print('Deleted aggregate %s' % agg['name'])
     return 0
@@ -147,9 +199,13 @@ def register(subparsers, common: argparse.ArgumentParser) -> None:
     p.add_argument('aggregate')
     p.add_argument('--property', action='append', metavar='KEY',
                    required=True)
-    p = command('add-host', cmd_add_host, 'add a host')
+    p = command('add-host', cmd_add_host,
+                'add a host (refused if unknown, or if it would then be in '
+                'two availability zones)')
     p.add_argument('aggregate')
     p.add_argument('host')
+    p.add_argument('--allow-unknown', action='store_true',
+                   help='add a host that has not reported yet')
     p = command('remove-host', cmd_remove_host, 'remove a host')
     p.add_argument('aggregate')
     p.add_argument('host')

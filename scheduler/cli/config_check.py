@@ -27,12 +27,12 @@ import oslo_messaging
 import sqlalchemy as sa
 import stevedore
 
-from scheduler.cli import db as db_cli
 from scheduler.cli import output
 from scheduler.db import migration
 from scheduler.drivers import filter_scheduler
 from scheduler import loader
 from scheduler import manager
+from scheduler import urls
 
 CONF = cfg.CONF
 
@@ -147,21 +147,34 @@ def _config_files() -> list:
     return files
 
 
-def _our_option_names() -> dict:
-    """``{group: {names}}`` of this service's own groups.
+#: The oslo-config-generator namespaces of the service, as in
+#: etc/scheduler/scheduler-config-generator.conf (a test keeps them equal):
+#: what the service reads, and what its sample documents.
+NAMESPACES = ('scheduler', 'oslo.messaging', 'oslo.db', 'oslo.log',
+              'oslo.service.service', 'oslo.service.periodic_task',
+              'oslo.reports')
 
-    Deprecated names count: the service still reads them.
+
+def documented_options() -> dict:
+    """``{group: {names}}`` of every option the service's namespaces list.
+
+    Read the way oslo-config-generator and oslo-config-validator read
+    them, from the ``oslo.config.opts`` entry points; deprecated names
+    count, since the libraries still read them.
     """
-    from scheduler.conf import opts as conf_opts
     names: dict = {}
-    for group, opts in conf_opts.list_opts():
-        group_name = getattr(group, 'name', group) or 'DEFAULT'
-        known = names.setdefault(group_name, set())
-        for opt in opts:
-            known.update({opt.dest, opt.name.replace('-', '_')})
-            for old in opt.deprecated_opts:
-                if old.name and old.group in (None, group_name):
-                    known.add(old.name.replace('-', '_'))
+    entry_points = importlib_metadata.entry_points(group='oslo.config.opts')
+    for point in entry_points:
+        if point.name not in NAMESPACES:
+            continue
+        for group, opts in point.load()():
+            group_name = getattr(group, 'name', group) or 'DEFAULT'
+            known = names.setdefault(group_name, set())
+            for opt in opts:
+                known.update({opt.dest, opt.name.replace('-', '_')})
+                for old in opt.deprecated_opts:
+                    if old.name and old.group in (None, group_name):
+                        known.add(old.name.replace('-', '_'))
     return names
 
 
@@ -169,13 +182,11 @@ def check_unknown_options() -> list:
     """Sections and options of the files that nothing reads.
 
     oslo.config ignores them silently, so a misspelt option keeps its
-    default: ``enabled_filter = ...`` enables nothing.  Options of the
-    libraries' sections are not listed here; their sections are.
+    default: ``enabled_filter = ...`` enables nothing.  Checked against
+    the same option lists as oslo-config-validator and the generated
+    sample (``NAMESPACES``), so the sample itself passes.
     """
-    known_groups = {key for key in CONF
-                    if isinstance(CONF[key], cfg.ConfigOpts.GroupAttr)}
-    known_groups.add('DEFAULT')
-    ours = _our_option_names()
+    known = documented_options()
     results = []
     for path in _config_files():
         sections: dict = {}
@@ -186,15 +197,13 @@ def check_unknown_options() -> list:
                 path, _error(e))))
             continue
         for section, values in sorted(sections.items()):
-            if section not in known_groups:
+            if section not in known:
                 results.append(Result('unknown_options', WARN, '[%s] in %s: '
                                       'no option of this service is in '
                                       'this section' % (section, path)))
                 continue
-            if section not in ours or section == 'DEFAULT':
-                continue
             for key in sorted(values):
-                if key.replace('-', '_') not in ours[section]:
+                if key.replace('-', '_') not in known[section]:
                     results.append(Result(
                         'unknown_options', WARN, '[%s] %s in %s is not an '
                         'option: it is ignored' % (section, key, path)))
@@ -333,7 +342,31 @@ def check_filters() -> list:
     if not bad:
         results.append(Result('enabled_filters', OK, ', '.join(enabled)
                               or 'none: every host passes'))
+    results.extend(plugin_packages(
+        [by_name[name] for name in enabled if name in by_name]))
     return results
+
+
+def plugin_packages(classes: list) -> list:
+    """A warning per package, other than this one, that plugins come from.
+
+    A running service lists entry points once: a plugin package
+    installed or upgraded after it started is seen only after a restart
+    (a reload, SIGHUP, is not enough).
+    """
+    owners = importlib_metadata.packages_distributions()
+    by_package: dict = {}
+    for cls in classes:
+        top = cls.__module__.split('.')[0]
+        if top == 'scheduler':
+            continue
+        package = ', '.join(owners.get(top, [])) or top
+        by_package.setdefault(package, []).append(cls.__name__)
+    return [Result('plugins', WARN, '%s from %s: after installing or '
+                   'upgrading it, restart the service (systemctl restart); '
+                   'a reload (SIGHUP) does not see new or changed plugin '
+                   'packages' % (', '.join(sorted(names)), package))
+            for package, names in sorted(by_package.items())]
 
 
 def check_weighers() -> list:
@@ -391,7 +424,7 @@ def _known_revisions() -> set:
 def check_database(timeout: float = DEFAULT_TIMEOUT) -> list:
     """``[database] connection`` answers and its schema is at the head."""
     url = CONF.database.connection
-    shown = db_cli.masked_url(url)
+    shown = urls.masked_url(url)
     if not url:
         return [Result('database', FAIL, '[database] connection is not set')]
     sync = 'run "scheduler-manage db sync"'
@@ -405,7 +438,7 @@ def check_database(timeout: float = DEFAULT_TIMEOUT) -> list:
         current = _database_revision(url, timeout)
     except Exception as e:
         return [Result('database', FAIL, '%s: cannot connect: %s' % (
-            shown, db_cli.mask_secret(_error(e), url)))]
+            shown, urls.mask_secret(_error(e), url)))]
     head = migration.head()
     if current == head:
         return [Result('database', OK, '%s at %s (head)' % (shown, head))]
@@ -447,9 +480,9 @@ def _brokers(parsed) -> list:
 
 def _mask_transport(text: str, url: str | None, parsed=None) -> str:
     """``text`` with the passwords of every host of ``url`` masked."""
-    text = db_cli.mask_secret(text, url)
+    text = urls.mask_secret(text, url)
     for host in parsed.hosts if parsed is not None else ():
-        text = db_cli.hide(text, host.password)
+        text = urls.hide(text, host.password)
     return text
 
 
@@ -459,11 +492,11 @@ def _parse_transport(check: str, option: str, url: str | None,
     try:
         parsed = oslo_messaging.TransportURL.parse(CONF, url)
     except Exception as e:
-        shown = db_cli.masked_url(url)
+        shown = urls.masked_url(url)
         results.append(Result(check, FAIL, '%s %s: %s' % (
-            option, shown, db_cli.mask_secret(_error(e), url))))
+            option, shown, urls.mask_secret(_error(e), url))))
         return None
-    shown = (_mask_transport(db_cli.masked_url(url), url, parsed) if url
+    shown = (_mask_transport(urls.masked_url(url), url, parsed) if url
              else '(unset: rabbit://)')
     drivers = _transport_drivers()
     if parsed.transport not in drivers:
@@ -579,10 +612,11 @@ def run_checks(check_bus: bool = False,
 
 
 def cmd_check(args) -> int:
-    results = run_checks(check_bus=args.check_bus, timeout=args.timeout)
+    results = run_checks(check_bus=args.check_bus,
+                         timeout=args.timeout or DEFAULT_TIMEOUT)
     output.emit([r.as_dict() for r in results], COLUMNS, args.format)
     failed = sum(r.result == FAIL for r in results)
-    if args.format != 'json':
+    if not output.structured(args.format):
         warned = sum(r.result == WARN for r in results)
         sys.stdout.write('%s%s\n' % (
             '%d problem(s) found' % failed if failed
@@ -602,7 +636,4 @@ def register(subparsers, common: argparse.ArgumentParser) -> None:
              'any check fails')
     check.add_argument('--check-bus', action='store_true',
                        help='also connect to every broker of transport_url')
-    check.add_argument('--timeout', type=float, default=DEFAULT_TIMEOUT,
-                       help='seconds to wait for the database and brokers '
-                            '(default %(default)s)')
     check.set_defaults(func=cmd_check)

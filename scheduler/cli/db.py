@@ -7,76 +7,25 @@ ends up in deployment logs and tickets.
 """
 
 import argparse
-import re
 import sys
-from urllib import parse as urlparse
 
 from alembic import util as alembic_util
 from oslo_config import cfg
 from oslo_db import exception as db_exc
-from oslo_utils import strutils
 import sqlalchemy as sa
 
 from scheduler.cli import output
 from scheduler.db import migration
 from scheduler import exception
+from scheduler.urls import mask_secret
+from scheduler.urls import masked_url
 
 CONF = cfg.CONF
-
-#: ``scheme://user:password@`` (and ``,user:password@`` of the next host
-#: in a multi-host transport URL): what ``masked_url`` hides.
-_USERINFO = re.compile(r'(://|,)([^:/@,\s]*):[^@\s]*?@')
 
 #: What ``sync`` and ``version`` may raise for a bad URL, an unreachable
 #: server or an unknown revision.
 _ERRORS = (alembic_util.CommandError, db_exc.DBError, sa.exc.SQLAlchemyError,
            exception.SchedulerException, ImportError, ValueError)
-
-
-def _mask_text(text: str) -> str:
-    """Every ``user:password@`` and ``password=...`` in ``text`` masked."""
-    return strutils.mask_password(_USERINFO.sub(r'\1\2:***@', text))
-
-
-def masked_url(url: str | None) -> str:
-    """``url`` with any password replaced by ``***``, safe to print.
-
-    SQLAlchemy renders a database URL with its password hidden; the text
-    masking then covers what it leaves (a ``password`` query parameter)
-    and URLs it cannot read, such as a multi-host transport URL.
-    """
-    if not url:
-        return '-'
-    try:
-        text = sa.make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        text = url
-    return _mask_text(text)
-
-
-def hide(text: str, secret: str | None) -> str:
-    """``text`` without ``secret``, as written or URL-quoted."""
-    if secret:
-        secret = str(secret)
-        for form in (secret, urlparse.quote(secret, safe=''),
-                     urlparse.quote_plus(secret)):
-            text = text.replace(form, '***')
-    return text
-
-
-def mask_secret(text: str, url: str | None) -> str:
-    """``text`` with ``url``, and the password in it, masked.
-
-    Driver errors sometimes quote the URL or the password they were
-    given; this keeps an error line as safe to print as the URL.
-    """
-    if url:
-        text = text.replace(url, masked_url(url))
-        try:
-            text = hide(text, sa.make_url(url).password)
-        except Exception:
-            pass
-    return _mask_text(text)
 
 
 def _fail(error: Exception, url: str | None) -> int:
@@ -100,10 +49,10 @@ def cmd_sync(args) -> int:
         head = migration.head()
     except _ERRORS as e:
         return _fail(e, url)
-    if args.format == 'json':
-        output.emit_json({'database': masked_url(url), 'from': before,
-                          'to': after, 'head': head,
-                          'changed': before != after})
+    if output.structured(args.format):
+        output.emit_data(args.format, {
+            'database': masked_url(url), 'from': before, 'to': after,
+            'head': head, 'changed': before != after})
     elif before == after:
         sys.stdout.write('Database at %s is already at %s\n'
                          % (masked_url(url), _revision(after)))
@@ -124,8 +73,8 @@ def cmd_version(args) -> int:
         return _fail(e, url)
     info = {'database': masked_url(url), 'version': current, 'head': head,
             'at_head': current == head}
-    if args.format == 'json':
-        output.emit_json(info)
+    if output.structured(args.format):
+        output.emit_data(args.format, info)
     else:
         output.emit([{'field': k, 'value': info[k]}
                      for k in ('database', 'version', 'head', 'at_head')],

@@ -252,8 +252,8 @@ def cmd_list(args) -> int:
 
 def cmd_show(args) -> int:
     detail = host_detail(args.host)
-    if args.format == 'json':
-        output.emit_json(detail)
+    if output.structured(args.format):
+        output.emit_data(args.format, detail)
     else:
         _print_detail(detail)
     return 0
@@ -329,7 +329,7 @@ def _format_option(parser: argparse.ArgumentParser) -> None:
     before it, so ``hosts --format json list`` would print a table with
     the shared option; this one sets nothing unless it is given.
     """
-    parser.add_argument('--format', choices=['table', 'json'],
+    parser.add_argument('--format', choices=output.FORMATS,
                         default=argparse.SUPPRESS, help='output format')
 
 

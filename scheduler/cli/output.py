@@ -1,22 +1,83 @@
-"""Printing rows as a table or as JSON, the same way in every command."""
+"""Printing rows the same way in every command: ``--format table``
+(long cells cut; wrapped to the terminal's width when printing to one),
+``json``, ``yaml`` or ``value`` (cells only, for shell scripts)."""
 
 import json
+import shutil
 import sys
 
 import prettytable
+import yaml
+
+FORMATS = ('table', 'json', 'yaml', 'value')
+
+#: A table cell longer than this is cut, with ``...`` at the end:
+#: ``--format json`` shows everything.
+MAX_CELL = 200
+
+#: No column of a table is wrapped narrower than this.
+MIN_COLUMN = 12
+
+
+def structured(fmt: str) -> bool:
+    """Whether ``fmt`` prints data (JSON, YAML) rather than text."""
+    return fmt in ('json', 'yaml')
 
 
 def emit(rows: list, columns: list, fmt: str = 'table', stream=None) -> None:
-    """Print ``rows`` (dicts) with ``columns`` as a table or JSON list."""
+    """Print ``rows`` (dicts) with ``columns`` in format ``fmt``."""
     stream = stream or sys.stdout
-    if fmt == 'json':
-        emit_json([{c: r.get(c) for c in columns} for r in rows], stream)
+    if structured(fmt):
+        emit_data(fmt, [{c: r.get(c) for c in columns} for r in rows],
+                  stream)
+        return
+    if fmt == 'value':
+        for row in rows:
+            stream.write(' '.join(_cell(row.get(c)) for c in columns)
+                         + '\n')
         return
     table = prettytable.PrettyTable(columns)
     table.align = 'l'
     for row in rows:
-        table.add_row([_cell(row.get(c)) for c in columns])
+        table.add_row([_cut(_cell(row.get(c))) for c in columns])
+    if _is_terminal(stream):
+        _fit(table, len(columns))
     stream.write(table.get_string() + '\n')
+
+
+def _cut(text: str) -> str:
+    if len(text) <= MAX_CELL:
+        return text
+    return text[:MAX_CELL - 3] + '...'
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _fit(table: prettytable.PrettyTable, count: int) -> None:
+    """Wrap the widest columns so that the table fits the terminal."""
+    width = shutil.get_terminal_size((120, 24)).columns
+    if len(table.get_string().splitlines()[0]) <= width:
+        return
+    # Each column costs 3 characters of borders and padding, plus one.
+    room = max(width - 3 * count - 1, MIN_COLUMN * count)
+    table.max_width = max(MIN_COLUMN, room // count)
+
+
+def emit_data(fmt: str, value, stream=None) -> None:
+    """Print any JSON-friendly value as JSON or YAML."""
+    stream = stream or sys.stdout
+    if fmt == 'yaml':
+        # Through JSON first: datetimes and the like become strings.
+        plain = json.loads(json.dumps(value, default=str))
+        yaml.safe_dump(plain, stream, default_flow_style=False,
+                       sort_keys=True)
+        return
+    emit_json(value, stream)
 
 
 def emit_json(value, stream=None) -> None:

@@ -9,6 +9,7 @@ from scheduler.cli import output
 from scheduler import context as ctx_mod
 from scheduler import exception
 from scheduler import objects
+from scheduler import rpc
 from scheduler import rpcapi
 
 
@@ -37,8 +38,18 @@ def add_request_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--user', default='demo')
     parser.add_argument('--admin', action='store_true',
                         help='call as admin (NoValidHost then names filters)')
-    parser.add_argument('--timeout', type=int, default=30,
-                        help='seconds to wait for the scheduler')
+
+
+#: Seconds ``select`` and ``explain`` wait for an answer by default.
+DEFAULT_TIMEOUT = 30
+
+
+def scheduler_api(args) -> rpcapi.SchedulerAPI:
+    """A SchedulerAPI for this command, once the broker takes a
+    connection (oslo.messaging would retry for ever)."""
+    timeout = args.timeout = int(args.timeout or DEFAULT_TIMEOUT)
+    rpc.check_broker(timeout=min(timeout, 5))
+    return rpcapi.SchedulerAPI(timeout=timeout)
 
 
 def build_spec(args) -> objects.RequestSpec:
@@ -71,9 +82,11 @@ def _context(args) -> ctx_mod.RequestContext:
 
 
 def cmd_select(args) -> int:
+    if args.dry_run:
+        return cmd_explain(args)
     spec = build_spec(args)
     uuids = [str(uuid.uuid4()) for _ in range(args.num_instances)]
-    api = rpcapi.SchedulerAPI(timeout=args.timeout)
+    api = scheduler_api(args)
     try:
         result = api.select_destinations(
             _context(args), spec, uuids, return_objects=True,
@@ -95,18 +108,23 @@ def cmd_select(args) -> int:
     output.emit(rows, ['instance', 'instance_uuid', 'host', 'nodename',
                        'availability_zone', 'weight', 'alternates',
                        'limits'], args.format)
+    if args.format == 'table':
+        sys.stderr.write('Claimed: until the compute reports the instance '
+                         'or the claim expires ([scheduler] '
+                         'service_down_time). "select --dry-run" claims '
+                         'nothing.\n')
     return 0
 
 
 def cmd_explain(args) -> int:
-    api = rpcapi.SchedulerAPI(timeout=args.timeout)
+    api = scheduler_api(args)
     try:
         result = api.explain(_context(args), build_spec(args))
     except exception.SchedulerException as e:
         sys.stderr.write(output.error_line(e) + '\n')
         return 1
-    if args.format == 'json':
-        output.emit_json(result)
+    if output.structured(args.format):
+        output.emit_data(args.format, result)
         return 0
     out = sys.stdout
     out.write('Driver %(driver)s: %(hosts_known)d host(s) known, '
@@ -138,14 +156,25 @@ def cmd_explain(args) -> int:
     return 0
 
 
+SELECT_HELP = ('select destinations (a conductor-style '
+               'select_destinations call). This RESERVES capacity: the '
+               'chosen hosts hold a claim until their compute reports the '
+               'instance or the claim expires ([scheduler] '
+               'service_down_time); use --dry-run (or "explain") to look '
+               'without reserving')
+
+
 def register(subparsers, common: argparse.ArgumentParser) -> None:
-    sel = subparsers.add_parser(
-        'select', parents=[common],
-        help='select destinations (a conductor-style select_destinations '
-             'call)')
+    sel = subparsers.add_parser('select', parents=[common], help=SELECT_HELP,
+                                description=SELECT_HELP)
     add_request_options(sel)
     sel.add_argument('--alternates', action='store_true',
                      help='also return alternate hosts')
+    sel.add_argument('--dry-run', action='store_true',
+                     help='claim nothing: run "explain" for this request '
+                          'instead')
+    sel.add_argument('--max-hosts', type=int, default=50,
+                     help='with --dry-run: rejected hosts to list')
     sel.set_defaults(func=cmd_select)
 
     exp = subparsers.add_parser(

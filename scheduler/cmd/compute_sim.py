@@ -8,13 +8,19 @@ The hosts report to the scheduler on ``[scheduler] topic`` and serve
 ``run_instance`` / ``terminate_instance`` on ``[compute] topic`` (see
 ``scheduler.simulator.agent``).  With ``--control-dir DIR``, touching
 ``DIR/<host>.down`` silences that host until the file is removed.
-Start the scheduler first: the fleet casts its aggregates once, at
-start.  Runs until SIGTERM or SIGINT, then stops its RPC servers and
-exits 0.  Options it does not know (``--log-file``, ``--debug``, ...) go
-to oslo.config.
+The whole fleet shares one transport and one RPC server, whatever its
+size (see ``scheduler.simulator.routing``).  The fleet's aggregates are
+cast once a scheduler answers on the topic, so either may start first.
+Progress lines say how many hosts have started and how many reports
+per second go out.  A fleet larger than the limits below is refused
+before anything starts.  SIGTERM or SIGINT stops it at any point,
+start-up included, and it exits 0.  Options it does not know
+(``--log-file``, ``--debug``, ...) go to oslo.config.
 """
 
 import argparse
+import logging as std_logging
+import os
 import signal
 import sys
 import threading
@@ -26,11 +32,25 @@ from scheduler import config
 from scheduler import rpc
 from scheduler import simulator
 from scheduler.simulator import fleet as fleet_mod
+from scheduler.simulator import routing
+from scheduler import urls
 
 CONF = cfg.CONF
 LOG = logging.getLogger('scheduler.cmd.compute_sim')
 
 DEFAULT_PREFIX = 'compute'
+
+#: Reports per second one simulator sends at most, by default: about
+#: what one process can serialise and publish on two shared cores.
+DEFAULT_MAX_REPORT_RATE = 1000
+
+#: Transports without routing keys (``fake://``) run a server (and a
+#: thread) per host: past this many, refuse.
+MAX_SERVERS_PER_HOST = 1000
+
+#: After SIGTERM/SIGINT, how long start-up and shutdown may take before
+#: the process exits anyway (a broker that does not answer).
+STOP_GRACE = 15.0
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -57,7 +77,18 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument('--control-dir', metavar='DIR',
                         help='a file DIR/<host>.down silences that host')
     parser.add_argument('--report-interval', type=int, metavar='SECONDS',
-                        help='override [scheduler] report_interval')
+                        help='override [scheduler] report_interval; each '
+                             'host reports once per interval, +/- 10%%, '
+                             'spread over the interval')
+    parser.add_argument('--max-report-rate', type=int, metavar='N',
+                        default=DEFAULT_MAX_REPORT_RATE,
+                        help='refuse a fleet that needs more than N '
+                             'reports per second (hosts / report '
+                             'interval); default %(default)s')
+    parser.add_argument('--server-name', metavar='NAME',
+                        help='the fleet RPC server name; its queue is '
+                             '<[compute] topic>.NAME (default: fleet-<random '
+                             'hex>, unique per process)')
     return parser
 
 
@@ -73,6 +104,36 @@ def host_prefix(explicit: str | None) -> str:
     if location is not None and location.location.is_user_controlled:
         return CONF.host
     return DEFAULT_PREFIX
+
+
+def prefix_origin(explicit: str | None) -> str:
+    """Where the host name prefix comes from, for the start-up line."""
+    if explicit:
+        return '--prefix'
+    if host_prefix(None) == DEFAULT_PREFIX:
+        return 'the default; choose one with --prefix'
+    return '[DEFAULT] host; choose another with --prefix'
+
+
+def check_limits(spec: fleet_mod.FleetSpec, interval: float,
+                 max_rate: int) -> str | None:
+    """Why this fleet cannot run in one process, or None."""
+    count = len(spec.hosts)
+    rate = count / interval
+    if rate > max_rate:
+        return ('%d hosts reporting every %s s need %.0f reports/s, more '
+                'than --max-report-rate %d: set --report-interval to at '
+                'least %d, or split the fleet over several simulators'
+                % (count, interval, rate, max_rate,
+                   -(-count // max_rate)))
+    if routing.needs_server_per_host(CONF) and \
+            count > MAX_SERVERS_PER_HOST:
+        return ('transport %s runs one RPC server per simulated host: at '
+                'most %d hosts (got %d); use a rabbit:// transport_url, '
+                'which serves any fleet with one server'
+                % (urls.masked_url(CONF.transport_url),
+                   MAX_SERVERS_PER_HOST, count))
+    return None
 
 
 def build_fleet(args) -> fleet_mod.FleetSpec:
@@ -101,30 +162,68 @@ def main(argv: list | None = None) -> int:
             parser.error('--report-interval must be at least 1')
         CONF.set_override('report_interval', args.report_interval,
                           group='scheduler')
+    if args.max_report_rate < 1:
+        parser.error('--max-report-rate must be at least 1')
     try:
         spec = build_fleet(args)
     except fleet_mod.FleetError as e:
         parser.error(str(e))
+    problem = check_limits(spec, CONF.scheduler.report_interval,
+                           args.max_report_rate)
+    if problem:
+        parser.error(problem)
 
+    fleet = simulator.Fleet(spec, control_dir=args.control_dir,
+                            server_name=args.server_name)
     stopping = threading.Event()
 
     def on_signal(signo, _frame):
         LOG.info('Caught %s, stopping', signal.Signals(signo).name)
+        fleet.request_stop()
         stopping.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
-    fleet = simulator.Fleet(spec, control_dir=args.control_dir)
-    fleet.start(rpc.get_transport())
-    try:
-        while not stopping.wait(0.5):
-            pass
-    finally:
-        fleet.stop()
-        rpc.cleanup()
+    names = [h.name for h in spec.hosts]
+    LOG.info('Starting %(count)d simulated host(s) %(first)s..%(last)s '
+             '(name prefix from %(origin)s) on transport %(url)s',
+             {'count': len(names), 'first': names[0], 'last': names[-1],
+              'origin': prefix_origin(args.prefix) if args.hosts
+              else 'the fleet file',
+              'url': urls.masked_url(CONF.transport_url)})
+
+    def start():
+        try:
+            fleet.start(rpc.get_transport())
+        except Exception:
+            LOG.exception('The fleet could not start')
+            stopping.set()
+
+    starter = threading.Thread(target=start, name='fleet-start',
+                               daemon=True)
+    starter.start()
+    while not stopping.wait(0.5):
+        pass
+    # Start-up notices the stop between hosts; a broker that does not
+    # answer can hold it longer: then exit without waiting for it.
+    stopped = _within(STOP_GRACE, starter.join) and _within(
+        STOP_GRACE, lambda: (fleet.stop(), rpc.cleanup()))
     LOG.info('Stopped %d simulated host(s)', len(fleet.hosts))
+    if not stopped:
+        LOG.warning('Exiting without a clean shutdown: the bus did not '
+                    'answer within %d s', STOP_GRACE)
+        std_logging.shutdown()
+        os._exit(0)
     return 0
+
+
+def _within(seconds: float, action) -> bool:
+    """Run ``action`` in a thread; whether it finished within ``seconds``."""
+    thread = threading.Thread(target=action, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return not thread.is_alive()
 
 
 if __name__ == '__main__':

@@ -12,18 +12,21 @@ Each command group lives in its own module of ``scheduler.cli``:
 * ``config check``: check a configuration before a restart or SIGHUP
   (``scheduler.cli.config_check``).
 
-Every command takes ``--format json`` for scripts.
+Every command takes ``--format table|json|yaml|value`` and
+``--timeout``.  Any failure is one line on stderr (``scheduler.cli.
+errors``) and a non-zero exit; ``--debug`` adds the traceback.
 """
 
 import argparse
 import sys
-
-from oslo_config import cfg
+import traceback
 
 from scheduler.cli import aggregates
 from scheduler.cli import config_check
 from scheduler.cli import db
+from scheduler.cli import errors
 from scheduler.cli import hosts
+from scheduler.cli import output
 from scheduler.cli import requests
 from scheduler import config
 
@@ -37,10 +40,20 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument('--config-file', action='append', default=[],
                         help='configuration file (may be repeated)')
     parser.add_argument('--config-dir', action='append', default=[])
-    parser.add_argument('--debug', action='store_true')
+    parser.add_argument('--debug', action='store_true',
+                        help='debug logging, and the traceback of an error')
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument('--format', choices=['table', 'json'],
-                        default='table', help='output format')
+    common.add_argument('--format', choices=output.FORMATS,
+                        default='table',
+                        help='output format: a table fitted to the '
+                             'terminal, json, yaml, or value (cells only, '
+                             'for scripts)')
+    common.add_argument('--timeout', type=float, metavar='SECONDS',
+                        help='how long to wait for the scheduler service '
+                             '(select, explain; default %d) or for the '
+                             'database and brokers (config check; default '
+                             '%g)' % (requests.DEFAULT_TIMEOUT,
+                                      config_check.DEFAULT_TIMEOUT))
     sub = parser.add_subparsers(dest='command', required=True)
     for module in COMMAND_MODULES:
         module.register(sub, common)
@@ -48,19 +61,24 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list | None = None) -> int:
+    args = make_parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        return _main(argv)
-    except cfg.Error as e:
-        # A malformed or unreadable config file: one line, no traceback.
-        sys.stderr.write('scheduler-manage: configuration error: %s\n' % e)
-        return 2
+        return _main(args)
     except BrokenPipeError:
         # Output piped into head(1) and the like.
         return 0
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:
+        if args.debug:
+            traceback.print_exc()
+        sys.stderr.write('scheduler-manage: %s\n'
+                         % errors.describe(e, getattr(args, 'timeout',
+                                                      None)))
+        return errors.exit_code(e)
 
 
-def _main(argv: list | None) -> int:
-    args = make_parser().parse_args(sys.argv[1:] if argv is None else argv)
+def _main(args) -> int:
     conf_args = []
     for path in args.config_file:
         conf_args += ['--config-file', path]

@@ -10,6 +10,7 @@ from oslo_reports import opts as gmr_opts
 from scheduler import config
 from scheduler.db import migration
 from scheduler import exception
+from scheduler import metrics
 from scheduler import service
 from scheduler import version
 
@@ -38,4 +39,6 @@ def main(argv: list | None = None) -> None:
     except STARTUP_ERRORS as e:
         LOG.error('Cannot start: %s', e)
         sys.exit('scheduler-service: %s' % e)
+    # Before the workers fork: they all write where this says.
+    metrics.prepare(CONF)
     service.launch(server).wait()

@@ -20,19 +20,18 @@ prometheus_opts = [
 Serve the scheduler's metrics at ``GET /metrics`` on ``bind_host`` and
 ``port`` in the Prometheus text format.
 
-Every worker process binds the same port (SO_REUSEPORT) and keeps its
-own counts in ``<state_path>/metrics/<pid>.json``; whichever worker
-answers a scrape adds up the files of all live workers, so one scrape
+Every worker process binds the same port (SO_REUSEPORT) and counts with
+prometheus_client in multiprocess mode, in files under
+``<state_path>/metrics`` (emptied when the service starts); whichever
+worker answers a scrape reads every process's files, so one scrape
 shows the whole service.  When the port is taken by another program the
 service logs an error and runs without the endpoint.
 
 Related options:
 
 * ``bind_host``, ``port``: where the endpoint listens
-* ``[DEFAULT] state_path``: holds the per-worker files
+* ``[DEFAULT] state_path``: holds the per-process files
 * ``[scheduler] workers``
-* ``[scheduler] periodic_task_interval``: how often workers that did
-  not answer the scrape write their counts
 """),
     cfg.HostAddressOpt(
         'bind_host',

@@ -54,6 +54,27 @@ class HostResources:
     def total_usable_disk_gb(self) -> int:
         return self.local_gb
 
+    # -- nova's HostState names that differ from ours, for plugins and
+    # debugging aids written against nova (the table is in
+    # doc/authoring-guide.md, "Nova's names").
+
+    @property
+    def disk_mb_used(self) -> int:
+        return self.local_gb_used * 1024
+
+    @property
+    def pci_stats(self) -> list:
+        return self.pci_pools
+
+    @property
+    def updated(self):
+        return self.updated_at
+
+    @property
+    def instances(self) -> dict:
+        """nova maps uuid -> Instance; the scheduler keeps uuids only."""
+        return dict.fromkeys(self.instance_uuids or ())
+
     @property
     def availability_zones(self) -> set:
         return aggregates.zones_of(self.aggregates)

@@ -86,6 +86,16 @@ class RequestSpec(base.SchedulerObject):
     def image_properties(self) -> dict:
         return dict(self.image.properties) if self.image else {}
 
+    @property
+    def memory_mb(self) -> int:
+        """nova's shortcut for ``flavor.memory_mb``."""
+        return self.flavor.memory_mb
+
+    @property
+    def vcpus(self) -> int:
+        """nova's shortcut for ``flavor.vcpus``."""
+        return self.flavor.vcpus
+
     def get(self, key: str, default=None):
         """Dict-style access for filters written against old nova.
 

@@ -16,9 +16,12 @@ and talks to the scheduler the way a compute agent does:
   drop its claim.  An accepted build is announced by
   ``update_instance_info``, a termination by ``delete_instance_info``.
 
-``Fleet`` runs every host of a ``FleetSpec``: at start it casts
+``Fleet`` runs every host of a ``FleetSpec`` over one transport: one
+RPC server for the whole fleet (``scheduler.simulator.routing`` says
+how every host's casts reach it), each host's first report at start,
+then reports paced over ``report_interval`` with jitter, and
 ``update_aggregates`` with the fleet's aggregates (so the scheduler's
-inventory knows the zones), starts one RPC server per host and reports.
+inventory knows the zones) as soon as a scheduler answers.
 
 A host can be made to go silent, to test "a host goes down":
 
@@ -36,8 +39,12 @@ brings the scheduler up to date.
 """
 
 import collections
+import heapq
 import os
+import random
 import threading
+import time
+import uuid
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -50,6 +57,7 @@ from scheduler.objects import host_state as host_state_obj
 from scheduler import rpc
 from scheduler import rpcapi
 from scheduler.simulator import fleet as fleet_mod
+from scheduler.simulator import routing
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
@@ -256,8 +264,10 @@ class SimulatedCompute:
 class ComputeEndpoint:
     """The RPC endpoint of one simulated host (compute RPC API 1.0).
 
-    Only the two casts of ``scheduler.compute_rpcapi`` are exposed:
-    ``rpc.get_server`` dispatches nothing else.
+    Used where each host has its own RPC server (transports without
+    routing keys, such as ``fake://``).  Only the two casts of
+    ``scheduler.compute_rpcapi`` are exposed: ``rpc.get_server``
+    dispatches nothing else.
     """
 
     target = oslo_messaging.Target(version='1.0')
@@ -279,63 +289,212 @@ class ComputeEndpoint:
         self._compute.terminate_instance(instance_uuid, ctxt)
 
 
+class FleetEndpoint:
+    """The one RPC endpoint of a whole fleet (compute RPC API 1.0).
+
+    Every host's casts arrive here (see ``scheduler.simulator.routing``):
+    ``run_instance`` goes to the host named by its ``node`` argument
+    (a simulated host is its own only node), ``terminate_instance`` to
+    the host that runs the instance.
+    """
+
+    target = oslo_messaging.Target(version='1.0')
+
+    def __init__(self, fleet: 'Fleet'):
+        self._fleet = fleet
+
+    @oslo_messaging.expose
+    def run_instance(self, ctxt, instance_uuid, node=None, spec_obj=None,
+                     limits=None):
+        compute = self._fleet.hosts.get(node)
+        if compute is None:
+            LOG.warning('run_instance for instance %(uuid)s names node '
+                        '%(node)r, which this fleet does not simulate',
+                        {'uuid': instance_uuid, 'node': node})
+            return
+        compute.run_instance(instance_uuid, spec_obj, limits, ctxt)
+
+    @oslo_messaging.expose
+    def terminate_instance(self, ctxt, instance_uuid):
+        compute = self._fleet.host_running(instance_uuid)
+        if compute is None:
+            LOG.warning('terminate_instance for instance %s, which no '
+                        'simulated host runs', instance_uuid)
+            return
+        compute.terminate_instance(instance_uuid, ctxt)
+
+
+class Progress:
+    """Counts reports and says, now and then, how the fleet is doing."""
+
+    def __init__(self, every: float):
+        self.every = every
+        self.reports = 0
+        self._mark = time.monotonic()
+        self._marked_reports = 0
+
+    def due(self) -> bool:
+        return time.monotonic() - self._mark >= self.every
+
+    def rate(self) -> float:
+        """Reports per second since the previous call (or the start)."""
+        now = time.monotonic()
+        elapsed = max(now - self._mark, 1e-6)
+        rate = (self.reports - self._marked_reports) / elapsed
+        self._mark, self._marked_reports = now, self.reports
+        return rate
+
+
 class Fleet:
     """Every host of a FleetSpec, reporting and serving on one transport.
 
-    ``start(transport)`` casts the aggregates, starts one RPC server per
-    host, reports once and then every ``report_interval`` seconds (default
-    ``[scheduler] report_interval``) until ``stop()``.  ``scheduler_api``
+    ``start(transport)`` starts the fleet's RPC server (one per process;
+    one per host only on transports without routing keys), sends each
+    host's first report, then reports every host once per
+    ``report_interval`` seconds (default ``[scheduler]
+    report_interval``), paced evenly over the interval with
+    +/- ``JITTER`` so that reports do not come in bursts.  The fleet's
+    aggregates are cast as soon as a scheduler answers on the topic:
+    a fanout cast reaches only schedulers that are up, and a fleet that
+    starts first must not lose them.  ``request_stop()`` (safe from a
+    signal handler) makes ``start()`` return early and the reporter
+    quit; ``stop()`` then releases everything.  ``scheduler_api``
     replaces the SchedulerAPI (tests record with it).
     """
+
+    #: Each report comes interval * (1 +/- JITTER) after the previous.
+    JITTER = 0.1
+    #: The reporter sends what is due at most this often (seconds).
+    TICK = 0.05
+    #: Progress lines: every this many seconds while starting, then
+    #: every PROGRESS_EVERY while running.
+    STARTUP_PROGRESS_EVERY = 2.0
+    PROGRESS_EVERY = 60.0
+    #: How long to wait for a scheduler's answer before the aggregates
+    #: are cast (and between two tries).
+    PROBE_TIMEOUT = 5
 
     def __init__(self, spec: fleet_mod.FleetSpec,
                  control_dir: str | None = None,
                  report_interval: float | None = None,
-                 scheduler_api=None):
+                 scheduler_api=None, server_name: str | None = None):
         self.spec = spec
         self.silence = SilenceSwitch(control_dir)
         self.report_interval = report_interval
         self._api = scheduler_api
+        self.server_name = server_name or 'fleet-%s' % uuid.uuid4().hex[:12]
         self.hosts: dict = {
             host.name: SimulatedCompute(host, scheduler_api, self.silence)
             for host in spec.hosts}
+        self.started = 0
+        self._transport = None
         self._servers: list = []
+        self._bound = False
         self._stopping = threading.Event()
-        self._reporter: threading.Thread | None = None
+        self._threads: list = []
+        self.progress = Progress(self.STARTUP_PROGRESS_EVERY)
 
     def set_silent(self, name: str, silent: bool = True) -> None:
         if name not in self.hosts:
             raise KeyError(name)
         self.silence.set(name, silent)
 
-    def start(self, transport=None) -> None:
-        """Join the bus: aggregates, RPC servers, first report, timer.
+    def host_running(self, instance_uuid: str) -> SimulatedCompute | None:
+        for compute in self.hosts.values():
+            if instance_uuid in compute.instances:
+                return compute
+        return None
 
-        The scheduler must already listen: fanout casts reach only the
-        schedulers that are up.
+    def request_stop(self) -> None:
+        """Ask ``start()`` and the reporter to finish; signal safe."""
+        self._stopping.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    def start(self, transport=None) -> None:
+        """Join the bus: RPC server, first reports, reporter, aggregates.
+
+        Returns early, with only part of the fleet started, when
+        ``request_stop()`` is called meanwhile; ``stop()`` cleans up
+        either way.
         """
+        self._transport = transport
         if self._api is None:
             self._api = rpcapi.SchedulerAPI(transport=transport)
         for compute in self.hosts.values():
             compute.api = self._api
-        self.send_aggregates()
-        for name, compute in self.hosts.items():
-            target = oslo_messaging.Target(topic=CONF.compute.topic,
-                                           server=name)
-            self._servers.append(rpc.get_server(
-                target, [ComputeEndpoint(compute)], transport=transport))
-        _side_by_side(lambda server: server.start(), self._servers)
-        reported = self.report_all()
         interval = self.report_interval or CONF.scheduler.report_interval
+        topic = CONF.compute.topic
+        if routing.needs_server_per_host(CONF):
+            self._start_server_per_host(transport, topic)
+        else:
+            self._start_fleet_server(transport, topic)
+        if self.stopping:
+            return
+        self._first_reports()
+        if self.stopping:
+            return
         LOG.info('Simulating %(count)d compute host(s) on topic %(topic)s; '
-                 '%(reported)d reported; next reports every %(interval)s s',
-                 {'count': len(self.hosts), 'topic': CONF.compute.topic,
-                  'reported': reported, 'interval': interval})
-        self._stopping.clear()
-        self._reporter = threading.Thread(target=self._report_loop,
-                                          args=(interval,),
-                                          name='fleet-reporter', daemon=True)
-        self._reporter.start()
+                 '%(reported)d reported; next reports every %(interval)s s '
+                 '(+/- %(jitter)d%%), paced',
+                 {'count': len(self.hosts), 'topic': topic,
+                  'reported': self.progress.reports, 'interval': interval,
+                  'jitter': self.JITTER * 100})
+        self.progress.every = self.PROGRESS_EVERY
+        self._spawn(self._report_loop, 'fleet-reporter', interval)
+        self._spawn(self._aggregates_loop, 'fleet-aggregates', interval)
+
+    def _spawn(self, target, name: str, *args) -> None:
+        thread = threading.Thread(target=target, args=args, name=name,
+                                  daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _start_fleet_server(self, transport, topic: str) -> None:
+        target = oslo_messaging.Target(topic=topic, server=self.server_name)
+        server = rpc.get_server(target, [FleetEndpoint(self)],
+                                transport=transport)
+        server.start()
+        self._servers.append(server)
+        self._bound = True
+        bound = routing.bind_hosts(CONF, topic, self.server_name,
+                                   self.hosts, stopping=self._stopping)
+        LOG.info('One RPC server (%(queue)s) serves the casts of '
+                 '%(count)d simulated host(s)',
+                 {'queue': routing.queue_name(topic, self.server_name),
+                  'count': bound})
+
+    def _start_server_per_host(self, transport, topic: str) -> None:
+        for name, compute in self.hosts.items():
+            if self.stopping:
+                return
+            target = oslo_messaging.Target(topic=topic, server=name)
+            server = rpc.get_server(target, [ComputeEndpoint(compute)],
+                                    transport=transport)
+            server.start()
+            self._servers.append(server)
+
+    def _first_reports(self) -> None:
+        """Every host reports once, as fast as the bus takes them."""
+        ctxt = ctx_mod.get_admin_context()
+        total = len(self.hosts)
+        self.progress.rate()
+        for compute in self.hosts.values():
+            if self.stopping:
+                LOG.info('Stopped starting after %(started)d/%(total)d '
+                         'hosts', {'started': self.started,
+                                   'total': total})
+                return
+            if compute.report(ctxt):
+                self.progress.reports += 1
+            self.started += 1
+            if self.progress.due():
+                LOG.info('Started %(started)d/%(total)d hosts '
+                         '(%(rate).0f reports/s)',
+                         {'started': self.started, 'total': total,
+                          'rate': self.progress.rate()})
 
     def send_aggregates(self) -> None:
         aggregates = self.spec.aggregates()
@@ -343,37 +502,101 @@ class Fleet:
             self._api.update_aggregates(ctx_mod.get_admin_context(),
                                         aggregates)
 
+    def _scheduler_answers(self) -> bool:
+        """Whether a scheduler answers on ``[scheduler] topic`` now."""
+        if not isinstance(self._api, rpcapi.SchedulerAPI):
+            return True
+        probe = rpcapi.SchedulerAPI(transport=self._transport,
+                                    timeout=self.PROBE_TIMEOUT)
+        try:
+            probe.get_version_info(ctx_mod.get_admin_context())
+            return True
+        except oslo_messaging.MessagingTimeout:
+            return False
+
+    def _aggregates_loop(self, interval: float) -> None:
+        """Cast the aggregates once a scheduler is there to hear them."""
+        if not self.spec.aggregate_metadata:
+            return
+        warned = False
+        while not self.stopping:
+            try:
+                if self._scheduler_answers():
+                    self.send_aggregates()
+                    LOG.info('Sent the fleet\'s %d aggregate(s) to the '
+                             'scheduler', len(self.spec.aggregate_metadata))
+                    return
+            except Exception as e:
+                LOG.warning('Could not send the fleet aggregates: %s', e)
+            if not warned:
+                LOG.warning('No scheduler answered on topic %(topic)s '
+                            'within %(timeout)d s: the fleet\'s aggregates '
+                            'will be sent when one does',
+                            {'topic': CONF.scheduler.topic,
+                             'timeout': self.PROBE_TIMEOUT})
+                warned = True
+            self._stopping.wait(max(interval, self.PROBE_TIMEOUT))
+
     def report_all(self) -> int:
         """Report every host that is not silenced; return how many did."""
         ctxt = ctx_mod.get_admin_context()
         return sum(1 for compute in self.hosts.values()
                    if compute.report(ctxt))
 
+    def _schedule(self, interval: float, rng: random.Random) -> list:
+        """Each host's next report time, spread over one interval."""
+        now = time.monotonic()
+        heap = [(now + interval * rng.random(), name)
+                for name in self.hosts]
+        heapq.heapify(heap)
+        return heap
+
     def _report_loop(self, interval: float) -> None:
-        while not self._stopping.wait(interval):
-            try:
-                self.report_all()
-            except Exception:
-                # The bus may be down for a while: try again next time.
-                LOG.exception('Could not send the fleet reports')
+        rng = random.Random()
+        heap = self._schedule(interval, rng)
+        ctxt = ctx_mod.get_admin_context()
+        while heap and not self.stopping:
+            now = time.monotonic()
+            while heap and heap[0][0] <= now and not self.stopping:
+                due, name = heapq.heappop(heap)
+                try:
+                    if self.hosts[name].report(ctxt):
+                        self.progress.reports += 1
+                except Exception as e:
+                    # The bus may be down for a while: next time.
+                    LOG.warning('Could not send the report of %s: %s',
+                                name, e)
+                spread = rng.uniform(1 - self.JITTER, 1 + self.JITTER)
+                heapq.heappush(heap, (max(due, now) + interval * spread,
+                                      name))
+            if self.progress.due():
+                LOG.info('%(count)d simulated host(s) reporting: '
+                         '%(rate).1f reports/s',
+                         {'count': len(self.hosts),
+                          'rate': self.progress.rate()})
+            wait = heap[0][0] - time.monotonic() if heap else self.TICK
+            self._stopping.wait(min(max(wait, self.TICK), 1.0))
 
     def stop(self) -> None:
         """Stop reporting and serving; casts in flight finish first."""
         self._stopping.set()
-        if self._reporter is not None:
-            self._reporter.join(timeout=30)
-            self._reporter = None
+        for thread in self._threads:
+            thread.join(timeout=30)
+        self._threads = []
         _side_by_side(_halt, self._servers)
         self._servers = []
+        if self._bound:
+            routing.delete_queue(CONF, CONF.compute.topic, self.server_name)
+            self._bound = False
 
 
 def _side_by_side(action, servers: list) -> None:
     """Run ``action`` on every server at once, wait for all, raise the
     first error.
 
-    Over RabbitMQ starting a server waits for the broker and stopping one
-    for its consumer's poll timeout (up to seconds): one after the other,
-    a fleet of 50 would take that long 50 times.
+    Stopping a server waits for its consumer's poll timeout (up to
+    seconds): one after the other, a fleet of 50 would take that long
+    50 times.
     """
     errors: list = []
 

@@ -26,6 +26,9 @@
 #   SCHEDULER_HARNESS_MANAGE_HAS_DB=1
 #                                  the stub scheduler-manage accepts "db"
 #                                  (default: it rejects it, as today's does)
+#   SCHEDULER_HARNESS_USE_JOURNAL=False
+#                                  local.conf sets SCHEDULER_USE_JOURNAL to
+#                                  this (default: left out, so on)
 #   SCHEDULER_HARNESS_KEEP=1       keep the temporary directory
 #
 # Output, in sections: "### calls" (one call a line, fields separated by
@@ -41,6 +44,7 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 HARNESS_PYTHON=${SCHEDULER_HARNESS_PYTHON:-python3}
 MANAGE_HAS_DB=${SCHEDULER_HARNESS_MANAGE_HAS_DB:-0}
 KEEP=${SCHEDULER_HARNESS_KEEP:-0}
+USE_JOURNAL=${SCHEDULER_HARNESS_USE_JOURNAL:-}
 
 # Nothing from the caller's environment leaks into the plugin's settings.
 for _var in $(compgen -v SCHEDULER_); do
@@ -142,7 +146,6 @@ DEST=$HARNESS_ROOT/opt/stack
 DATA_DIR=$HARNESS_ROOT/opt/stack/data
 STACK_USER=$(id -un)
 ENABLED_SERVICES=rabbit,mysql,key,sch-sim
-USE_SYSTEMD=True
 ENABLE_DEBUG_LOG_LEVEL=True
 API_WORKERS=2
 DATABASE_TYPE=mysql
@@ -155,8 +158,10 @@ SCHEDULER_CONF_DIR=$HARNESS_ROOT/etc/scheduler
 SCHEDULER_ENABLED_FILTERS=ComputeFilter,RamFilter,VCPUFilter
 SCHEDULER_AVAILABLE_FILTERS="scheduler.filters.all_filters scheduler.filters.ram.RamFilter"
 SCHEDULER_SIM_HOSTS=3
-SCHEDULER_SIM_START_DELAY=0
 EOF
+if [[ -n "$USE_JOURNAL" ]]; then
+    echo "SCHEDULER_USE_JOURNAL=$USE_JOURNAL" >> "$WORK/localrc"
+fi
 
 cat > "$WORK/stubs.sh" <<'STUBS'
 # shellcheck shell=bash
@@ -495,8 +500,13 @@ if [[ -f "$SNAPSHOT" ]]; then
     check "conf: [DEFAULT] transport_url" \
         ini_is "$C" DEFAULT transport_url "rabbit://stackrabbit:secretrabbit@127.0.0.1:5672/"
     check "conf: [DEFAULT] debug" ini_is "$C" DEFAULT debug True
-    check "conf: [DEFAULT] use_journal (USE_SYSTEMD=True)" \
-        ini_is "$C" DEFAULT use_journal True
+    if [[ -z "$USE_JOURNAL" ]]; then
+        check "conf: [DEFAULT] use_journal (on by default)" \
+            ini_is "$C" DEFAULT use_journal True
+    else
+        check "conf: no use_journal (SCHEDULER_USE_JOURNAL=$USE_JOURNAL)" \
+            bash -c '! grep -q "^use_journal" "$1"' _ "$C"
+    fi
     check "conf: [DEFAULT] state_path" \
         ini_is "$C" DEFAULT state_path "$HARNESS_ROOT/opt/stack/data/scheduler"
     check "conf: [database] connection" \
@@ -562,7 +572,8 @@ else
     check "oslo.config: transport_url" \
         oslo_has "transport_url=rabbit://stackrabbit:secretrabbit@127.0.0.1:5672/"
     check "oslo.config: debug is True" oslo_has "debug=True"
-    check "oslo.config: use_journal is True" oslo_has "use_journal=True"
+    check "oslo.config: use_journal is ${USE_JOURNAL:-True}" \
+        oslo_has "use_journal=${USE_JOURNAL:-True}"
     check "oslo.config: [database] connection" \
         oslo_has "database.connection=mysql+pymysql://root:secretdb@127.0.0.1/scheduler?charset=utf8"
     check "oslo.config: driver" oslo_has "scheduler.driver=filter_scheduler"

@@ -116,16 +116,20 @@ class Cluster:
             % (self.transport_url, self.topic, database_url))
 
     def start_sim(self, hosts: int = 4, name: str = 'sim',
-                  fleet: str | None = None) -> daemons.Daemon:
+                  fleet: str | None = None, report_interval: int = 1,
+                  debug: bool = True,
+                  extra_args: tuple = ()) -> daemons.Daemon:
         path = daemons.write_multi_config(
             str(self.tmp / ('%s.conf' % name)),
             '[DEFAULT]\ntransport_url = %s\nhost = %s\nlog_file = %s\n'
-            'debug = true\n\n[scheduler]\ntopic = %s\nreport_interval = 1\n'
+            'debug = %s\n\n[scheduler]\ntopic = %s\nreport_interval = %d\n'
             '\n[compute]\ntopic = %s\n'
             % (self.transport_url, name, self.tmp / ('%s.log' % name),
-               self.topic, self.compute_topic))
+               str(debug).lower(), self.topic, report_interval,
+               self.compute_topic))
         args = ['--config-file', path, '--control-dir', self.control_dir]
         args += ['--fleet', fleet] if fleet else ['--hosts', str(hosts)]
+        args += list(extra_args)
         daemon = daemons.Daemon('scheduler-compute-sim', args,
                                 str(self.tmp / ('%s.log' % name)))
         self.daemons.append(daemon)

@@ -348,3 +348,22 @@ def test_sigterm_lets_the_request_in_flight_finish(cluster, conf, tmp_path):
     assert errors == []
     assert answers and answers[0][0][0].service_host in hosts
     assert scheduler.proc.wait(30) == 0, 'a clean exit after draining'
+
+
+def test_cli_with_no_scheduler_answering(rabbit_url, tmp_path):
+    """One line naming topic, transport and timeout; exit 1; no hang."""
+    topic = daemons.unique_topic('nobody')
+    client_conf = daemons.write_multi_config(
+        str(tmp_path / 'client.conf'),
+        '[DEFAULT]\ntransport_url = %s\n\n[scheduler]\ntopic = %s\n'
+        % (rabbit_url, topic))
+    done = subprocess.run(
+        [daemons.console_script('scheduler-manage'), '--config-file',
+         client_conf, 'select', '--timeout', '3'],
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr == (
+        'scheduler-manage: no scheduler answered on topic %s at transport '
+        'rabbit://guest:***@127.0.0.1:5672/ within 3 s (is '
+        'scheduler-service running with the same [scheduler] topic and '
+        'transport_url? --timeout waits longer)\n' % topic)

@@ -95,6 +95,16 @@ def test_legacy_dict_api_and_version_cap(cluster, conf, tmp_path):
     [[selection]] = capped.select_destinations(cluster.ctxt, spec, uuids(1))
     assert selection.service_host in hosts
 
+    # "auto": the client asks the running scheduler which version it
+    # speaks, and caps itself there.
+    conf.config(scheduler='auto', group='upgrade_levels')
+    auto = rpcapi.SchedulerAPI(timeout=30)
+    assert auto.can_send_version(rpcapi.SchedulerAPI.VERSION)
+    assert auto.client.version_cap == rpcapi.SchedulerAPI.VERSION
+    [[selection]] = auto.select_destinations(cluster.ctxt, make_spec(),
+                                             uuids(1))
+    assert selection.service_host in hosts
+
 
 def test_schedule_run_instance_reaches_the_compute(cluster, conf, tmp_path):
     db = 'sqlite:///%s' % (tmp_path / 'inventory.sqlite')

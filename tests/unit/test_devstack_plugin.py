@@ -222,3 +222,28 @@ def test_shellcheck(path):
     proc = subprocess.run([tool, '-x', str(path)], capture_output=True,
                           text=True, cwd=path.parent)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_journal_can_be_turned_off():
+    proc, sections = _run_harness(SCHEDULER_HARNESS_USE_JOURNAL='False')
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not [line for line in sections['scheduler.conf']
+                if line.startswith('use_journal')]
+
+
+def test_no_removed_devstack_variables():
+    """USE_SYSTEMD left devstack in 2020: every service is a unit now."""
+    for path in (ROOT / 'devstack').iterdir():
+        assert 'USE_SYSTEMD' not in path.read_text(), path
+
+
+@pytest.mark.parametrize('doc', ['devstack/README.rst', 'devstack/plugin.sh',
+                                 'doc/admin-guide.md'])
+def test_documented_enable_plugin_line_names_the_branch(doc):
+    """devstack defaults to "master"; this repository has only "main"."""
+    lines = [line.strip().lstrip('# ') for line in
+             (ROOT / doc).read_text().splitlines()
+             if 'enable_plugin openstack-scheduler' in line]
+    assert lines
+    for line in lines:
+        assert line.split()[-1] == 'main', line

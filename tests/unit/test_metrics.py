@@ -1,6 +1,5 @@
 """The Prometheus metrics: what is counted, how it reads, who serves it."""
 
-import json
 import logging
 import os
 import re
@@ -8,13 +7,15 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 import urllib.error
 import urllib.request
 
 from oslo_config import cfg
 import pytest
 
+from prometheus_client import values
+
+from scheduler.conf import prometheus as prometheus_conf
 from scheduler.filters import base
 from scheduler import metrics
 
@@ -29,15 +30,18 @@ UNESCAPE = {'\\\\': '\\', '\\"': '"', '\\n': '\n'}
 
 
 def parse(text: str) -> dict:
-    """Exposition text -> {(name, ((label, value), ...)): float}."""
+    """Exposition text -> {(name, ((label, value), ...)): float}.
+
+    Labels sorted by name: their order in the text means nothing.
+    """
     samples = {}
     for line in text.splitlines():
         if not line or line.startswith('#'):
             continue
         name, labels, value = SAMPLE.match(line).groups()
-        pairs = tuple(
+        pairs = tuple(sorted(
             (key, re.sub(r'\\.', lambda m: UNESCAPE[m.group(0)], val))
-            for key, val in LABEL.findall(labels or ''))
+            for key, val in LABEL.findall(labels or '')))
         samples[(name, pairs)] = float(value)
     return samples
 
@@ -59,10 +63,21 @@ def fetch(port: int, path: str = '/metrics', method: str = 'GET'):
 
 
 @pytest.fixture(autouse=True)
-def clean_metrics():
-    metrics.reset_for_tests()
+def clean_metrics(monkeypatch):
+    """Every test starts in memory, on the default buckets, not serving.
+
+    prepare() switches prometheus_client to multiprocess mode for the
+    whole process: undone here so that other tests count in memory.
+    """
+    def fresh():
+        metrics.stop()
+        monkeypatch.delenv('PROMETHEUS_MULTIPROC_DIR', raising=False)
+        values.ValueClass = values.MutexValue
+        metrics._directory = None
+        metrics._metrics = metrics._Metrics(prometheus_conf.DEFAULT_BUCKETS)
+    fresh()
     yield
-    metrics.reset_for_tests()
+    fresh()
 
 
 @pytest.fixture
@@ -84,10 +99,13 @@ def requests(samples, method, outcome):
 
 def test_every_metric_has_help_and_type():
     text = metrics.render()
-    for name, (kind, _help) in metrics.METRICS.items():
+    for name, (kind, _help, _labels) in metrics.METRICS.items():
         assert '# TYPE %s %s\n' % (name, kind) in text
         assert '# HELP %s ' % name in text
-    assert parse(text) == {('scheduler_host_reports_total', ()): 0}
+    assert parse(text) == {(name, ()): 0
+                           for name, (kind, _h, labels) in
+                           metrics.METRICS.items()
+                           if kind == 'counter' and not labels}
 
 
 def test_counters_and_gauges():
@@ -137,7 +155,7 @@ def test_histogram_buckets_are_cumulative():
     name = 'scheduler_request_duration_seconds'
     method = ('method', 'select_destinations')
     buckets = sorted(
-        (float(labels[1][1]), value) for (sample, labels), value
+        (float(dict(labels)['le']), value) for (sample, labels), value
         in samples.items() if sample == name + '_bucket')
     counts = [count for _le, count in buckets]
     assert counts == sorted(counts), 'buckets must be cumulative'
@@ -157,8 +175,8 @@ def test_a_duration_on_a_bound_falls_in_that_bucket():
     metrics.record_request('explain', 'success', 0.1)
     samples = parse(metrics.render())
     bucket = 'scheduler_request_duration_seconds_bucket'
-    assert samples[(bucket, (('method', 'explain'), ('le', '0.1')))] == 1
-    assert samples[(bucket, (('method', 'explain'), ('le', '0.05')))] == 0
+    assert samples[(bucket, (('le', '0.1'), ('method', 'explain')))] == 1
+    assert samples[(bucket, (('le', '0.05'), ('method', 'explain')))] == 0
 
 
 def test_histogram_buckets_come_from_the_config(conf):
@@ -169,7 +187,7 @@ def test_histogram_buckets_come_from_the_config(conf):
 
     text = metrics.render()
 
-    bounds = re.findall(r'_bucket\{method="select_destinations",le="([^"]+)"',
+    bounds = re.findall(r'_bucket\{le="([^"]+)",method="select_destinations"',
                         text)
     assert bounds == ['0.5', '2.0', '+Inf']
 
@@ -181,133 +199,34 @@ def test_label_values_are_escaped():
     text = metrics.render()
 
     assert ('scheduler_filter_runs_total'
-            '{filter="Odd\\\\Filter \\"quoted\\"\\nsecond line"} 1') in text
+            '{filter="Odd\\\\Filter \\"quoted\\"\\nsecond line"} 1.0') in text
     samples = parse(text)
     assert samples[('scheduler_filter_eliminations_total',
                     (('filter', name),))] == 2
 
 
-# -- workers' files ------------------------------------------------------
+# -- multiprocess mode ----------------------------------------------------
 
-def _worker_file(directory, pid, start=None, answered=0, up=None,
-                 up_at=0.0, durations=()):
-    """A file as another worker would write it."""
-    registry = metrics._Registry([0.1, 1.0])
-    registry.inc([('scheduler_requests_total',
-                   (('method', 'select_destinations'),
-                    ('outcome', 'success')), answered)])
-    for seconds in durations:
-        registry.observe('scheduler_request_duration_seconds',
-                         (('method', 'select_destinations'),), seconds)
-    snapshot = registry.snapshot()
-    if up is not None:
-        snapshot['gauges'] = [['scheduler_hosts', {'state': 'up'}, up, up_at]]
-    snapshot['pid'] = pid
-    snapshot['start'] = start or metrics._start_time(pid)
-    path = directory / ('%d.json' % pid)
-    path.write_text(json.dumps(snapshot))
-    return path
-
-
-@pytest.fixture
-def other_processes():
-    """Three live processes: two stand in for workers, one for a stranger."""
-    procs = [subprocess.Popen([sys.executable, '-c',
-                               'import time; time.sleep(60)'])
-             for _ in range(3)]
-    yield [proc.pid for proc in procs]
-    for proc in procs:
-        proc.kill()
-        proc.wait()
-
-
-def _dead_pid() -> int:
-    proc = subprocess.Popen([sys.executable, '-c', 'pass'])
-    proc.wait()
-    return proc.pid
-
-
-def test_a_scrape_adds_up_every_live_worker(conf, tmp_path,
-                                            other_processes):
-    conf.config(enabled=True, port=free_port(), histogram_buckets=[0.1, 1],
-                group='prometheus')
-    metrics.start(CONF)
+def test_prepare_empties_the_directory_and_files_take_the_values(
+        conf, tmp_path):
     directory = tmp_path / 'metrics'
-    first, second, stranger = other_processes
-    now = time.time()
-    metrics.record_request('select_destinations', 'success', 0.05)
-    metrics.set_hosts(known=4, up=2)  # set now: newer than the others
-    first_file = _worker_file(directory, first, answered=2, up=3,
-                              up_at=now - 30, durations=[0.5, 2])
-    second_file = _worker_file(directory, second, answered=5, up=1,
-                               up_at=now - 60, durations=[0.05])
-    dead_file = _worker_file(directory, _dead_pid(), answered=100)
-    # A worker that died long ago, whose pid another program now has
-    # (told apart by the start time in /proc).
-    reused_file = _worker_file(directory, stranger, start='1',
-                               answered=1000)
+    directory.mkdir()
+    (directory / 'counter_123.db').write_text('left by a previous run')
+    conf.config(enabled=True, group='prometheus')
 
-    samples = parse(metrics.render())
-
-    assert requests(samples, 'select_destinations', 'success') == 1 + 2 + 5
-    assert samples[('scheduler_hosts', (('state', 'up'),))] == 2
-    assert samples[('scheduler_hosts', (('state', 'known'),))] == 4
-    name = 'scheduler_request_duration_seconds'
-    method = ('method', 'select_destinations')
-    assert samples[(name + '_bucket', (method, ('le', '0.1')))] == 2
-    assert samples[(name + '_bucket', (method, ('le', '1.0')))] == 3
-    assert samples[(name + '_bucket', (method, ('le', '+Inf')))] == 4
-    assert samples[(name + '_count', (method,))] == 4
-    assert samples[(name + '_sum', (method,))] == pytest.approx(2.6)
-    assert first_file.exists() and second_file.exists()
-    assert not dead_file.exists()
-    assert not reused_file.exists()
-
-
-def test_the_newest_gauge_wins(conf, tmp_path, other_processes):
-    conf.config(enabled=True, port=free_port(), group='prometheus')
-    metrics.start(CONF)
-    metrics.set_hosts(known=4, up=2)
-    _worker_file(tmp_path / 'metrics', other_processes[0], up=3,
-                 up_at=time.time() + 60)
-
-    samples = parse(metrics.render())
-
-    assert samples[('scheduler_hosts', (('state', 'up'),))] == 3
-    assert samples[('scheduler_hosts', (('state', 'known'),))] == 4
-
-
-def test_files_not_written_by_a_worker_are_ignored(conf, tmp_path,
-                                                   other_processes):
-    conf.config(enabled=True, port=free_port(), group='prometheus')
-    metrics.start(CONF)
+    metrics.prepare(CONF)
     metrics.record_report()
-    directory = tmp_path / 'metrics'
-    (directory / ('%d.json' % other_processes[0])).write_text('{"half": ')
-    (directory / ('%d.json' % other_processes[1])).write_text('[1, 2]')
-    (directory / '.123.abc.tmp').write_text('{}')
-    (directory / 'notes.txt').write_text('hello')
 
-    samples = parse(metrics.render())
-
-    assert samples[('scheduler_host_reports_total', ())] == 1
+    names = sorted(p.name for p in directory.iterdir())
+    assert 'counter_123.db' not in names
+    assert 'counter_%d.db' % os.getpid() in names
+    assert parse(metrics.render())[('scheduler_host_reports_total', ())] == 1
 
 
-def test_flush_writes_this_workers_file_and_stop_removes_it(
-        serving, tmp_path):
-    own = tmp_path / 'metrics' / ('%d.json' % os.getpid())
-    metrics.record_report()
-    metrics.flush()
-    snapshot = json.loads(own.read_text())
-    assert snapshot['pid'] == os.getpid()
-    assert ['scheduler_host_reports_total', {}, 1] in snapshot['counters']
-    assert [p.name for p in own.parent.iterdir()] == [own.name]
-
-    metrics.stop()
-
-    assert not own.exists()
-    with pytest.raises(OSError):
-        socket.create_connection(('127.0.0.1', serving), timeout=5)
+def test_prepare_does_nothing_when_disabled(conf, tmp_path):
+    metrics.prepare(CONF)
+    assert not (tmp_path / 'metrics').exists()
+    assert 'PROMETHEUS_MULTIPROC_DIR' not in os.environ
 
 
 # -- the endpoint --------------------------------------------------------
@@ -380,11 +299,14 @@ def test_start_twice_keeps_one_server(serving):
 # -- real worker processes ------------------------------------------------
 
 WORKER = textwrap.dedent("""
+    # A second worker: the multiprocess directory the test process (the
+    # "parent") prepared comes in its environment.
     import os, sys, time, urllib.request
     if sys.argv[1] == 'green':
         from scheduler import concurrency
         concurrency.monkey_patch()
-        assert concurrency.is_patched()
+        import eventlet.patcher
+        assert eventlet.patcher.is_monkey_patched('socket')
     from oslo_config import cfg
     from scheduler import conf, metrics
     state_path, port, stop_file = sys.argv[2], int(sys.argv[3]), sys.argv[4]
@@ -392,10 +314,11 @@ WORKER = textwrap.dedent("""
     cfg.CONF.set_override('state_path', state_path)
     cfg.CONF.set_override('enabled', True, group='prometheus')
     cfg.CONF.set_override('port', port, group='prometheus')
-    metrics.record_request('select_destinations', 'success', 0.5)
-    metrics.record_request('select_destinations', 'success', 0.5)
     metrics.start(cfg.CONF)
     assert metrics._server is not None
+    metrics.record_request('select_destinations', 'success', 0.5)
+    metrics.record_request('select_destinations', 'success', 0.5)
+    metrics.set_hosts(known=4, up=4)
     url = 'http://127.0.0.1:%d/metrics' % port
     with urllib.request.urlopen(url, timeout=10) as response:
         assert response.status == 200
@@ -406,26 +329,10 @@ WORKER = textwrap.dedent("""
 """)
 
 
-def _run_worker(mode, tmp_path, port):
-    env = dict(os.environ, PYTHONPATH=REPO)
-    env.pop('SCHEDULER_NO_MONKEY_PATCH', None)
-    proc = subprocess.Popen(
-        [sys.executable, '-c', WORKER, mode, str(tmp_path), str(port),
-         str(tmp_path / 'stop')],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-        cwd=REPO)
-    line = proc.stdout.readline()
-    if line != 'ready\n':
-        proc.kill()
-        _out, err = proc.communicate()
-        pytest.fail('worker did not start: %s' % err)
-    return proc
-
-
-def _stop_worker(proc, tmp_path):
-    (tmp_path / 'stop').touch()
-    _out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err
+def _scrape(port) -> dict:
+    status, _headers, body = fetch(port)
+    assert status == 200
+    return parse(body)
 
 
 @pytest.mark.parametrize('mode', ['green', 'threads'])
@@ -433,19 +340,29 @@ def test_workers_share_the_port_and_every_scrape_shows_all(
         conf, tmp_path, mode):
     port = free_port()
     conf.config(enabled=True, port=port, group='prometheus')
+    metrics.prepare(CONF)
     metrics.record_request('select_destinations', 'success', 0.1)
+    metrics.set_hosts(known=2, up=2)
     metrics.start(CONF)
-    worker = _run_worker(mode, tmp_path, port)
-    worker_file = tmp_path / 'metrics' / ('%d.json' % worker.pid)
+    env = dict(os.environ, PYTHONPATH=REPO)
+    env.pop('SCHEDULER_NO_MONKEY_PATCH', None)
+    proc = subprocess.Popen(
+        [sys.executable, '-c', WORKER, mode, str(tmp_path), str(port),
+         str(tmp_path / 'stop')], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
     try:
-        assert worker_file.exists()
+        if proc.stdout.readline() != 'ready\n':
+            proc.kill()
+            pytest.fail('worker did not start: %s' % proc.communicate()[1])
         for _ in range(10):  # new connections: either process answers
-            status, _headers, body = fetch(port)
-            assert status == 200
-            assert requests(parse(body), 'select_destinations',
-                            'success') == 3
+            samples = _scrape(port)
+            assert requests(samples, 'select_destinations', 'success') == 3
+            assert samples[('scheduler_hosts', (('state', 'known'),))] == 4
     finally:
-        _stop_worker(worker, tmp_path)
-    assert not worker_file.exists()
-    assert requests(parse(fetch(port)[2]), 'select_destinations',
-                    'success') == 1
+        (tmp_path / 'stop').touch()
+        _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    samples = _scrape(port)
+    # Counters keep what the gone worker counted; its gauge is gone.
+    assert requests(samples, 'select_destinations', 'success') == 3
+    assert samples[('scheduler_hosts', (('state', 'known'),))] == 2

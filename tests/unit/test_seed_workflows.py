@@ -73,6 +73,15 @@ def test_an_out_of_tree_driver_named_in_the_config_places(conf, caplog):
         caplog.text
 
 
+def test_the_out_of_tree_driver_takes_a_request_without_address(conf):
+    """A caller on the host itself sends no source address."""
+    conf.config(driver=IP_SCHEDULER, group='scheduler')
+    manager = manager_mod.SchedulerManager()
+    _feed(manager, 'doc-1', 'dev-1')
+    assert call(manager.select_destinations, _from(None),
+                spec_obj=fixtures.request())[0]['host'] == 'dev-1'
+
+
 def test_the_out_of_tree_driver_finds_no_host(conf):
     conf.config(driver=IP_SCHEDULER, group='scheduler')
     manager = manager_mod.SchedulerManager()

@@ -167,13 +167,23 @@ def bench_rabbit(hosts: int, requests: int, concurrency: int) -> None:
         states, zones = make_fleet(hosts)
         api.update_aggregates(ctxt, zones)
         t0 = time.perf_counter()
-        for state in states:
+        shown = t0
+        for index, state in enumerate(states, 1):
             api.update_service_capabilities(ctxt, state)
+            if time.perf_counter() - shown >= 2:
+                shown = time.perf_counter()
+                print('  loading the fleet: %d/%d reports cast'
+                      % (index, hosts), file=sys.stderr, flush=True)
         cast_s = time.perf_counter() - t0
         deadline = time.monotonic() + 300
-        while api.explain(ctxt, make_spec(0))['hosts_known'] < hosts:
+        while True:
+            known = api.explain(ctxt, make_spec(0))['hosts_known']
+            if known >= hosts:
+                break
             if time.monotonic() > deadline:
                 raise SystemExit('the service did not take all reports')
+            print('  loading the fleet: the service knows %d/%d hosts'
+                  % (known, hosts), file=sys.stderr, flush=True)
             time.sleep(1)
         print('%-44s %d reports cast in %.1f s (%.0f/s); service RSS %.0f MB'
               ' empty, %.0f MB with the fleet'

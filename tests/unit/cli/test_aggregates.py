@@ -6,10 +6,12 @@ these tests check what is written and what would be announced.
 
 import re
 
+from oslo_utils import timeutils
 import pytest
 
 from scheduler.cli import aggregates as aggregates_cli
 from tests.unit import cli
+from tests.unit import fixtures
 
 
 @pytest.fixture
@@ -33,7 +35,20 @@ def announced(monkeypatch):
 
 
 @pytest.fixture
-def rack(manage, inventory, announced):
+def reported(inventory):
+    """h1, h2 and h3 have reported: the inventory knows them."""
+    for host in ('h1', 'h2', 'h3'):
+        report = fixtures.report(host)
+        report.set_defaults()
+        inventory.host_reports_save([{
+            'host': host, 'nodename': host, 'uuid': report.obj_get('uuid'),
+            'disabled': False, 'updated_at': timeutils.utcnow(),
+            'report': report.obj_to_primitive()}])
+    return inventory
+
+
+@pytest.fixture
+def rack(manage, reported, announced):
     """An aggregate ``rack1`` in zone az1 with h1, announced already."""
     result = manage('aggregate', 'create', 'rack1', '--zone', 'az1',
                     '--property', 'ssd=true', '--format', 'json')
@@ -171,7 +186,7 @@ def test_show_by_name_id_and_uuid(manage, rack):
     ['show', 'nope'], ['set', 'nope', '--name', 'x'],
     ['unset', 'nope', '--property', 'x'], ['add-host', 'nope', 'h1'],
     ['remove-host', 'nope', 'h1'], ['delete', 'nope']])
-def test_an_unknown_aggregate(manage, inventory, announced, command):
+def test_an_unknown_aggregate(manage, reported, announced, command):
     result = manage('aggregate', *command)
     assert result.code == 1
     assert result.out == ''
@@ -185,3 +200,49 @@ def test_a_property_without_a_value(manage, inventory, announced):
         manage('aggregate', 'create', 'rack1', '--property', 'ssd')
     assert str(exit_info.value) == "--property must be KEY=VALUE, not 'ssd'"
     assert inventory.aggregate_get_all() == []
+
+
+def test_an_unknown_host_is_refused(manage, rack, announced):
+    result = manage('aggregate', 'add-host', 'rack1', 'h1x')
+    assert result.code == 1
+    assert result.err.startswith('AggregateHostUnknown: Host h1x is not '
+                                 'known to the inventory')
+    assert '--allow-unknown' in result.err
+    assert announced == []
+    agg = _json(manage, 'aggregate', 'add-host', 'rack1', 'h1x',
+                '--allow-unknown')
+    assert agg['hosts'] == ['h1', 'h1x']
+
+
+def test_a_host_in_two_zones_is_refused(manage, rack, announced):
+    _json(manage, 'aggregate', 'create', 'rack2', '--zone', 'az2')
+    announced.clear()
+    result = manage('aggregate', 'add-host', 'rack2', 'h1')
+    assert result.code == 1
+    assert result.err == (
+        "AggregateZoneConflict: Host h1 would be in two availability "
+        "zones: 'az2' of aggregate rack2 and 'az1' of aggregate rack1. A "
+        "host belongs to at most one zone, as in nova.\n")
+    assert announced == []
+    # A zoneless aggregate, or one of the same zone, is fine.
+    _json(manage, 'aggregate', 'create', 'ssd')
+    assert _json(manage, 'aggregate', 'add-host', 'ssd', 'h1')['hosts'] \
+        == ['h1']
+    _json(manage, 'aggregate', 'create', 'rack1b', '--zone', 'az1')
+    _json(manage, 'aggregate', 'add-host', 'rack1b', 'h1')
+
+
+@pytest.mark.parametrize('how', [['--zone', 'az2'],
+                                 ['--property', 'availability_zone=az2']])
+def test_giving_a_zone_that_splits_a_host_is_refused(manage, rack,
+                                                     announced, how):
+    _json(manage, 'aggregate', 'create', 'ssd')
+    _json(manage, 'aggregate', 'add-host', 'ssd', 'h1')
+    announced.clear()
+    result = manage('aggregate', 'set', 'ssd', *how)
+    assert result.code == 1
+    assert result.err.startswith('AggregateZoneConflict: Host h1 would be '
+                                 "in two availability zones: 'az2' of "
+                                 'aggregate ssd')
+    assert announced == []
+    assert manage('aggregate', 'set', 'ssd', '--zone', 'az1').code == 0

@@ -335,3 +335,69 @@ def test_the_console_script_prints_json_only(inventory, tmp_path):
     assert proc.returncode == 1, proc.stderr
     rows = json.loads(proc.stdout)
     assert list(_failed(rows)) == ['driver']
+
+
+# --- the generated sample and the libraries' sections ----------------------
+
+SAMPLE = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'etc',
+                      'scheduler', 'scheduler.conf.sample')
+GENERATOR = os.path.join(os.path.dirname(SAMPLE),
+                         'scheduler-config-generator.conf')
+
+
+def test_namespaces_are_the_generators():
+    with open(GENERATOR) as f:
+        listed = [line.split('=', 1)[1].strip() for line in f
+                  if line.startswith('namespace')]
+    assert tuple(listed) == config_check.NAMESPACES
+
+
+def test_the_generated_sample_has_no_unknown_option(tmp_path):
+    """Every option of the sample, uncommented, is known ([oslo_reports]
+    included): the sample is what operators start from.  In its own
+    process: the sample's settings must not outlive the test."""
+    lines = []
+    with open(SAMPLE) as f:
+        for line in f:
+            if line.startswith('#') and ' = ' in line and \
+                    not line.startswith('# '):
+                line = line[1:]
+                if line.split(' = ')[1].strip() in ('', '<None>'):
+                    continue
+            lines.append(line)
+    path = tmp_path / 'from-sample.conf'
+    path.write_text(''.join(lines))
+    script = os.path.join(os.path.dirname(sys.executable),
+                          'scheduler-manage')
+    done = subprocess.run([script, '--config-file', str(path), 'config',
+                           'check', '--format', 'json'],
+                          capture_output=True, text=True, timeout=120)
+    # Every sample default is on, logging to stdout included: the JSON
+    # document is the last thing printed.
+    rows = json.loads(done.stdout[done.stdout.rindex('\n[\n') + 1:])
+    assert [(r['result'], r['detail']) for r in rows
+            if r['check'] == 'unknown_options'] == [
+        (config_check.OK, 'every option set is known')]
+
+
+def test_a_library_option_misspelt_is_a_warning(manage, inventory):
+    code, rows = _check(manage, config='[oslo_reports]\nlog_dri = /tmp\n')
+    assert code == 0, rows
+    assert [r['detail'] for r in rows if r['result'] == config_check.WARN] \
+        == ['[oslo_reports] log_dri in %s is not an option: it is ignored'
+            % manage.config_file]
+
+
+def test_plugins_from_other_packages_say_restart(manage, inventory, conf):
+    conf.config(available_filters=[
+        'scheduler.filters.all_filters',
+        'tests.unit.fixtures.out_of_tree.trove_filter.TroveImageFilter'],
+        group='filter_scheduler')
+    conf.config(enabled_filters=['RamFilter', 'TroveImageFilter'],
+                group='filter_scheduler')
+    code, rows = _check(manage)
+    warnings = [r['detail'] for r in rows if r['check'] == 'plugins']
+    assert warnings == [
+        'TroveImageFilter from tests: after installing or upgrading it, '
+        'restart the service (systemctl restart); a reload (SIGHUP) does '
+        'not see new or changed plugin packages']

@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from scheduler.cli import db as db_cli
 from scheduler.db import api as db_api
+from scheduler import urls
 from scheduler.db import migration
 from tests.unit import cli
 
@@ -109,11 +109,11 @@ def test_an_unreachable_server_never_shows_the_password(manage, unreachable,
     (None, '-'),
 ])
 def test_masked_url(url, shown):
-    assert db_cli.masked_url(url) == shown
+    assert urls.masked_url(url) == shown
 
 
 def test_mask_secret_hides_the_password_anywhere():
     text = 'refused for sched (password s3cr@t) at ' + UNREACHABLE
-    masked = db_cli.mask_secret(text, UNREACHABLE)
+    masked = urls.mask_secret(text, UNREACHABLE)
     assert masked == ('refused for sched (password ***) at '
                       'mysql+pymysql://sched:***@127.0.0.1:9/scheduler')

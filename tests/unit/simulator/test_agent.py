@@ -320,3 +320,134 @@ def test_process_refuses_a_bad_fleet_file(tmp_path):
         timeout=60)
     assert proc.returncode == 2
     assert "group 1 (x): 'count' is required" in proc.stderr
+
+
+# -- one endpoint for the whole fleet ---------------------------------------
+
+class TestFleetEndpoint:
+
+    @pytest.fixture
+    def sim_fleet(self, api):
+        return agent.Fleet(fleet.uniform(2, prefix='fe'), scheduler_api=api)
+
+    def test_run_instance_goes_to_the_node_named(self, sim_fleet, ctxt):
+        endpoint = agent.FleetEndpoint(sim_fleet)
+        endpoint.run_instance(ctxt, UUID1, 'fe-002', _spec(512, 1))
+        assert sim_fleet.hosts['fe-002'].instances
+        assert not sim_fleet.hosts['fe-001'].instances
+
+    def test_terminate_finds_the_host_of_the_instance(self, sim_fleet, api,
+                                                      ctxt):
+        endpoint = agent.FleetEndpoint(sim_fleet)
+        endpoint.run_instance(ctxt, UUID1, 'fe-002', _spec(512, 1))
+        api.casts.clear()
+        endpoint.terminate_instance(ctxt, UUID1)
+        assert sim_fleet.hosts['fe-002'].instances == {}
+        assert ('delete_instance_info', 'fe-002', UUID1) in api.casts
+
+    def test_unknown_node_or_instance_is_one_warning(self, sim_fleet, api,
+                                                     ctxt, caplog):
+        endpoint = agent.FleetEndpoint(sim_fleet)
+        endpoint.run_instance(ctxt, UUID1, 'elsewhere', _spec(512, 1))
+        endpoint.terminate_instance(ctxt, UUID2)
+        assert api.casts == []
+        assert "names node 'elsewhere'" in caplog.text
+        assert 'which no simulated host runs' in caplog.text
+
+    def test_only_the_two_casts_are_public(self, sim_fleet):
+        endpoint = agent.FleetEndpoint(sim_fleet)
+        public = {name for name in dir(endpoint)
+                  if not name.startswith('_')
+                  and inspect.ismethod(getattr(endpoint, name))}
+        assert public == {'run_instance', 'terminate_instance'}
+
+
+class TestReporting:
+
+    def test_reports_are_paced_over_the_interval(self, api):
+        sim_fleet = agent.Fleet(fleet.uniform(20, prefix='pace'),
+                                scheduler_api=api)
+        times = []
+        api.update_service_capabilities = \
+            lambda ctxt, state: times.append(time.monotonic())
+        sim_fleet._spawn(sim_fleet._report_loop, 'test-reporter', 1.0)
+        time.sleep(1.2)
+        sim_fleet.stop()
+        assert len(times) >= 20
+        # Spread over the interval, not one burst.
+        assert max(times[:20]) - min(times[:20]) > 0.5
+
+    def test_aggregates_wait_for_a_scheduler(self, api, monkeypatch,
+                                             caplog):
+        spec = fleet.uniform(2, prefix='late', availability_zone='az9')
+        sim_fleet = agent.Fleet(spec, scheduler_api=api)
+        answers = iter([False, False, True])
+        monkeypatch.setattr(sim_fleet, '_scheduler_answers',
+                            lambda: next(answers))
+        monkeypatch.setattr(sim_fleet, 'PROBE_TIMEOUT', 0)
+        sim_fleet._aggregates_loop(0.01)
+        [(method, aggregates)] = api.casts
+        assert method == 'update_aggregates'
+        assert aggregates[0].name == 'az9'
+        assert caplog.text.count('No scheduler answered') == 1
+
+    def test_stop_request_ends_start_up_between_hosts(self, api):
+        sim_fleet = agent.Fleet(fleet.uniform(50, prefix='halt'),
+                                scheduler_api=api)
+        sent = []
+
+        def report(ctxt, state):
+            sent.append(state.host)
+            if len(sent) == 5:
+                sim_fleet.request_stop()
+        api.update_service_capabilities = report
+        sim_fleet._first_reports()
+        assert len(sent) == 5
+        assert sim_fleet.started == 5
+
+
+def test_process_refuses_more_reports_than_it_can_send(tmp_path):
+    conf_file = tmp_path / 'sim.conf'
+    conf_file.write_text('[DEFAULT]\ntransport_url = fake://\n')
+    proc = subprocess.run(
+        _command() + ['--config-file', str(conf_file), '--hosts', '5000',
+                      '--report-interval', '1'],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        timeout=60)
+    assert proc.returncode == 2
+    assert ('5000 hosts reporting every 1 s need 5000 reports/s, more '
+            'than --max-report-rate 1000: set --report-interval to at '
+            'least 5') in proc.stderr
+
+
+def test_process_refuses_a_large_fleet_without_routing_keys(tmp_path):
+    conf_file = tmp_path / 'sim.conf'
+    conf_file.write_text('[DEFAULT]\ntransport_url = fake://\n')
+    proc = subprocess.run(
+        _command() + ['--config-file', str(conf_file), '--hosts', '2000',
+                      '--report-interval', '60'],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        timeout=60)
+    assert proc.returncode == 2
+    assert 'runs one RPC server per simulated host: at most 1000' \
+        in proc.stderr
+
+
+def test_process_stops_promptly_during_start_up(tmp_path):
+    conf_file = tmp_path / 'sim.conf'
+    conf_file.write_text('[DEFAULT]\ntransport_url = fake://\n'
+                         'state_path = %s\n' % tmp_path)
+    log = tmp_path / 'sim.log'
+    proc = subprocess.Popen(
+        _command() + ['--config-file', str(conf_file), '--hosts', '1000',
+                      '--report-interval', '60', '--log-file', str(log)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE)
+    _wait_for_line(log, 'Starting 1000 simulated host(s) compute-001..'
+                   'compute-1000 (name prefix from the default', proc)
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    text = log.read_text()
+    assert 'Stopped 1000 simulated host(s)' in text
+    assert 'Simulating 1000' not in text, 'stopped before the end of start'
