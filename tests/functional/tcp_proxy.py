@@ -6,10 +6,14 @@ under test connects through this proxy, and the test ``stop()``s it
 (every open connection is cut and new ones are refused, as when a
 broker goes down) and ``start()``s it again on the same port.
 
+With an ``ssl_context`` it also terminates TLS, standing in for a
+broker's TLS listener (the local broker has none).
+
 Plain native threads: the test process is not monkey-patched.
 """
 
 import socket
+import ssl
 import threading
 
 _CHUNK = 65536
@@ -19,9 +23,12 @@ class TCPProxy:
     """Forwards 127.0.0.1:``port`` to ``upstream`` while started."""
 
     def __init__(self, upstream: tuple = ('127.0.0.1', 5672),
-                 port: int = 0):
+                 port: int = 0, ssl_context: ssl.SSLContext | None = None):
         self.upstream = upstream
         self.port = port
+        self.ssl_context = ssl_context
+        #: TLS handshakes that failed (wrong CA, plain AMQP, ...).
+        self.handshake_errors: list = []
         self._lock = threading.Lock()
         self._listener: socket.socket | None = None
         self._sockets: set = set()
@@ -65,6 +72,16 @@ class TCPProxy:
                 client, _addr = listener.accept()
             except OSError:
                 return  # stopped
+            if self.ssl_context is not None:
+                try:
+                    client.settimeout(10)
+                    client = self.ssl_context.wrap_socket(client,
+                                                          server_side=True)
+                    client.settimeout(None)
+                except OSError as e:  # ssl.SSLError is one
+                    self.handshake_errors.append(e)
+                    _close(client)
+                    continue
             try:
                 server = socket.create_connection(self.upstream, timeout=5)
                 server.settimeout(None)
