@@ -102,7 +102,7 @@ def _assert_exactly_k(results: dict, capacity: int = K) -> None:
 def _free_everything(cluster, results: dict) -> None:
     """The computes delete every instance: capacity is free again."""
     for uuid, host in _placed(results).items():
-        cluster.api.delete_instance_info(cluster.ctxt, host, uuid)
+        cluster.api.delete_instance_info(cluster.admin_ctxt, host, uuid)
     daemons.wait_for(
         lambda: not any(r['claimed_instances']
                         for r in usage.usage_get_all()),
