@@ -7,6 +7,14 @@ from scheduler import rpc
 
 CONF = cfg.CONF
 
+#: Casts the broker must route to a queue, or hand back as an error.
+MANDATORY = oslo_messaging.TransportOptions(at_least_once=True)
+
+#: What a cast that did not reach a compute's queue raises.
+UNDELIVERED = (oslo_messaging.MessageUndeliverable,
+               oslo_messaging.MessageDeliveryFailure,
+               oslo_messaging.ClientSendError)
+
 
 class ComputeAPI:
     """Casts to ``Target(topic=[compute] topic, server=<host>)``.
@@ -35,7 +43,20 @@ class ComputeAPI:
 
     def run_instance(self, context, host: str, node: str, instance_uuid: str,
                      spec_obj, limits=None) -> None:
-        cctxt = self.client.prepare(server=host, version='1.0')
+        """Cast the build to ``host``; raises if the broker cannot route it.
+
+        Published with the AMQP mandatory flag (oslo.messaging's
+        ``TransportOptions(at_least_once=True)``) and, as oslo.messaging
+        always does, with publisher confirms: a cast to a host whose
+        queue does not exist (the compute is gone, or has not re-declared
+        its queue since a broker restart) raises
+        ``oslo_messaging.MessageUndeliverable`` instead of vanishing;
+        the broker being unreachable blocks until it is back (oslo's
+        ``retry=None``).  The driver then tries another host
+        (``Scheduler.schedule_each``).
+        """
+        cctxt = self.client.prepare(server=host, version='1.0',
+                                    transport_options=MANDATORY)
         cctxt.cast(context, 'run_instance', instance_uuid=instance_uuid,
                    node=node, spec_obj=spec_obj, limits=limits)
 

@@ -8,7 +8,9 @@ other three have working defaults built on the HostManager.
 """
 
 import abc
+import time
 
+from oslo_config import cfg
 from oslo_log import log as logging
 
 from scheduler import compute_rpcapi
@@ -17,6 +19,10 @@ from scheduler import host_manager as host_manager_mod
 from scheduler import objects
 
 LOG = logging.getLogger(__name__)
+CONF = cfg.CONF
+
+#: Longest wait (seconds) before placing an undelivered build again.
+MAX_REDELIVERY_WAIT = 5
 
 
 class Scheduler(metaclass=abc.ABCMeta):
@@ -72,30 +78,92 @@ class Scheduler(metaclass=abc.ABCMeta):
     # Helpers for drivers ---------------------------------------------------
 
     def run_on_selections(self, context, spec_obj, instance_uuids: list,
-                          selections: list) -> None:
-        """Cast ``run_instance`` for each instance to its first choice."""
+                          selections: list) -> list:
+        """Cast ``run_instance`` for each instance to its first choice.
+
+        Returns the first choices whose cast the broker did not take
+        (``compute_rpcapi.UNDELIVERED``: no queue for that host, or the
+        broker unreachable), each logged at WARNING; their claims are
+        still held, for the caller to release or retry.
+        """
+        undelivered = []
         for uuid, alts in zip(instance_uuids, selections):
             chosen = alts[0]
-            self.compute_rpcapi.run_instance(
-                context, host=chosen.service_host, node=chosen.nodename,
-                instance_uuid=uuid, spec_obj=spec_obj,
-                limits=chosen.limits)
+            try:
+                self.compute_rpcapi.run_instance(
+                    context, host=chosen.service_host,
+                    node=chosen.nodename, instance_uuid=uuid,
+                    spec_obj=spec_obj, limits=chosen.limits)
+            except compute_rpcapi.UNDELIVERED as e:
+                LOG.warning('Build of instance %(uuid)s not delivered to '
+                            '%(host)s: %(error)s',
+                            {'uuid': uuid, 'host': chosen.service_host,
+                             'error': type(e).__name__})
+                undelivered.append(chosen)
+        return undelivered
 
     def schedule_each(self, context, spec_obj, instance_uuids: list) -> None:
-        """``schedule_run_instance`` done one instance at a time."""
+        """``schedule_run_instance`` done one instance at a time.
+
+        A build the broker could not deliver is not left to expire: its
+        claim is released and the instance is placed again without that
+        host, up to ``[scheduler] max_attempts`` hosts in all, waiting a
+        little longer before each new try (computes re-declare their
+        queues a few seconds after a broker restart).  One that no host
+        took is logged at ERROR.
+        """
         for uuid in instance_uuids:
             single = spec_obj.obj_clone()
             single.num_instances = 1
             single.instance_uuid = uuid
             try:
-                selections = self.select_destinations(
-                    context, single, [uuid], return_alternates=False)
-                self.run_on_selections(context, single, [uuid], selections)
+                self._build_one(context, single, uuid)
             except exception.NoValidHost as e:
                 LOG.warning('Could not schedule instance %(uuid)s: %(err)s',
                             {'uuid': uuid, 'err': e})
             except Exception:
                 LOG.exception('Failed to schedule instance %s', uuid)
+
+    def _build_one(self, context, spec_obj, uuid: str) -> None:
+        ignored = list(spec_obj.obj_get('ignore_hosts') or [])
+        tried: list = []
+        for attempt in range(CONF.scheduler.max_attempts):
+            if tried:
+                time.sleep(min(attempt, MAX_REDELIVERY_WAIT))
+                spec_obj.ignore_hosts = ignored + tried
+                try:
+                    selections = self.select_destinations(
+                        context, spec_obj, [uuid], return_alternates=False)
+                except exception.NoValidHost:
+                    break
+            else:
+                selections = self.select_destinations(
+                    context, spec_obj, [uuid], return_alternates=False)
+            undelivered = self.run_on_selections(context, spec_obj, [uuid],
+                                                 selections)
+            if not undelivered:
+                if tried:
+                    LOG.info('Build of instance %(uuid)s delivered to '
+                             '%(host)s after %(tried)s did not take it',
+                             {'uuid': uuid,
+                              'host': selections[0][0].service_host,
+                              'tried': ', '.join(tried)})
+                return
+            self._release_undelivered(uuid, undelivered[0])
+            tried.append(undelivered[0].service_host)
+        LOG.error('Build of instance %(uuid)s lost: no compute took it '
+                  '(tried %(tried)s); its claim is released, the caller '
+                  'must build it again', {'uuid': uuid,
+                                          'tried': ', '.join(tried)})
+
+    def _release_undelivered(self, uuid: str, chosen) -> None:
+        """Give back the claim of a build that reached no compute."""
+        key = (chosen.service_host, chosen.nodename)
+        claim = next((c for c in self.host_manager.pending_claims(key)
+                      if c.instance_uuid == uuid), None)
+        if claim is None:
+            claim = host_manager_mod.Claim(uuid, key[0], key[1], 0, 0, 0)
+        self.host_manager.release(claim)
 
     def explain(self, context, spec_obj) -> dict:
         """Say how this driver would place ``spec_obj``, claiming nothing.

@@ -58,8 +58,8 @@ class SchedulerAPI:
                                timeout=self._timeout)
         from scheduler import context as ctx_mod
         try:
-            info = probe.prepare(version='1.2').call(
-                ctx_mod.get_admin_context(), 'get_version_info')
+            info = rpc.call(probe.prepare(version='1.2'),
+                            ctx_mod.get_admin_context(), 'get_version_info')
         except oslo_messaging.MessagingTimeout:
             # No answer is not an old scheduler: nothing is cached, the
             # next call asks again.
@@ -110,13 +110,14 @@ class SchedulerAPI:
                       'return_alternates': return_alternates}
             if version == '1.2':
                 kwargs['peer_manifest'] = objects_base.obj_manifest()
-            return client.prepare(version=version).call(
-                ctxt, 'select_destinations', **kwargs)
+            return rpc.call(client.prepare(version=version), ctxt,
+                            'select_destinations', **kwargs)
         request_spec = spec_obj.to_legacy_request_spec_dict()
         if instance_uuids:
             request_spec['instance_uuids'] = list(instance_uuids)
-        dests = client.prepare(version='1.0').call(
-            ctxt, 'select_destinations', request_spec=request_spec,
+        dests = rpc.call(
+            client.prepare(version='1.0'), ctxt, 'select_destinations',
+            request_spec=request_spec,
             filter_properties=spec_obj.to_legacy_filter_properties_dict())
         if not return_objects:
             return dests
@@ -185,12 +186,12 @@ class SchedulerAPI:
             raise exception.InvalidRequest(
                 reason='explain needs scheduler API 1.3; this client is '
                        'capped lower by [upgrade_levels] scheduler')
-        return self.client.prepare(version='1.3').call(
-            ctxt, 'explain', spec_obj=self._backport(spec_obj))
+        return rpc.call(self.client.prepare(version='1.3'), ctxt,
+                        'explain', spec_obj=self._backport(spec_obj))
 
     def get_version_info(self, ctxt) -> dict:
-        return self.client.prepare(version='1.2').call(ctxt,
-                                                       'get_version_info')
+        return rpc.call(self.client.prepare(version='1.2'), ctxt,
+                        'get_version_info')
 
     def _state_cast(self, topic: str, legacy_version: str, ctxt,
                     method: str, **kwargs) -> None:

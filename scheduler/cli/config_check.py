@@ -16,14 +16,19 @@ import math
 import os
 import re
 import socket
+import ssl
 import sys
 from importlib import metadata as importlib_metadata
 from typing import Iterator
 
 from alembic import migration as alembic_migration
 from alembic import script as alembic_script
+from amqp import exceptions as amqp_exceptions
+import kombu
+from kombu import exceptions as kombu_exceptions
 from oslo_config import cfg
 import oslo_messaging
+from oslo_utils import strutils
 import sqlalchemy as sa
 import stevedore
 
@@ -530,10 +535,115 @@ def _reach(parsed, timeout: float) -> list:
     return results
 
 
+#: Transports whose brokers speak AMQP 0-9-1 (``_login`` checks them).
+_RABBIT_TRANSPORTS = ('rabbit', 'kombu')
+
+
+def _rabbit_option(parsed, name: str):
+    """``[oslo_messaging_rabbit] name``, or the URL's query value for it
+    (oslo.messaging lets ``?ssl=1`` and the like override the file)."""
+    value = CONF.oslo_messaging_rabbit[name]
+    if name in (parsed.query or {}):
+        raw = parsed.query[name]
+        value = (strutils.bool_from_string(raw) if isinstance(value, bool)
+                 else raw)
+    return value
+
+
+def _tls_options(parsed, host: str):
+    """What oslo.messaging's rabbit driver hands kombu as ``ssl``."""
+    if not _rabbit_option(parsed, 'ssl'):
+        return False
+    options: dict = {}
+    for option, key in (('ssl_key_file', 'keyfile'),
+                        ('ssl_cert_file', 'certfile')):
+        if _rabbit_option(parsed, option):
+            options[key] = _rabbit_option(parsed, option)
+    ca_file = _rabbit_option(parsed, 'ssl_ca_file')
+    if ca_file:
+        options.update(ca_certs=ca_file, cert_reqs=ssl.CERT_REQUIRED,
+                       server_hostname=host)
+    return options or True
+
+
+def _login_failure(error: Exception, tls: bool) -> str:
+    """Why an AMQP login failed, in an operator's words."""
+    text = _error(error)
+    if isinstance(error, amqp_exceptions.AccessRefused):
+        return 'login refused (wrong user or password?): %s' % text
+    if isinstance(error, amqp_exceptions.NotAllowed):
+        return 'no access to the virtual host: %s' % text
+    if isinstance(error, ssl.SSLCertVerificationError):
+        return ('the broker\'s certificate does not verify against '
+                '[oslo_messaging_rabbit] ssl_ca_file (wrong CA?): %s' % text)
+    if isinstance(error, ssl.SSLError):
+        return ('TLS handshake failed (%s): %s' % (
+            'is this port TLS? [oslo_messaging_rabbit] ssl is on', text))
+    if not tls and isinstance(error, (OSError, EOFError,
+                                      amqp_exceptions.AMQPError,
+                                      kombu_exceptions.KombuError)):
+        return ('no AMQP handshake (a TLS port? then set '
+                '[oslo_messaging_rabbit] ssl = true): %s' % text)
+    return text
+
+
+def _login(parsed, timeout: float) -> list:
+    """An AMQP login to every broker of a rabbit ``parsed`` URL.
+
+    Opens a connection as oslo.messaging's rabbit driver would (user,
+    password, virtual host, login method, TLS with the configured CA
+    and client certificate), so a wrong password, a CA that does not
+    sign the broker's certificate or plain AMQP sent to a TLS port fail
+    here rather than in the service's log after a restart.
+    """
+    results = []
+    login_method = _rabbit_option(parsed, 'rabbit_login_method')
+    for index, (host, port) in enumerate(_brokers(parsed)):
+        entry = parsed.hosts[index] if parsed.hosts else None
+        user = (entry.username if entry and entry.username is not None
+                else 'guest')
+        tls = _tls_options(parsed, host)
+        where = '%s:%d' % (host, port)
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+        except OSError as e:
+            results.append(Result('message_bus', FAIL, '%s does not '
+                                  'answer: %s' % (where, e)))
+            continue
+        connection = kombu.Connection(
+            hostname=host, port=port, userid=user,
+            password=(entry.password if entry and entry.password is not None
+                      else 'guest'),
+            virtual_host=parsed.virtual_host or '/', ssl=tls,
+            login_method=login_method, connect_timeout=timeout,
+            transport_options={
+                'read_timeout': timeout, 'write_timeout': timeout,
+                'client_properties': {'capabilities': {
+                    'authentication_failure_close': True}}})
+        try:
+            connection.connect()
+        except Exception as e:
+            detail = '%s: %s' % (where, _login_failure(e, bool(tls)))
+            results.append(Result('message_bus', FAIL,
+                                  _mask_transport(detail, CONF.transport_url,
+                                                  parsed)))
+        else:
+            verified = isinstance(tls, dict) and 'ca_certs' in tls
+            detail = '%s: logged in as %s (virtual host %s%s)' % (
+                where, user, parsed.virtual_host or '/',
+                ', TLS verified' if verified else ', TLS' if tls else '')
+            results.append(Result('message_bus', OK, _mask_transport(
+                detail, CONF.transport_url, parsed)))
+        finally:
+            connection.release()
+    return results
+
+
 def check_transport(check_bus: bool = False,
                     timeout: float = DEFAULT_TIMEOUT) -> list:
     """``transport_url`` (and the notifications' own, if set) parse; with
-    ``check_bus``, every broker accepts a connection."""
+    ``check_bus``, every broker accepts a connection (and, for RabbitMQ,
+    our login: ``_login``)."""
     results: list = []
     parsed = _parse_transport('transport_url', '[DEFAULT] transport_url',
                               CONF.transport_url, results)
@@ -548,9 +658,40 @@ def check_transport(check_bus: bool = False,
     elif parsed is None:
         results.append(Result('message_bus', SKIP, 'transport_url does not '
                               'parse'))
+    elif parsed.transport in _RABBIT_TRANSPORTS:
+        results.extend(_login(parsed, timeout))
     else:
         results.extend(_reach(parsed, timeout))
     return results
+
+
+# -- the metrics endpoint ---------------------------------------------------
+
+def check_metrics_endpoint() -> list:
+    """Warn when ``[prometheus]`` serves metrics beyond the loopback.
+
+    The endpoint has no authentication or TLS and tells anyone who can
+    reach it how busy the cloud is; a wildcard or public ``bind_host``
+    is allowed (a management network) but worth a second look.
+    """
+    if _unreadable('prometheus', 'enabled') or _unreadable('prometheus',
+                                                           'bind_host'):
+        return [Result('metrics_endpoint', SKIP, 'unreadable option (see '
+                       'options)')]
+    if not CONF.prometheus.enabled:
+        return [Result('metrics_endpoint', OK, 'disabled')]
+    host, port = CONF.prometheus.bind_host, CONF.prometheus.port
+    where = '%s:%d' % (host, port)
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == 'localhost'
+    if loopback:
+        return [Result('metrics_endpoint', OK, '%s (loopback only)' % where)]
+    return [Result('metrics_endpoint', WARN, '%s is not a loopback address: '
+                   'the endpoint has no authentication or TLS; keep '
+                   '[prometheus] bind_host on 127.0.0.1 or a management '
+                   'network only Prometheus reaches' % where)]
 
 
 # -- driver options ---------------------------------------------------------
@@ -598,6 +739,7 @@ def run_checks(check_bus: bool = False,
         ('database', lambda: check_database(timeout)),
         ('transport_url', lambda: check_transport(check_bus, timeout)),
         ('prefix_map', check_prefix_map),
+        ('metrics_endpoint', check_metrics_endpoint),
         ('multipliers', check_multipliers),
         ('intervals', check_intervals),
     ]
@@ -635,5 +777,6 @@ def register(subparsers, common: argparse.ArgumentParser) -> None:
              'parse the transport URL; every problem is listed; exit 1 if '
              'any check fails')
     check.add_argument('--check-bus', action='store_true',
-                       help='also connect to every broker of transport_url')
+                       help='also log in to every broker of transport_url '
+                            '(AMQP login, TLS with the configured CA)')
     check.set_defaults(func=cmd_check)

@@ -17,6 +17,8 @@ import zlib
 import oslo_messaging
 import pytest
 
+from scheduler.db import api as db_api
+from scheduler.db import usage
 from scheduler import exception
 from scheduler import objects
 from scheduler import rpc
@@ -277,3 +279,106 @@ def test_broker_permissions_keep_each_party_to_its_casts(
     with pytest.raises(Exception):
         compute_api.select_destinations(cluster.ctxt, make_spec())
     assert 'fake' not in daemon.log()
+
+
+def _placement(conf, database_url: str, instance_uuid: str):
+    conf.config(connection=database_url, group='database')
+    db_api.reset_engine()
+    try:
+        return usage.placements_get([instance_uuid]).get(instance_uuid)
+    finally:
+        db_api.reset_engine()
+
+
+def _aggregate_names(conf, database_url: str) -> set:
+    conf.config(connection=database_url, group='database')
+    db_api.reset_engine()
+    try:
+        return {a['name'] for a in db_api.aggregate_get_all()}
+    finally:
+        db_api.reset_engine()
+
+
+def test_request_topic_refuses_state_changing_casts(cluster, conf,
+                                                    tmp_path):
+    """Item 9: with accept_legacy_casts = false, reports, instance info
+    and operator casts sent the pre-1.4 way (on the request topic) are
+    refused, even with an admin context; 1.4 clients are served."""
+    db = _sqlite(tmp_path)
+    daemon = cluster.start_scheduler(
+        db, scheduler_opts={'accept_legacy_casts': 'false'})
+    cluster.start_sim(hosts=1)
+    [host] = wait_for_hosts(conf, db, 1)
+    conf.config(scheduler='1.3', group='upgrade_levels')
+    legacy = rpcapi.SchedulerAPI(timeout=10)
+    legacy.update_service_capabilities(cluster.admin_ctxt, objects.HostState(
+        host='legacy', nodename='legacy', memory_mb=4096, vcpus=4,
+        local_gb=100))
+    legacy.update_aggregates(cluster.admin_ctxt, [objects.Aggregate(
+        name='legacy-agg', hosts=[host], metadata={})])
+    legacy.sync_instance_info(cluster.admin_ctxt, host, [])
+    conf.config(scheduler=None, group='upgrade_levels')
+    daemons.wait_for(
+        lambda: len(_warnings(daemon.log(), 'accept_legacy_casts')) >= 3,
+        30, what='the three legacy casts to be refused')
+    # The same report the 1.4 way is taken.
+    cluster.api.update_service_capabilities(
+        cluster.admin_ctxt, objects.HostState(
+            host='current', nodename='current', memory_mb=4096, vcpus=4,
+            local_gb=100))
+    hosts = wait_for_hosts(conf, db, 2)
+    assert 'legacy' not in hosts and 'current' in hosts
+    assert 'legacy-agg' not in _aggregate_names(conf, db)
+    assert 'Traceback' not in daemon.log()
+
+
+def test_non_admins_cannot_erase_release_or_reconfigure(cluster, conf,
+                                                        tmp_path):
+    """Item 9: erasing a host's placements (sync_instance_info with []),
+    releasing a claim (delete_instance_info) and updating aggregates
+    need an admin context; each refusal is one warning line."""
+    db = _sqlite(tmp_path)
+    daemon = cluster.start_scheduler(db)
+    cluster.start_sim(hosts=2)
+    wait_for_hosts(conf, db, 2)
+    instance = str(uuid.uuid4())
+    [[selection]] = cluster.api.select_destinations(
+        cluster.ctxt, make_spec(), instance_uuids=[instance])
+    host = selection.service_host
+    assert _placement(conf, db, instance)['host'] == host
+
+    cluster.api.sync_instance_info(cluster.ctxt, host, [])
+    cluster.api.delete_instance_info(cluster.ctxt, host, instance)
+    cluster.api.update_aggregates(cluster.ctxt, [objects.Aggregate(
+        name='evil', hosts=[host],
+        metadata={'ram_allocation_ratio': '100'})])
+    daemons.wait_for(
+        lambda: len(_warnings(daemon.log(), 'needs an admin context')) >= 3,
+        30, what='the three casts to be refused')
+    assert _placement(conf, db, instance)['host'] == host
+    assert 'evil' not in _aggregate_names(conf, db)
+
+    # An admin may release it.
+    cluster.api.delete_instance_info(cluster.admin_ctxt, host, instance)
+    daemons.wait_for(lambda: _placement(conf, db, instance) is None, 30,
+                     what='the admin release')
+    assert 'Traceback' not in daemon.log()
+
+
+def test_delete_instance_info_releases_only_on_the_named_host(
+        cluster, conf, tmp_path):
+    """Item 9: a compute may release only its own instances."""
+    db = _sqlite(tmp_path)
+    daemon = cluster.start_scheduler(db)
+    cluster.start_sim(hosts=2)
+    hosts = wait_for_hosts(conf, db, 2)
+    instance = str(uuid.uuid4())
+    [[selection]] = cluster.api.select_destinations(
+        cluster.ctxt, make_spec(), instance_uuids=[instance])
+    other = [h for h in hosts if h != selection.service_host][0]
+    cluster.api.delete_instance_info(cluster.admin_ctxt, other, instance)
+    daemons.wait_for(
+        lambda: 'Instance %s deleted on %s' % (instance, other)
+        in daemon.log(), 30, what='the cast to be handled')
+    time.sleep(1)
+    assert _placement(conf, db, instance) is not None

@@ -268,6 +268,53 @@ def test_schedule_run_instance_drops_bad_casts_with_a_warning(caplog):
     assert 'no instance uuids' in warnings[1]
 
 
+class _Undeliverable(_Compute):
+    """The broker routes no cast to ``gone`` (no queue for that host)."""
+
+    def __init__(self, gone: set):
+        super().__init__()
+        self.gone = gone
+
+    def run_instance(self, context, host, node, instance_uuid, spec_obj,
+                     limits=None):
+        if host in self.gone:
+            raise oslo_messaging.MessageUndeliverable(
+                Exception('NO_ROUTE'), 'scheduler', host, {})
+        super().run_instance(context, host, node, instance_uuid, spec_obj,
+                             limits)
+
+
+def test_an_undelivered_build_releases_its_claim_and_tries_another_host(
+        caplog, monkeypatch):
+    monkeypatch.setattr(driver_mod.time, 'sleep', lambda seconds: None)
+    manager = _manager([fixtures.report('roomy', memory_mb=1 << 20),
+                        fixtures.report('small', memory_mb=4096)])
+    manager.driver.compute_rpcapi = _Undeliverable({'roomy'})
+    call(manager.schedule_run_instance, spec_obj=fixtures.request(),
+         instance_uuids=[fixtures.uuid(1)])
+    assert manager.driver.compute_rpcapi.casts == [('small',
+                                                    fixtures.uuid(1))]
+    hosts = manager.driver.host_manager
+    placed = hosts.placements([fixtures.uuid(1)])[fixtures.uuid(1)]
+    assert placed['host'] == 'small'
+    assert any('not delivered to roomy' in r.getMessage()
+               for r in caplog.records if r.levelno == logging.WARNING)
+
+
+def test_a_build_no_host_takes_is_logged_lost_and_holds_nothing(
+        caplog, monkeypatch):
+    monkeypatch.setattr(driver_mod.time, 'sleep', lambda seconds: None)
+    manager = _manager([fixtures.report('a'), fixtures.report('b')])
+    manager.driver.compute_rpcapi = _Undeliverable({'a', 'b'})
+    call(manager.schedule_run_instance, spec_obj=fixtures.request(),
+         instance_uuids=[fixtures.uuid(1)])
+    assert manager.driver.compute_rpcapi.casts == []
+    assert manager.driver.host_manager.placements([fixtures.uuid(1)]) == {}
+    [lost] = [r.getMessage() for r in caplog.records
+              if r.levelno == logging.ERROR]
+    assert 'lost' in lost and ('a, b' in lost or 'b, a' in lost)
+
+
 # --- reports -----------------------------------------------------------------
 
 @pytest.mark.parametrize('junk', [

@@ -14,12 +14,14 @@ test only).
 import logging
 import time
 
+import oslo_messaging
 import pytest
 
 from scheduler import concurrency
 from scheduler import context
 from scheduler import exception
 from scheduler import objects
+from scheduler import rpc
 from scheduler import rpcapi
 from scheduler import service as service_mod
 from tests.unit import fixtures
@@ -174,3 +176,36 @@ def test_the_callers_address_reaches_the_ip_scheduler(
     selections = api.select_destinations(ctx, fixtures.request())
     assert selections[0][0].service_host == 'doc1'
     assert 'Request from 10.1.2.3 scheduled to doc1' in caplog.text
+
+
+class _Unreachable:
+    """A call context whose broker is down for the first ``down`` sends."""
+
+    def __init__(self, down: int, timeout=None):
+        self.down, self.timeout, self.sent = down, timeout, []
+
+    def prepare(self, retry=None, timeout=None):
+        assert retry == 0
+        self.sent.append(timeout)
+        return self
+
+    def call(self, ctxt, method, **kwargs):
+        if len(self.sent) <= self.down:
+            raise oslo_messaging.MessageDeliveryFailure('broker down')
+        return method
+
+
+def test_a_call_is_sent_again_within_its_timeout(monkeypatch):
+    monkeypatch.setattr(rpc, 'SEND_RETRY_INTERVAL', 0.01)
+    cctxt = _Unreachable(down=2, timeout=5)
+    assert rpc.call(cctxt, {}, 'get_version_info') == 'get_version_info'
+    assert len(cctxt.sent) == 3
+    # Each try waits only for what is left of the caller's timeout.
+    assert all(0 < left <= 5 for left in cctxt.sent)
+
+
+def test_a_call_the_broker_never_takes_times_out(monkeypatch):
+    monkeypatch.setattr(rpc, 'SEND_RETRY_INTERVAL', 0.01)
+    with pytest.raises(oslo_messaging.MessagingTimeout) as info:
+        rpc.call(_Unreachable(down=10 ** 6, timeout=0.2), {}, 'explain')
+    assert 'unreachable' in str(info.value)

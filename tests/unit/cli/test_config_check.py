@@ -274,16 +274,22 @@ def test_table_counts_the_problems(manage, inventory, conf):
 
 # --- the message bus -----------------------------------------------------
 
-def test_check_bus_reaches_the_broker(manage, inventory, conf, broker):
+def test_check_bus_wants_an_amqp_login_not_a_tcp_connection(
+        manage, inventory, conf, broker):
+    """A port that accepts but never speaks AMQP fails within --timeout.
+
+    Real logins (good and wrong passwords, TLS) are in
+    tests/functional/test_config_check_bus.py.
+    """
     conf.config(transport_url='rabbit://guest:s3cret@127.0.0.1:%d/' % broker)
-    code, rows = _check(manage, '--check-bus')
-    assert code == 0, rows
-    bus = [r for r in rows if r['check'] == 'message_bus']
-    assert bus == [{'check': 'message_bus', 'result': 'ok',
-                    'detail': '127.0.0.1:%d accepts connections' % broker}]
+    code, rows = _check(manage, '--check-bus', '--timeout', '1')
+    assert code == 1, rows
+    detail, = _failed(rows)['message_bus']
+    assert detail.startswith('127.0.0.1:%d: no AMQP handshake' % broker)
     transport, = [r for r in rows if r['check'] == 'transport_url']
     assert transport['detail'] == (
         'rabbit://guest:***@127.0.0.1:%d/ (127.0.0.1:%d)' % (broker, broker))
+    assert 's3cret' not in json.dumps(rows)
 
 
 def test_check_bus_names_a_broker_that_does_not_answer(
