@@ -243,7 +243,6 @@ def bench_rabbit(hosts: int, calls: int, tmp: str) -> None:
             try:
                 api = rpcapi.SchedulerAPI(timeout=120)
                 ctxt = context.get_admin_context()
-                api.update_aggregates(ctxt, zones)
                 for state in states:
                     api.update_service_capabilities(ctxt, state)
                 deadline = time.monotonic() + 300
@@ -252,6 +251,14 @@ def bench_rabbit(hosts: int, calls: int, tmp: str) -> None:
                     if time.monotonic() > deadline:
                         raise SystemExit('the fleet did not load')
                     time.sleep(1)
+                # The zones, once every worker's servers are surely up (a
+                # cast to a fanout queue not declared yet is lost).
+                while not api.explain(ctxt, bench_select.make_spec(0))[
+                        'passed']:
+                    if time.monotonic() > deadline:
+                        raise SystemExit('the zones did not arrive')
+                    api.update_aggregates(ctxt, zones)
+                    time.sleep(2)
                 rates = {}
                 for callers in (8, 32):
                     rates[callers] = _concurrent(

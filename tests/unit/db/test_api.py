@@ -113,6 +113,21 @@ class TestHostReports:
         assert second['id'] == first['id']
         assert second['created_at'] == first['created_at']
 
+    def test_a_new_node_saved_with_changed_ones_takes_a_fresh_id(self):
+        # A newcomer listed before a changed node once took the id just
+        # freed by deleting the changed node's row (SQLite reuses the
+        # highest rowid), and the re-insert of that row then failed on
+        # the primary key: the inventory stopped saving for good.
+        api.host_reports_save([_report('cmp1', 'n1'), _report('cmp2', 'n2')])
+        ids = {r['host']: r['id'] for r in api.host_reports_get_all()}
+        later = T0 + datetime.timedelta(seconds=60)
+        api.host_reports_save([_report('new', 'n3', updated_at=later),
+                               _report('cmp2', 'n2', updated_at=later)])
+        rows = {r['host']: r for r in api.host_reports_get_all()}
+        assert sorted(rows) == ['cmp1', 'cmp2', 'new']
+        assert rows['cmp2']['id'] == ids['cmp2']
+        assert rows['new']['id'] not in ids.values()
+
     def test_older_report_never_replaces_a_newer_one(self):
         later = T0 + datetime.timedelta(seconds=60)
         api.host_reports_save([_report('cmp1', 'n1', updated_at=later,
