@@ -32,9 +32,11 @@ EXECUTOR = EVENTLET
 # eventlet warns, when first imported (by us or by an oslo library), that
 # it is deprecated.  The scheduler runs on it on purpose until oslo's
 # threading backend replaces it here; the warning would be noise in every
-# log.  Only that one warning is silenced: eventlet attributes it to the
-# import machinery, so it cannot be told apart by module, but it has its
-# own category and text.
+# log.  Only that one warning is silenced, and only by its text: it is
+# attributed to whichever module imports eventlet first (ours or an oslo
+# library's), so a filter by module would miss it, and its category,
+# eventlet.EventletDeprecationWarning, cannot be named before the very
+# import that warns.
 warnings.filterwarnings('ignore', message=r'\s*Eventlet is deprecated',
                         category=Warning)
 

@@ -164,6 +164,8 @@ def main(argv: list | None = None) -> int:
                           group='scheduler')
     if args.max_report_rate < 1:
         parser.error('--max-report-rate must be at least 1')
+    if args.hosts is not None and args.hosts < 1:
+        parser.error('--hosts must be at least 1')
     try:
         spec = build_fleet(args)
     except fleet_mod.FleetError as e:

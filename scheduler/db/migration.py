@@ -30,8 +30,9 @@ def _config() -> alembic_config.Config:
 def _connect(connection: str | None) -> Iterator[sa.Connection]:
     """Connect with the service's engine, or a one-off one for another URL.
 
-    Both are made by ``api.make_engine`` so that migrations see the same
-    connection settings (SQLite foreign keys, MySQL SQL mode) as the API.
+    Both are made by ``scheduler.db.engine.make_engine`` so that
+    migrations see the same connection settings (SQLite foreign keys,
+    MySQL SQL mode) as the API.
     """
     if connection is None:
         with api.get_engine().connect() as conn:

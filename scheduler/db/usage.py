@@ -34,7 +34,8 @@ from oslo_utils import timeutils
 import sqlalchemy as sa
 from sqlalchemy import orm
 
-from scheduler.db import api
+from scheduler.db import engine
+from scheduler.db import instances
 from scheduler.db import models
 
 Key = tuple[str, str]
@@ -115,7 +116,7 @@ def _placement_dict(row) -> dict:
 
 def usage_get_all() -> list[dict]:
     """Every node's usage row."""
-    with api._transaction() as session:
+    with engine.transaction() as session:
         return [_usage_dict(r) for r in session.execute(
             sa.select(_USAGE).order_by(_USAGE.id)).scalars()]
 
@@ -125,8 +126,8 @@ def usage_get_nodes(keys: Sequence[Key]) -> list[dict]:
     wanted = set(keys)
     hosts = sorted({host for host, _node in wanted})
     found = []
-    with api._transaction() as session:
-        for chunk in api._chunks(hosts):
+    with engine.transaction() as session:
+        for chunk in engine.chunks(hosts):
             for row in session.execute(sa.select(_USAGE).where(
                     _USAGE.host.in_(chunk))).scalars():
                 if (row.host, row.nodename) in wanted:
@@ -140,7 +141,7 @@ def changed_since(seq: int) -> list[dict]:
     Asked before every request: plain rows, no ORM objects.
     """
     table = _USAGE.__table__
-    with api.get_engine().connect() as conn:
+    with engine.get_engine().connect() as conn:
         return [dict(row._mapping) for row in conn.execute(
             sa.select(*[table.c[name] for name in _USAGE_COLUMNS])
             .where(table.c.seq > seq).order_by(table.c.seq))]
@@ -149,14 +150,14 @@ def changed_since(seq: int) -> list[dict]:
 def pending_claims(keys: Iterable[Key] | None = None) -> list[dict]:
     """Pending placements on the nodes ``keys`` (every node for None)."""
     stmt = sa.select(_INST).where(_INST.pending.is_(True))
-    with api._transaction() as session:
+    with engine.transaction() as session:
         if keys is None:
             return [_placement_dict(r)
                     for r in session.execute(stmt).scalars()]
         wanted = set(keys)
         hosts = sorted({host for host, _node in wanted})
         found = []
-        for chunk in api._chunks(hosts):
+        for chunk in engine.chunks(hosts):
             for row in session.execute(
                     stmt.where(_INST.host.in_(chunk))).scalars():
                 if (row.host, row.nodename) in wanted:
@@ -167,8 +168,8 @@ def pending_claims(keys: Iterable[Key] | None = None) -> list[dict]:
 def placements_get(instance_uuids: Sequence[str]) -> dict[str, dict]:
     """The placements of ``instance_uuids`` that exist, by uuid."""
     found = {}
-    with api._transaction() as session:
-        for chunk in api._chunks(sorted(set(instance_uuids))):
+    with engine.transaction() as session:
+        for chunk in engine.chunks(sorted(set(instance_uuids))):
             for row in session.execute(sa.select(_INST).where(
                     _INST.instance_uuid.in_(chunk))).scalars():
                 found[row.instance_uuid] = _placement_dict(row)
@@ -198,7 +199,7 @@ def _lock_usage(session: orm.Session, keys: Iterable[Key]) -> dict:
     wanted = set(keys)
     hosts = sorted({host for host, _node in wanted})
     rows = {}
-    for chunk in api._chunks(hosts):
+    for chunk in engine.chunks(hosts):
         for row in session.execute(
                 sa.select(_USAGE).where(_USAGE.host.in_(chunk))
                 .order_by(_USAGE.id).with_for_update()).scalars():
@@ -264,7 +265,7 @@ def _take(conn: sa.Connection, claim: ClaimRequest, sign: int = 1,
     return conn.execute(stmt.values(**values)).rowcount == 1
 
 
-@api._retry_on_conflict
+@engine.retry_on_conflict
 def claim(request: ClaimRequest, replace: bool = False) -> dict:
     """Claim ``request`` on its node, or raise ``ClaimConflict``.
 
@@ -276,7 +277,7 @@ def claim(request: ClaimRequest, replace: bool = False) -> dict:
     and otherwise refused with ``AlreadyPlaced`` if it is pending.
     """
     now = timeutils.utcnow()
-    with api.get_engine().begin() as conn:
+    with engine.get_engine().begin() as conn:
         # The UPDATE first: on a node that has its row (nearly always)
         # that is the whole check, in one round trip.
         if not _take(conn, request) and not (
@@ -304,7 +305,7 @@ def claim(request: ClaimRequest, replace: bool = False) -> dict:
             'nodename': request.nodename, 'project_id': request.project_id,
             'user_id': request.user_id, 'memory_mb': request.memory_mb,
             'vcpus': request.vcpus, 'disk_gb': request.disk_gb,
-            'status': api.CLAIMED, 'pending': True,
+            'status': instances.CLAIMED, 'pending': True,
             'numa': jsonutils.dumps(request.numa) if request.numa else None,
             'pci': jsonutils.dumps(request.pci) if request.pci else None,
             'created_at': now, 'updated_at': now}
@@ -327,13 +328,13 @@ def _drop(session: orm.Session, uuids: Sequence[str],
     if not uuids:
         return []
     rows = []
-    for chunk in api._chunks(sorted(set(uuids))):
+    for chunk in engine.chunks(sorted(set(uuids))):
         stmt = sa.select(_INST).where(_INST.instance_uuid.in_(chunk))
         if host is not None:
             stmt = stmt.where(_INST.host == host)
         if only_pending_older_than is not None:
             stmt = stmt.where(_INST.pending.is_(True),
-                              _INST.status == api.CLAIMED,
+                              _INST.status == instances.CLAIMED,
                               _INST.updated_at < only_pending_older_than)
         rows.extend(session.execute(stmt).scalars())
     _lock_usage(session, [(r.host, r.nodename) for r in rows if r.pending])
@@ -341,7 +342,7 @@ def _drop(session: orm.Session, uuids: Sequence[str],
     for row in rows:
         session.refresh(row, with_for_update=True)
         if (only_pending_older_than is not None
-                and not (row.pending and row.status == api.CLAIMED)):
+                and not (row.pending and row.status == instances.CLAIMED)):
             continue
         if row.pending:
             _take(session.connection(), _as_request(row), sign=-1,
@@ -352,7 +353,7 @@ def _drop(session: orm.Session, uuids: Sequence[str],
     return dropped
 
 
-@api._retry_on_deadlock
+@engine.retry_on_deadlock
 def release(instance_uuids: Sequence[str],
             host: str | None = None) -> list[dict]:
     """Drop placements (a request rolled back, an instance deleted).
@@ -360,11 +361,11 @@ def release(instance_uuids: Sequence[str],
     With ``host``, only placements on that host go: a compute speaks for
     its own instances, never for another host's.
     """
-    with api._transaction() as session:
+    with engine.transaction() as session:
         return _drop(session, instance_uuids, host=host)
 
 
-@api._retry_on_deadlock
+@engine.retry_on_deadlock
 def expire(instance_uuids: Sequence[str],
            claimed_before: datetime.datetime) -> list[dict]:
     """Drop the claims among ``instance_uuids`` nobody confirmed in time.
@@ -374,7 +375,7 @@ def expire(instance_uuids: Sequence[str],
     same claims; the row lock makes exactly one of them get each
     expired claim back, and only that one reports it.
     """
-    with api._transaction() as session:
+    with engine.transaction() as session:
         return _drop(session, instance_uuids,
                      only_pending_older_than=timeutils.normalize_time(
                          claimed_before))
@@ -408,7 +409,7 @@ def _report_values(report: NodeReport) -> dict:
             'reported_at': timeutils.normalize_time(report.updated_at)}
 
 
-@api._retry_on_conflict
+@engine.retry_on_conflict
 def apply_reports(reports: Sequence[NodeReport]) -> list[str]:
     """Write reports' usage; pending instances they list stop pending.
 
@@ -424,11 +425,11 @@ def apply_reports(reports: Sequence[NodeReport]) -> list[str]:
     if not newest:
         return []
     confirmed = []
-    with api._transaction() as session:
+    with engine.transaction() as session:
         rows = _lock_usage(session, newest)
         hosts = sorted({host for host, _node in newest})
         pending: dict[Key, list] = {}
-        for chunk in api._chunks(hosts):
+        for chunk in engine.chunks(hosts):
             for inst in session.execute(
                     sa.select(_INST).where(_INST.host.in_(chunk),
                                            _INST.pending.is_(True))
@@ -467,7 +468,7 @@ def apply_reports(reports: Sequence[NodeReport]) -> list[str]:
                     values.get('claimed_instances', row.claimed_instances)
                     - 1)
                 inst.pending = False
-                inst.status = api.ACTIVE
+                inst.status = instances.ACTIVE
                 confirmed.append(inst.instance_uuid)
             values.update(_bump(session.connection()))
             session.execute(sa.update(_USAGE).where(_USAGE.id == row.id)
@@ -484,18 +485,18 @@ def confirm(host: str, instance_uuids: Iterable[str]) -> int:
     """
     uuids = sorted(set(instance_uuids))
     count = 0
-    with api._transaction() as session:
-        for chunk in api._chunks(uuids):
+    with engine.transaction() as session:
+        for chunk in engine.chunks(uuids):
             count += session.execute(
                 sa.update(_INST).where(_INST.instance_uuid.in_(chunk),
                                        _INST.host == host,
-                                       _INST.status == api.CLAIMED)
-                .values(status=api.ACTIVE,
+                                       _INST.status == instances.CLAIMED)
+                .values(status=instances.ACTIVE,
                         updated_at=timeutils.utcnow())).rowcount
     return count
 
 
-@api._retry_on_deadlock
+@engine.retry_on_deadlock
 def sync_host(host: str, instance_uuids: Iterable[str]) -> list[dict]:
     """Align ``host``'s placements with the compute's complete list.
 
@@ -504,12 +505,12 @@ def sync_host(host: str, instance_uuids: Iterable[str]) -> list[dict]:
     Returns the dropped placements.
     """
     listed = set(instance_uuids)
-    with api._transaction() as session:
+    with engine.transaction() as session:
         rows = session.execute(
             sa.select(_INST.instance_uuid, _INST.status)
             .where(_INST.host == host)).all()
         gone = [uuid for uuid, status in rows
-                if status == api.ACTIVE and uuid not in listed]
+                if status == instances.ACTIVE and uuid not in listed]
         dropped = _drop(session, gone, host=host)
     confirm(host, listed)
     return dropped
@@ -520,5 +521,5 @@ def delete_nodes(host: str, nodename: str | None = None) -> int:
     stmt = sa.delete(_USAGE).where(_USAGE.host == host)
     if nodename is not None:
         stmt = stmt.where(_USAGE.nodename == nodename)
-    with api._transaction() as session:
+    with engine.transaction() as session:
         return session.execute(stmt).rowcount

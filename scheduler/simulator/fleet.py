@@ -32,7 +32,9 @@ new aggregate.  ``host_ip`` is the first address of the group, one more
 per host, loopback only; groups without it get ``127.1.0.1`` onwards.
 Allocation ratios left out are those of ``[compute]`` when the agent
 starts.  Keys that begin with ``_`` are comments and are ignored;
-any other unknown key is an error.
+any other unknown key is an error.  ``SCHEMA`` (JSON Schema, checked
+with ``jsonschema``) states every rule a value can be checked by alone;
+``parse()`` adds those that relate values to each other.
 """
 
 import dataclasses
@@ -41,6 +43,7 @@ import json
 import re
 import uuid
 
+import jsonschema
 from oslo_utils import versionutils
 
 from scheduler import objects
@@ -131,82 +134,179 @@ def aggregate_uuid(name: str) -> str:
     return str(uuid.uuid5(UUID_NAMESPACE, 'aggregate:%s' % name))
 
 
-# -- field converters: each returns the clean value or raises ValueError --
+# -- the schema: every rule that one value can be checked by on its own --
 
-def _integer(value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError('must be an integer, not %r' % (value,))
-    if value < minimum:
-        raise ValueError('must be at least %d, not %d' % (minimum, value))
-    return value
+def _text_schema() -> dict:
+    return {'type': 'string', 'pattern': r'\S',
+            'description': 'a non-empty string'}
 
 
-def _count(value) -> int:
-    return _integer(value, 1)
+#: What a fleet file may hold.  Keys starting with ``_`` are comments
+#: anywhere an object has fixed keys.  Rules that relate two values (a
+#: group's aggregates are declared, a zone aggregate is in that zone, no
+#: address is used twice) cannot be said in JSON Schema, which has no
+#: way for one value to name another's keys: ``parse()`` checks them.
+SCHEMA = {
+    '$schema': 'https://json-schema.org/draft/2020-12/schema',
+    'type': 'object',
+    'required': ['groups'],
+    'properties': {
+        'groups': {'type': 'array', 'minItems': 1,
+                   'items': {'$ref': '#/$defs/group'}},
+        'aggregates': {
+            'type': 'object',
+            'propertyNames': _text_schema(),
+            'additionalProperties': {'$ref': '#/$defs/metadata'}},
+    },
+    'patternProperties': {'^_': {}},
+    'additionalProperties': False,
+    '$defs': {
+        'count': {'type': 'integer', 'minimum': 1},
+        'size': {'type': 'integer', 'minimum': 0},
+        'ratio': {'type': 'number', 'minimum': 0},
+        'text': _text_schema(),
+        'scalar': {'type': ['string', 'number', 'boolean']},
+        'metadata': {'type': 'object',
+                     'additionalProperties': {'$ref': '#/$defs/scalar'}},
+        'cpu_info': {
+            'type': 'object',
+            'additionalProperties': {
+                'description': 'a string, a number, a boolean, a list of '
+                               'strings and numbers or an object of them',
+                'anyOf': [
+                    {'$ref': '#/$defs/scalar'},
+                    {'type': 'array',
+                     'items': {'type': ['string', 'number']}},
+                    {'$ref': '#/$defs/cpu_info'}]}},
+        'group': {
+            'type': 'object',
+            'required': ['prefix', 'count'],
+            'properties': {
+                'prefix': {'type': 'string', 'pattern': _NAME_RE.pattern,
+                           'description': 'letters, digits, dots and '
+                                          'dashes'},
+                'count': {'$ref': '#/$defs/count'},
+                'memory_mb': {'$ref': '#/$defs/size'},
+                'local_gb': {'$ref': '#/$defs/size'},
+                'vcpus': {'$ref': '#/$defs/size'},
+                'cpu_allocation_ratio': {'$ref': '#/$defs/ratio'},
+                'ram_allocation_ratio': {'$ref': '#/$defs/ratio'},
+                'disk_allocation_ratio': {'$ref': '#/$defs/ratio'},
+                'hypervisor_type': {'$ref': '#/$defs/text'},
+                'hypervisor_version': {'type': ['integer', 'string'],
+                                       'minimum': 0,
+                                       'format': 'hypervisor-version'},
+                'architecture': {'$ref': '#/$defs/text'},
+                'host_ip': {'type': 'string', 'format': 'loopback-address'},
+                'cpu_info': {'$ref': '#/$defs/cpu_info'},
+                'metrics': {'type': 'object',
+                            'additionalProperties': {'type': 'number'}},
+                'supported_instances': {
+                    'type': 'array', 'minItems': 1,
+                    'description': 'a non-empty list of [architecture, '
+                                   'hypervisor_type, vm_mode] triples',
+                    'items': {'type': 'array', 'minItems': 3,
+                              'maxItems': 3,
+                              'items': {'type': 'string', 'minLength': 1}}},
+                'availability_zone': {'$ref': '#/$defs/text'},
+                'aggregates': {'type': 'array',
+                               'items': {'$ref': '#/$defs/text'}},
+            },
+            'patternProperties': {'^_': {}},
+            'additionalProperties': False,
+        },
+    },
+}
+
+#: Defaults of the group keys the schema leaves optional.
+_GROUP_DEFAULTS = {
+    'memory_mb': 65536,
+    'local_gb': 1000,
+    'vcpus': 16,
+    'hypervisor_type': 'kvm',
+    'hypervisor_version': 8002000,
+    'architecture': 'x86_64',
+}
+
+_FORMATS = jsonschema.FormatChecker(formats=())
 
 
-def _size(value) -> int:
-    return _integer(value, 0)
+@_FORMATS.checks('loopback-address', raises=ValueError)
+def _loopback(value) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """The address ``value``; ValueError unless it is a loopback one."""
+    try:
+        address = ipaddress.ip_address(value)
+    except ValueError:
+        raise ValueError('is not an IP address')
+    if not address.is_loopback:
+        raise ValueError('must be a loopback address (127.0.0.0/8 or ::1)')
+    return address
 
 
-def _ratio(value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError('must be a number, not %r' % (value,))
-    if value < 0:
-        raise ValueError('must not be negative')
-    return float(value)
-
-
-def _name(value) -> str:
-    if not isinstance(value, str) or not _NAME_RE.match(value):
-        raise ValueError('must be letters, digits, dots and dashes, not %r'
-                         % (value,))
-    return value
-
-
-def _text(value) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError('must be a non-empty string, not %r' % (value,))
-    return value.strip()
-
-
+@_FORMATS.checks('hypervisor-version', raises=ValueError)
 def _hypervisor_version(value) -> int:
+    """``value`` as nova's integer version; "8.2.0" is 8002000."""
     if isinstance(value, str):
         try:
             return versionutils.convert_version_to_int(value)
         except Exception:
-            raise ValueError('must be a version such as "8.2.0", not %r'
-                             % (value,))
-    return _integer(value, 0)
+            raise ValueError('must be a version such as "8.2.0"')
+    return value
 
 
-def _loopback(value) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
-    try:
-        address = ipaddress.ip_address(value)
-    except ValueError:
-        raise ValueError('is not an IP address: %r' % (value,))
-    if not address.is_loopback:
-        raise ValueError('must be a loopback address (127.0.0.0/8 or ::1), '
-                         'not %s' % address)
-    return address
+_VALIDATOR = jsonschema.Draft202012Validator(SCHEMA,
+                                             format_checker=_FORMATS)
 
 
-def _scalar_text(value) -> str:
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, (str, int, float)):
-        return str(value)
-    if isinstance(value, list) and all(
-            isinstance(v, (str, int, float)) for v in value):
-        return ','.join(str(v) for v in value)
-    raise ValueError('values must be strings, numbers or lists of them, '
-                     'not %r' % (value,))
+def _where(source: str, data, path) -> str:
+    """``source: groups[1].vcpus (group 'ops')``: where a value is."""
+    text = ''
+    for part in path:
+        text += '[%d]' % part if isinstance(part, int) else (
+            '.%s' % part if text else str(part))
+    if (len(path) >= 2 and path[0] == 'groups'
+            and isinstance(path[1], int)):
+        group = data['groups'][path[1]]
+        if isinstance(group, dict) and isinstance(group.get('prefix'), str):
+            text += ' (group %r)' % group['prefix']
+    return '%s: %s' % (source, text or 'top level')
 
 
-def _flat_strings(value, prefix: str = '') -> dict:
+def _rule(error: jsonschema.ValidationError) -> str:
+    """The broken rule in words, for the errors whose stock text is not."""
+    if error.validator == 'format' and error.cause is not None:
+        return '%r %s' % (error.instance, error.cause)
+    if error.validator == 'additionalProperties' and \
+            isinstance(error.instance, dict):
+        known = error.schema.get('properties', {})
+        unknown = [k for k in error.instance
+                   if k not in known and not k.startswith('_')]
+        if known and unknown:
+            return ('unknown key(s) %s (known: %s; keys starting with _ '
+                    'are comments)' % (', '.join(map(repr, unknown)),
+                                       ', '.join(sorted(known))))
+    if error.validator in ('pattern', 'minItems', 'anyOf') and \
+            'description' in error.schema:
+        return '%r must be %s' % (error.instance,
+                                  error.schema['description'])
+    return error.message
+
+
+def validate(data, source: str = 'fleet') -> None:
+    """Raise ``FleetError`` if ``data`` breaks a rule of ``SCHEMA``.
+
+    The message is one line: ``source``, the path of the value at fault
+    in the document and the rule it breaks.
+    """
+    error = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(data))
+    if error is not None:
+        raise FleetError('%s: %s' % (_where(source, data,
+                                            list(error.absolute_path)),
+                                     _rule(error)))
+
+
+def _flat_strings(value: dict, prefix: str = '') -> dict:
     """Nested dicts flattened with dots, as HostState.cpu_info keeps them."""
-    if not isinstance(value, dict):
-        raise ValueError('must be an object, not %r' % (value,))
     out = {}
     for key, item in value.items():
         path = '%s%s' % (prefix, key)
@@ -217,87 +317,40 @@ def _flat_strings(value, prefix: str = '') -> dict:
     return out
 
 
-def _metrics(value) -> dict:
-    if not isinstance(value, dict):
-        raise ValueError('must be an object, not %r' % (value,))
-    out = {}
-    for key, item in value.items():
-        if isinstance(item, bool) or not isinstance(item, (int, float)):
-            raise ValueError('metric %r must be a number, not %r'
-                             % (key, item))
-        out[str(key)] = float(item)
-    return out
+def _scalar_text(value) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list):
+        return ','.join(str(v) for v in value)
+    return str(value)
 
 
-def _supported_instances(value) -> list:
-    if (not isinstance(value, list) or not value or not all(
-            isinstance(t, list) and len(t) == 3
-            and all(isinstance(x, str) and x for x in t) for t in value)):
-        raise ValueError('must be a non-empty list of [architecture, '
-                         'hypervisor_type, vm_mode] triples')
-    return [list(t) for t in value]
-
-
-def _names(value) -> list:
-    if not isinstance(value, list):
-        raise ValueError('must be a list of aggregate names')
-    return [_text(v) for v in value]
-
-
-def _metadata(value) -> dict:
-    if not isinstance(value, dict):
-        raise ValueError('must be an object of metadata, not %r' % (value,))
-    out = {}
-    for key, item in value.items():
-        if isinstance(item, (dict, list)) or item is None:
-            raise ValueError('metadata %r must be a string or a number'
-                             % key)
-        out[str(key)] = _scalar_text(item)
-    return out
-
-
-#: Every key of a group: converter and default (None: required or unset).
-_GROUP_KEYS = {
-    'prefix': (_name, None),
-    'count': (_count, None),
-    'memory_mb': (_size, 65536),
-    'local_gb': (_size, 1000),
-    'vcpus': (_size, 16),
-    'cpu_allocation_ratio': (_ratio, None),
-    'ram_allocation_ratio': (_ratio, None),
-    'disk_allocation_ratio': (_ratio, None),
-    'hypervisor_type': (_text, 'kvm'),
-    'hypervisor_version': (_hypervisor_version, 8002000),
-    'architecture': (_text, 'x86_64'),
-    'host_ip': (_loopback, None),
-    'cpu_info': (_flat_strings, None),
-    'metrics': (_metrics, None),
-    'supported_instances': (_supported_instances, None),
-    'availability_zone': (_text, None),
-    'aggregates': (_names, None),
-}
-_REQUIRED = ('prefix', 'count')
-
-
-def _group_values(group, where: str) -> dict:
-    if not isinstance(group, dict):
-        raise FleetError('%s: must be an object, not %r' % (where, group))
-    values = {}
-    for key, raw in group.items():
-        if key.startswith('_'):
-            continue
-        if key not in _GROUP_KEYS:
-            raise FleetError('%s: unknown key %r (known: %s)'
-                             % (where, key, ', '.join(sorted(_GROUP_KEYS))))
-        try:
-            values[key] = _GROUP_KEYS[key][0](raw)
-        except ValueError as e:
-            raise FleetError('%s: %s %s' % (where, key, e))
-    for key in _REQUIRED:
-        if key not in values:
-            raise FleetError('%s: %r is required' % (where, key))
-    for key, (_conv, default) in _GROUP_KEYS.items():
-        values.setdefault(key, default)
+def _group_values(group: dict) -> dict:
+    """A valid group's values, converted, with the defaults filled in."""
+    values = {key: None for key in SCHEMA['$defs']['group']['properties']}
+    values.update(_GROUP_DEFAULTS)
+    values.update((k, v) for k, v in group.items() if not k.startswith('_'))
+    for key in ('count', 'memory_mb', 'local_gb', 'vcpus'):
+        values[key] = int(values[key])
+    for key in ('cpu_allocation_ratio', 'ram_allocation_ratio',
+                'disk_allocation_ratio'):
+        if values[key] is not None:
+            values[key] = float(values[key])
+    for key in ('hypervisor_type', 'architecture', 'availability_zone'):
+        if values[key] is not None:
+            values[key] = values[key].strip()
+    values['hypervisor_version'] = _hypervisor_version(
+        values['hypervisor_version'])
+    if values['host_ip'] is not None:
+        values['host_ip'] = _loopback(values['host_ip'])
+    if values['cpu_info'] is not None:
+        values['cpu_info'] = _flat_strings(values['cpu_info'])
+    if values['metrics'] is not None:
+        values['metrics'] = {str(k): float(v)
+                             for k, v in values['metrics'].items()}
+    if values['aggregates'] is not None:
+        values['aggregates'] = [name.strip()
+                                for name in values['aggregates']]
     return values
 
 
@@ -324,10 +377,12 @@ class _AddressPool:
             try:
                 address = _loopback(first + offset)
             except ValueError as e:
-                raise FleetError('%s: host_ip %s + %d %s'
-                                 % (where, first, offset, e))
+                raise FleetError('%s: %s + %d = %s %s'
+                                 % (where, first, offset,
+                                    ipaddress.ip_address(int(first) + offset),
+                                    e))
             if address in self._used:
-                raise FleetError('%s: host_ip %s is used by another host'
+                raise FleetError('%s: %s is used by another host'
                                  % (where, address))
             self._used.add(address)
             addresses.append(address)
@@ -345,55 +400,43 @@ class _AddressPool:
 def parse(data, source: str = 'fleet') -> FleetSpec:
     """A FleetSpec from the decoded JSON of a fleet file.
 
-    Raises ``FleetError`` naming ``source``, the group and the key at
-    fault, so that an operator can fix the file without reading code.
+    Raises ``FleetError`` naming ``source``, the path in the document
+    and the rule at fault, so that an operator can fix the file without
+    reading code.
     """
-    if not isinstance(data, dict):
-        raise FleetError('%s: must be a JSON object with "groups"' % source)
-    unknown = [k for k in data if not k.startswith('_')
-               and k not in ('groups', 'aggregates')]
-    if unknown:
-        raise FleetError('%s: unknown key(s) %s (known: aggregates, groups)'
-                         % (source, ', '.join(map(repr, unknown))))
-    groups = data.get('groups')
-    if not isinstance(groups, list) or not groups:
-        raise FleetError('%s: "groups" must be a non-empty list' % source)
-    declared = data.get('aggregates', {})
-    if not isinstance(declared, dict):
-        raise FleetError('%s: "aggregates" must be an object of name: '
-                         'metadata' % source)
-    metadata: dict = {}
-    for name, meta in declared.items():
-        try:
-            metadata[_text(name)] = _metadata(meta)
-        except ValueError as e:
-            raise FleetError('%s: aggregate %r: %s' % (source, name, e))
-
+    validate(data, source)
+    metadata = {name.strip(): {str(k): _scalar_text(v)
+                               for k, v in meta.items()}
+                for name, meta in data.get('aggregates', {}).items()}
+    declared = set(metadata)
     parsed = []
-    for index, group in enumerate(groups):
-        where = '%s: group %d' % (source, index + 1)
-        if isinstance(group, dict) and isinstance(group.get('prefix'), str):
-            where += ' (%s)' % group['prefix']
-        values = _group_values(group, where)
-        for name in values['aggregates'] or []:
+    for index, group in enumerate(data['groups']):
+        values = _group_values(group)
+        for position, name in enumerate(values['aggregates'] or []):
             if name not in declared:
-                raise FleetError('%s: aggregate %r is not declared under '
-                                 '"aggregates"' % (where, name))
+                raise FleetError(
+                    '%s: aggregate %r is not declared under "aggregates"'
+                    % (_where(source, data, ['groups', index, 'aggregates',
+                                             position]), name))
         if values['availability_zone']:
-            _join_zone(metadata, values['availability_zone'], where)
-        parsed.append((where, values))
+            _join_zone(metadata, values['availability_zone'],
+                       _where(source, data,
+                              ['groups', index, 'availability_zone']))
+        parsed.append(values)
 
     # Explicit addresses first, so that automatic ones go around them.
     pool = _AddressPool(AUTO_IP_START)
     addresses = {}
-    for index, (where, values) in enumerate(parsed):
+    for index, values in enumerate(parsed):
         if values['host_ip'] is not None:
-            addresses[index] = pool.reserve(values['host_ip'],
-                                            values['count'], where)
+            addresses[index] = pool.reserve(
+                values['host_ip'], values['count'],
+                _where(source, data, ['groups', index, 'host_ip']))
     numbers: dict = {}
     hosts = []
-    for index, (where, values) in enumerate(parsed):
-        ips = addresses.get(index) or pool.take(values['count'], where)
+    for index, values in enumerate(parsed):
+        ips = addresses.get(index) or pool.take(
+            values['count'], _where(source, data, ['groups', index, 'count']))
         aggregates = list(values['aggregates'] or [])
         if values['availability_zone'] and \
                 values['availability_zone'] not in aggregates:

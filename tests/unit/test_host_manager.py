@@ -16,6 +16,7 @@ from oslo_utils import timeutils
 import pytest
 import sqlalchemy as sa
 
+from scheduler.db import engine
 from scheduler.db import models
 from scheduler.drivers import filter_scheduler
 from scheduler import exception
@@ -176,7 +177,7 @@ def test_claim_expires_when_the_compute_never_reports_it(conf, caplog):
     conf.config(service_down_time=60, group='scheduler')
     manager = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
     claim = _claim(manager, 'h1', memory_mb=1024)
-    with manager.db._transaction() as session:
+    with engine.transaction() as session:
         session.execute(sa.update(models.Instance).values(
             updated_at=timeutils.utcnow() - datetime.timedelta(seconds=61)))
     manager.refresh_nodes([('h1', 'h1')])

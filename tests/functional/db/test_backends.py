@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from scheduler import conf
 from scheduler.db import api
+from scheduler.db import engine
 from scheduler.db import migration
 from scheduler.db import models
 from scheduler.db import usage
@@ -123,7 +124,7 @@ def _claim_scenarios():
         scenario = getattr(test_usage, name)
         if not (name.startswith('test_') and callable(scenario)):
             continue
-        with api._transaction() as session:
+        with engine.transaction() as session:
             session.execute(sa.delete(models.Instance))
             session.execute(sa.delete(models.NodeUsage))
         usage.apply_reports([test_usage._report()])

@@ -394,6 +394,43 @@ def test_a_library_option_misspelt_is_a_warning(manage, inventory):
             % manage.config_file]
 
 
+def test_unknown_options_agree_with_oslo_config_validator(
+        manage, inventory):
+    """The check flags what ``oslo-config-validator`` flags, given the
+    generator's namespaces, and no more (a section nothing reads is one
+    row for all its options)."""
+    config = ('[DEFAULT]\ndebug = true\nenabled_filter = RamFilter\n'
+              '[filter_scheduler]\nenabled_filters = RamFilter\n'
+              'host_subset_size = 2\nhost_subset = 2\n'
+              '[oslo_messaging_rabbit]\nheartbeat_timeout_threshold = 30\n'
+              'heartbeat_timeout = 30\n'
+              '[database]\nmax_pool_size = 5\n'
+              '[nosuch]\nfoo = 1\nbar = 2\n')
+    code, rows = _check(manage, config=config)
+    ours = set()
+    for row in rows:
+        if row['check'] != 'unknown_options' or row['result'] == 'ok':
+            continue
+        section, rest = row['detail'][1:].split('] ', 1)
+        if rest.startswith('in '):
+            ours.update((section, key) for key in ('foo', 'bar'))
+        else:
+            ours.add((section, rest.split(' ', 1)[0]))
+    script = os.path.join(os.path.dirname(sys.executable),
+                          'oslo-config-validator')
+    done = subprocess.run([script, '--config-file', GENERATOR,
+                           '--input-file', str(manage.config_file)],
+                          capture_output=True, text=True, timeout=120)
+    theirs = {tuple(line.rsplit(':', 1)[1].split(' ', 1)[0].split('/'))
+              for line in done.stderr.splitlines()
+              if line.endswith(' is not part of the sample config')}
+    assert done.returncode == 1, done.stderr
+    assert ours == theirs == {('DEFAULT', 'enabled_filter'),
+                              ('filter_scheduler', 'host_subset'),
+                              ('oslo_messaging_rabbit', 'heartbeat_timeout'),
+                              ('nosuch', 'foo'), ('nosuch', 'bar')}
+
+
 def test_plugins_from_other_packages_say_restart(manage, inventory, conf):
     conf.config(available_filters=[
         'scheduler.filters.all_filters',

@@ -319,7 +319,7 @@ def test_process_refuses_a_bad_fleet_file(tmp_path):
         stdin=subprocess.DEVNULL, capture_output=True, text=True,
         timeout=60)
     assert proc.returncode == 2
-    assert "group 1 (x): 'count' is required" in proc.stderr
+    assert "groups[0] (group 'x'): 'count' is a required" in proc.stderr
 
 
 # -- one endpoint for the whole fleet ---------------------------------------
@@ -418,6 +418,17 @@ def test_process_refuses_more_reports_than_it_can_send(tmp_path):
     assert ('5000 hosts reporting every 1 s need 5000 reports/s, more '
             'than --max-report-rate 1000: set --report-interval to at '
             'least 5') in proc.stderr
+
+
+def test_process_refuses_no_hosts(tmp_path):
+    conf_file = tmp_path / 'sim.conf'
+    conf_file.write_text('[DEFAULT]\ntransport_url = fake://\n')
+    proc = subprocess.run(
+        _command() + ['--config-file', str(conf_file), '--hosts', '0'],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        timeout=60)
+    assert proc.returncode == 2
+    assert '--hosts must be at least 1' in proc.stderr
 
 
 def test_process_refuses_a_large_fleet_without_routing_keys(tmp_path):

@@ -4,6 +4,7 @@ import ipaddress
 import json
 import pathlib
 
+import jsonschema
 import pytest
 
 from scheduler.simulator import fleet
@@ -52,7 +53,8 @@ class TestUniform:
         assert spec.availability_zone('ops-002') == 'az9'
 
     def test_count_must_be_positive(self):
-        with pytest.raises(fleet.FleetError, match='count must be at least 1'):
+        with pytest.raises(fleet.FleetError,
+                           match='count .*less than the minimum of 1'):
             fleet.uniform(0)
 
 
@@ -125,59 +127,97 @@ class TestFleetFile:
         assert (agg.name, agg.hosts) == ('spare', [])
 
 
+#: The first group's path in error messages, as a regular expression.
+_G0 = 'groups\\[0\\]'
+
+
 @pytest.mark.parametrize('data, message', [
-    ([], 'must be a JSON object'),
-    ({'groups': []}, '"groups" must be a non-empty list'),
-    ({'groups': [_group()], 'hosts': 3}, "unknown key\\(s\\) 'hosts'"),
-    ({'groups': [_group()], 'aggregates': []}, '"aggregates" must be'),
+    ([], "top level: \\[\\] is not of type 'object'"),
+    ({}, "top level: 'groups' is a required property"),
+    ({'groups': []}, 'groups: \\[\\] should be non-empty'),
+    ({'groups': [_group()], 'hosts': 3},
+     "top level: unknown key\\(s\\) 'hosts' \\(known: aggregates, groups;"),
+    ({'groups': [_group()], 'aggregates': []},
+     "aggregates: \\[\\] is not of type 'object'"),
     ({'groups': [_group()], 'aggregates': {'x': {'k': [1]}}},
-     "aggregate 'x': metadata 'k'"),
-    ({'groups': ['doc']}, 'group 1: must be an object'),
-    ({'groups': [{'count': 1}]}, "group 1: 'prefix' is required"),
+     "aggregates.x.k: \\[1\\] is not of type"),
+    ({'groups': [_group()], 'aggregates': {' ': {}}},
+     "aggregates: ' ' must be a non-empty string"),
+    ({'groups': ['doc']}, "groups\\[0\\]: 'doc' is not of type 'object'"),
+    ({'groups': [{'count': 1}]},
+     "groups\\[0\\]: 'prefix' is a required property"),
     ({'groups': [_group(), {'prefix': 'ops'}]},
-     "group 2 \\(ops\\): 'count' is required"),
-    ({'groups': [_group(memroy_mb=1)]}, "unknown key 'memroy_mb'"),
-    ({'groups': [_group(count=True)]}, 'count must be an integer'),
-    ({'groups': [_group(count=1.5)]}, 'count must be an integer'),
-    ({'groups': [_group(memory_mb=-1)]}, 'memory_mb must be at least 0'),
-    ({'groups': [_group(prefix='doc_1')]}, 'prefix must be letters'),
+     "groups\\[1\\] \\(group 'ops'\\): 'count' is a required property"),
+    ({'groups': [_group(memroy_mb=1)]},
+     "groups\\[0\\] \\(group 'doc'\\): unknown key\\(s\\) 'memroy_mb' "
+     "\\(known: aggregates, architecture,"),
+    ({'groups': [_group(count=True)]},
+     _G0 + ".count .*True is not of type 'integer'"),
+    ({'groups': [_group(count=1.5)]},
+     _G0 + ".count .*1.5 is not of type 'integer'"),
+    ({'groups': [_group(count=0)]},
+     _G0 + '.count .*0 is less than the minimum of 1'),
+    ({'groups': [_group(memory_mb=-1)]},
+     _G0 + '.memory_mb .*-1 is less than the minimum of 0'),
+    ({'groups': [_group(prefix='doc_1')]},
+     _G0 + ".prefix .*'doc_1' must be letters, digits"),
+    ({'groups': [_group(hypervisor_type=' ')]},
+     _G0 + ".hypervisor_type .*' ' must be a non-empty string"),
     ({'groups': [_group(cpu_allocation_ratio='4')]},
-     'cpu_allocation_ratio must be a number'),
+     _G0 + ".cpu_allocation_ratio .*'4' is not of type 'number'"),
     ({'groups': [_group(host_ip='192.0.2.1')]},
-     'host_ip must be a loopback address'),
+     _G0 + ".host_ip .*'192.0.2.1' must be a loopback address"),
     ({'groups': [_group(host_ip='localhost')]},
-     'host_ip is not an IP address'),
+     _G0 + ".host_ip .*'localhost' is not an IP address"),
     ({'groups': [_group(host_ip='127.255.255.255')]},
-     'host_ip 127.255.255.255 \\+ 1'),
+     _G0 + '.host_ip .*127.255.255.255 \\+ 1 = 128.0.0.0 must be a loopback'),
     ({'groups': [_group(host_ip='127.0.0.5'),
                  _group(prefix='ops', host_ip='127.0.0.6')]},
-     'host_ip 127.0.0.6 is used by another host'),
+     "groups\\[1\\].host_ip \\(group 'ops'\\): 127.0.0.6 is used by "
+     "another host"),
     ({'groups': [_group(hypervisor_version='eight')]},
-     'hypervisor_version must be a version'),
+     _G0 + ".hypervisor_version .*'eight' must be a version"),
     ({'groups': [_group(metrics={'load': 'high'})]},
-     "metric 'load' must be a number"),
-    ({'groups': [_group(cpu_info=['x86'])]}, 'cpu_info must be an object'),
+     _G0 + ".metrics.load .*'high' is not of type 'number'"),
+    ({'groups': [_group(cpu_info=['x86'])]},
+     _G0 + ".cpu_info .*is not of type 'object'"),
+    ({'groups': [_group(cpu_info={'a': {'b': None}})]},
+     _G0 + '.cpu_info.a.b .*None must be a string, a number'),
+    ({'groups': [_group(supported_instances=[])]},
+     _G0 + '.supported_instances .*must be a non-empty list of '
+     '\\[architecture'),
     ({'groups': [_group(supported_instances=[['x86_64', 'kvm']])]},
-     'supported_instances must be'),
+     _G0 + '.supported_instances\\[0\\] .*is too short'),
     ({'groups': [_group(aggregates=['ssd'])]},
-     "aggregate 'ssd' is not declared"),
+     _G0 + ".aggregates\\[0\\] .*aggregate 'ssd' is not declared"),
     ({'groups': [_group(availability_zone='az1')],
       'aggregates': {'az1': {'availability_zone': 'az9'}}},
-     "aggregate 'az1' is declared in zone 'az9'"),
+     _G0 + ".availability_zone .*aggregate 'az1' is declared in zone 'az9'"),
 ])
 def test_bad_fleet_is_refused_with_a_reason(data, message):
-    with pytest.raises(fleet.FleetError, match=message):
+    with pytest.raises(fleet.FleetError, match='^test: ' + message) as info:
         fleet.parse(data, source='test')
+    assert '\n' not in str(info.value)
 
 
-def test_error_names_the_group(tmp_path):
+def test_schema_is_a_valid_json_schema():
+    jsonschema.Draft202012Validator.check_schema(fleet.SCHEMA)
+
+
+def test_whole_numbers_written_as_floats_are_integers():
+    [host] = _parse(_group(count=1.0, vcpus=8.0)).hosts
+    assert isinstance(host.vcpus, int) and host.vcpus == 8
+
+
+def test_error_names_the_path_in_the_document(tmp_path):
     path = tmp_path / 'fleet.json'
     path.write_text(json.dumps({'groups': [_group(), _group(
         prefix='ops', vcpus='many')]}))
     with pytest.raises(fleet.FleetError) as info:
         fleet.load(str(path))
-    assert str(info.value).startswith(
-        '%s: group 2 (ops): vcpus must be an integer' % path)
+    assert str(info.value) == (
+        "%s: groups[1].vcpus (group 'ops'): 'many' is not of type "
+        "'integer'" % path)
 
 
 def test_not_json(tmp_path):

@@ -1,0 +1,172 @@
+"""The inventory's engine (one a process), transactions and retries.
+
+The engine is made on first use from ``[database] connection``
+(``get_engine()``) and shared by every module of ``scheduler.db``:
+the tables' modules (``hosts``, ``aggregates``, ``instances``), the
+claim protocol (``usage``) and the schema migrations.  Each function of
+those modules opens its own ``transaction()``; a function wrapped in a
+retry decorator here must not call another wrapped one inside its
+transaction: the outer one would repeat every retry of the inner one
+on a deadlock, and retry a transaction the database already rolled back.
+"""
+
+import contextlib
+import os
+import threading
+from typing import Iterator, Sequence
+
+from oslo_db import api as oslo_db_api
+from oslo_db import exception as db_exc
+from oslo_db.sqlalchemy import engines
+import sqlalchemy as sa
+from sqlalchemy import orm
+
+from scheduler import conf
+from scheduler import exception
+
+CONF = conf.CONF
+
+# Bound parameters in one IN (...) list.  Old SQLite builds accept 999
+# a statement; this also keeps statements small on the other backends.
+_IN_CHUNK = 500
+
+_LOCK = threading.Lock()
+_ENGINE: sa.Engine | None = None
+_SESSION_MAKER: orm.sessionmaker | None = None
+
+
+def _is_duplicate(exc: Exception) -> bool:
+    return isinstance(exc, db_exc.DBDuplicateEntry)
+
+
+# Writers that insert-or-update race with their twins in other
+# schedulers: on a duplicate key the retry finds the row and updates it.
+retry_on_conflict = oslo_db_api.wrap_db_retry(
+    max_retries=5, retry_interval=0.1, max_retry_interval=1,
+    retry_on_deadlock=True, exception_checker=_is_duplicate)
+retry_on_deadlock = oslo_db_api.wrap_db_retry(
+    max_retries=5, retry_interval=0.1, max_retry_interval=1,
+    retry_on_deadlock=True)
+
+
+def make_engine(url: str) -> sa.Engine:
+    """An engine for ``url`` with the ``[database]`` pool and retry options.
+
+    Shared with ``scheduler.db.migration`` so that schema changes run with
+    the same connection settings as the API.  PostgreSQL and MySQL go
+    through oslo.db's engine factory; SQLite gets its own (see
+    ``_sqlite_engine``).
+    """
+    parsed = sa.make_url(url)
+    if parsed.get_backend_name() == 'sqlite':
+        return _sqlite_engine(parsed)
+    opts = CONF.database
+    return engines.create_engine(
+        url,
+        mysql_sql_mode=opts.mysql_sql_mode,
+        mysql_wsrep_sync_wait=opts.mysql_wsrep_sync_wait,
+        connection_recycle_time=opts.connection_recycle_time,
+        connection_debug=opts.connection_debug,
+        connection_trace=opts.connection_trace,
+        max_pool_size=opts.max_pool_size,
+        max_overflow=opts.max_overflow,
+        pool_timeout=opts.pool_timeout,
+        max_retries=opts.max_retries,
+        retry_interval=opts.retry_interval,
+        connection_parameters=opts.connection_parameters,
+    )
+
+
+def _sqlite_engine(url: sa.URL) -> sa.Engine:
+    """A SQLite engine safe for several processes writing one file.
+
+    oslo.db's engine factory does the SQLite basics, as on the other
+    backends: foreign keys on (the aggregate tables rely on ON DELETE
+    CASCADE), the synchronous mode, its exception filters (a duplicate
+    key is ``DBDuplicateEntry`` everywhere), one shared connection for
+    an in-memory database and no pooled connection for a file, so a
+    forked worker never inherits one.  Added here:
+
+    * the file's directory is created: the default file lives under
+      ``state_path``, which may not exist yet;
+    * every transaction takes the write lock at BEGIN (IMMEDIATE).  In
+      SQLite's default deferred transactions a reader that then writes
+      cannot wait for another writer and fails at once with "database
+      is locked"; scheduler workers, the CLI and the simulator's casts
+      write concurrently.  With IMMEDIATE they queue on the busy
+      timeout, and WAL keeps them from blocking readers.
+    """
+    in_memory = url.database in (None, '', ':memory:')
+    if not in_memory:
+        os.makedirs(os.path.dirname(os.path.abspath(url.database)),
+                    exist_ok=True)
+    engine = engines.create_engine(
+        url.render_as_string(hide_password=False), sqlite_fk=True,
+        sqlite_synchronous=CONF.database.sqlite_synchronous,
+        connection_debug=CONF.database.connection_debug,
+        connection_trace=CONF.database.connection_trace)
+
+    @sa.event.listens_for(engine, 'connect')
+    def _connect(dbapi_connection, _record):
+        cursor = dbapi_connection.cursor()
+        cursor.execute('PRAGMA busy_timeout = 30000')
+        if not in_memory:
+            cursor.execute('PRAGMA journal_mode = WAL')
+        cursor.close()
+
+    # oslo.db emits a plain (deferred) BEGIN from a listener of its own:
+    # ours replaces it.
+    for listener in list(engine.dispatch.begin):
+        if getattr(listener, '__name__', '') == '_sqlite_emit_begin':
+            sa.event.remove(engine, 'begin', listener)
+
+    @sa.event.listens_for(engine, 'begin')
+    def _begin(connection):
+        connection.exec_driver_sql('BEGIN IMMEDIATE')
+
+    return engine
+
+
+def _engine_and_maker() -> tuple[sa.Engine, orm.sessionmaker]:
+    global _ENGINE, _SESSION_MAKER
+    with _LOCK:
+        if _ENGINE is None or _SESSION_MAKER is None:
+            url = CONF.database.connection
+            if not url:
+                raise exception.ConfigurationError(
+                    reason='[database] connection is not set')
+            _ENGINE = make_engine(url)
+            _SESSION_MAKER = orm.sessionmaker(bind=_ENGINE,
+                                              expire_on_commit=False)
+        return _ENGINE, _SESSION_MAKER
+
+
+def get_engine() -> sa.Engine:
+    """The process's engine, made on first use from the configuration."""
+    return _engine_and_maker()[0]
+
+
+def reset_engine(close: bool = True) -> None:
+    """Forget the engine; the next call makes a new one from the config.
+
+    Tests call it after changing ``[database] connection``.  A forked
+    child calls it with ``close=False``: the pooled connections belong to
+    the parent and must be dropped without being closed under its feet.
+    """
+    global _ENGINE, _SESSION_MAKER
+    with _LOCK:
+        engine, _ENGINE, _SESSION_MAKER = _ENGINE, None, None
+    if engine is not None:
+        engine.dispose(close=close)
+
+
+@contextlib.contextmanager
+def transaction() -> Iterator[orm.Session]:
+    """A session in a transaction: committed on success, else rolled back."""
+    with _engine_and_maker()[1].begin() as session:
+        yield session
+
+
+def chunks(items: Sequence, size: int = _IN_CHUNK) -> Iterator[Sequence]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]

@@ -1,0 +1,139 @@
+"""The ``hosts`` table: the last report of every compute node.
+
+Functions return plain dicts, never ORM rows (see ``scheduler.db.api``).
+Timestamps are naive UTC datetimes, in and out; an aware datetime
+given to ``host_reports_save`` is converted to UTC first.
+"""
+
+from typing import Iterable, Sequence
+
+from oslo_serialization import jsonutils
+from oslo_utils import timeutils
+import sqlalchemy as sa
+from sqlalchemy import orm
+
+from scheduler.db import engine
+from scheduler.db.engine import chunks
+from scheduler.db.engine import transaction
+from scheduler.db import models
+
+
+def _host_dict(row: models.Host) -> dict:
+    return {
+        'id': row.id,
+        'host': row.host,
+        'nodename': row.nodename,
+        'uuid': row.uuid,
+        'report': jsonutils.loads(row.report),
+        'disabled': row.disabled,
+        'created_at': row.created_at,
+        'updated_at': row.updated_at,
+    }
+
+
+def _newest_per_node(reports: Iterable[dict]) -> dict[tuple[str, str], dict]:
+    """One row's values per (host, nodename): the newest report wins."""
+    now = timeutils.utcnow()
+    newest: dict[tuple[str, str], dict] = {}
+    for report in reports:
+        updated_at = report.get('updated_at')
+        values = {
+            'host': report['host'],
+            'nodename': report['nodename'],
+            'uuid': report.get('uuid'),
+            'report': jsonutils.dumps(report['report']),
+            'disabled': bool(report.get('disabled', False)),
+            'updated_at': (timeutils.normalize_time(updated_at)
+                           if updated_at is not None else now),
+        }
+        key = (values['host'], values['nodename'])
+        seen = newest.get(key)
+        if seen is None or seen['updated_at'] <= values['updated_at']:
+            newest[key] = values
+    return newest
+
+
+def _lock_existing_nodes(session: orm.Session, hosts: Sequence[str]
+                         ) -> dict[tuple[str, str], sa.Row]:
+    """The stored nodes of ``hosts``, by key, locked until commit.
+
+    The lock keeps a concurrent flush from slipping a newer report in
+    between this read and our write.
+    """
+    table = models.Host
+    found = {}
+    for chunk in chunks(hosts):
+        rows = session.execute(
+            sa.select(table.id, table.host, table.nodename,
+                      table.created_at, table.updated_at)
+            .where(table.host.in_(chunk))
+            .with_for_update())
+        for row in rows:
+            found[(row.host, row.nodename)] = row
+    return found
+
+
+@engine.retry_on_conflict
+def host_reports_save(reports: list[dict]) -> None:
+    """Store the last report of many nodes at once.
+
+    Each dict has ``host``, ``nodename``, ``uuid``, ``report`` (the
+    HostState primitive, stored as JSON), ``disabled`` and
+    ``updated_at``.  Built for the periodic flush of every node's report
+    in one call: the stored keys are read once, then the rows are
+    written in bulk.  A report older than the stored one is skipped, so
+    that two schedulers flushing the same nodes never put an old report
+    back.
+
+    A changed row is deleted and inserted again with its id and
+    created_at, rather than updated: a bulk UPDATE is one round trip a
+    row with psycopg2 and PyMySQL (10,000 rows took 6-7 s), while
+    DELETE ... IN and a multi-row INSERT take a few statements on every
+    backend.  In one transaction, nobody sees the difference.
+    """
+    newest = _newest_per_node(reports)
+    if not newest:
+        return
+    now = timeutils.utcnow()
+    with transaction() as session:
+        existing = _lock_existing_nodes(
+            session, sorted({host for host, _node in newest}))
+        new_rows, kept_rows = [], []
+        for key, values in newest.items():
+            stored = existing.get(key)
+            if stored is None:
+                new_rows.append(dict(values, created_at=now))
+            elif (stored.updated_at is None
+                  or stored.updated_at <= values['updated_at']):
+                kept_rows.append(dict(values, id=stored.id,
+                                      created_at=stored.created_at))
+        replaced = sorted(row['id'] for row in kept_rows)
+        for chunk in chunks(replaced):
+            session.execute(sa.delete(models.Host).where(
+                models.Host.id.in_(chunk)))
+        # Rows that keep their id go back first: a new row inserted in
+        # the same statement could otherwise be given one of the ids
+        # just freed (SQLite reuses the highest), and the kept row
+        # would then collide with it.
+        if kept_rows:
+            session.execute(sa.insert(models.Host), kept_rows)
+        if new_rows:
+            session.execute(sa.insert(models.Host), new_rows)
+
+
+def host_reports_get_all() -> list[dict]:
+    """Every stored node with its report decoded, by (host, nodename)."""
+    with transaction() as session:
+        rows = session.scalars(sa.select(models.Host).order_by(
+            models.Host.host, models.Host.nodename))
+        return [_host_dict(row) for row in rows]
+
+
+@engine.retry_on_deadlock
+def host_delete(host: str, nodename: str | None = None) -> int:
+    """Forget a host's nodes (or one of them); returns how many went."""
+    stmt = sa.delete(models.Host).where(models.Host.host == host)
+    if nodename is not None:
+        stmt = stmt.where(models.Host.nodename == nodename)
+    with transaction() as session:
+        return session.execute(stmt).rowcount

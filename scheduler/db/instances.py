@@ -1,0 +1,44 @@
+"""The ``instances`` table: claims and placements, as they are read.
+
+Writes go through the claim protocol of ``scheduler.db.usage``, which
+keeps each node's usage in step with its placements; this module reads
+them and names their states.
+"""
+
+import sqlalchemy as sa
+
+from scheduler.db.engine import transaction
+from scheduler.db import models
+
+#: A placement the scheduler made and the compute has not yet confirmed.
+CLAIMED = 'claimed'
+#: A placement the compute confirmed.
+ACTIVE = 'active'
+
+
+def _instance_dict(row: models.Instance) -> dict:
+    return {
+        'instance_uuid': row.instance_uuid,
+        'host': row.host,
+        'nodename': row.nodename,
+        'project_id': row.project_id,
+        'user_id': row.user_id,
+        'memory_mb': row.memory_mb,
+        'vcpus': row.vcpus,
+        'disk_gb': row.disk_gb,
+        'status': row.status,
+        'pending': bool(row.pending),
+        'created_at': row.created_at,
+        'updated_at': row.updated_at,
+    }
+
+
+def instance_get_all(host: str | None = None) -> list[dict]:
+    """Every placement (or those on ``host``), by host, node and uuid."""
+    stmt = sa.select(models.Instance).order_by(
+        models.Instance.host, models.Instance.nodename,
+        models.Instance.instance_uuid)
+    if host is not None:
+        stmt = stmt.where(models.Instance.host == host)
+    with transaction() as session:
+        return [_instance_dict(row) for row in session.scalars(stmt)]
