@@ -102,6 +102,8 @@ def inprocess_driver(hosts: int):
     from scheduler import host_manager
     # The service's runtime settings, so the figures are comparable.
     concurrency.tune_garbage_collector()
+    # A big fleet takes minutes to load: no host may age out meanwhile.
+    CONF.set_override('service_down_time', 86400, group='scheduler')
     memory_inventory()
     manager = host_manager.HostManager()
     t0 = time.perf_counter()
