@@ -454,6 +454,12 @@ def _filter_mask(flt, cands: Candidates, spec_obj):
     """The filter's mask over ``cands``, or None to run it per host."""
     method = vector_form(flt, 'filter_columns', _FILTER_METHODS)
     if method is None:
+        if isinstance(flt, filters_base.RequestScopedFilter) and \
+                type(flt).filter_all is \
+                filters_base.RequestScopedFilter.filter_all and \
+                flt.prepare(spec_obj) is filters_base.SKIP:
+            # The base filter_all passes every host on SKIP.
+            return np.ones(len(cands), bool)
         return None
     if isinstance(flt, filters_base.RequestScopedFilter):
         prepared = flt.prepare(spec_obj)
