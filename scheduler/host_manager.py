@@ -113,6 +113,8 @@ class HostManager:
         self._usage_reports: dict = {}
         self._down: set = set()
         self._aggregates_stamp: tuple | None = None
+        #: Told of every view composed or dropped (``watch_views``).
+        self._watchers: list = []
 
     @property
     def db(self):
@@ -248,6 +250,7 @@ class HostManager:
                               self._pending, self._dirty_reports,
                               self._usage_reports):
                     table.pop(key, None)
+                self._view_removed(key)
                 self._down.discard(key)
         for key in gone:
             LOG.info('Host %s/%s was deleted from the inventory; forgot it',
@@ -339,7 +342,8 @@ class HostManager:
         """Build the view filters see for ``key`` from what is known."""
         report = self._reports.get(key)
         if report is None:
-            self._states.pop(key, None)
+            if self._states.pop(key, None) is not None:
+                self._view_removed(key)
             return
         view = report.copy()
         self._attach_aggregates(view)
@@ -371,6 +375,27 @@ class HostManager:
                 numa.apply_numa_usage(view, claim.numa)
                 pci.apply_pci_usage(view, claim.pci)
         self._states[key] = view
+        for watcher in self._watchers:
+            watcher.view_changed(key, view)
+
+    def watch_views(self, watcher) -> None:
+        """Tell ``watcher`` of every view, now and whenever one changes.
+
+        ``watcher.view_changed(key, view)`` is called for each current
+        view, then for each view composed (or re-attached to changed
+        aggregates); ``watcher.view_removed(key)`` when a node is
+        dropped.  Calls are made under the manager's lock, in the order
+        of the changes: they must be quick and must not yield
+        (``scheduler.columns.ColumnStore`` keeps one row per call).
+        """
+        with self._lock:
+            self._watchers.append(watcher)
+            for key, view in self._states.items():
+                watcher.view_changed(key, view)
+
+    def _view_removed(self, key) -> None:
+        for watcher in self._watchers:
+            watcher.view_removed(key)
 
     # -- what the drivers read ------------------------------------------
 
@@ -566,11 +591,16 @@ class HostManager:
             for host in agg.hosts:
                 by_host.setdefault(host, []).append(agg)
         with self._lock:
+            old = self._host_aggregates
             self._aggregates_stamp = None
             self._aggregates = aggregates
             self._host_aggregates = by_host
-            for state in self._states.values():
+            for key, state in self._states.items():
                 self._attach_aggregates(state)
+                if self._watchers and not _same_objects(
+                        old.get(state.host, ()), by_host.get(state.host, ())):
+                    for watcher in self._watchers:
+                        watcher.view_changed(key, state)
 
     def _attach_aggregates(self, state) -> None:
         state.set_aggregates(self._host_aggregates.get(state.host, []))
@@ -610,6 +640,11 @@ class HostManager:
     def host_names(self, states: list | None = None) -> list:
         states = self.get_up_host_states() if states is None else states
         return sorted({s.host for s in states})
+
+
+def _same_objects(first, second) -> bool:
+    return len(first) == len(second) and all(
+        a is b for a, b in zip(first, second))
 
 
 def _pool_key(key) -> tuple:

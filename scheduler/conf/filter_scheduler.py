@@ -91,6 +91,27 @@ Related options:
 
 * ``host_subset_size``
 """),
+    cfg.BoolOpt(
+        'columnar',
+        default=True,
+        mutable=True,
+        help="""
+Filter and weigh over columns of numbers (numpy arrays kept current as
+reports, claims and aggregate changes arrive) instead of host by host.
+The decisions are the same: the same filter walk, survivors, weights
+and choice.  Filters and weighers with a vectorised form
+(``filter_columns``, ``weigh_columns``: every in-tree one that reads
+numbers, zones or supported instance types) run once over all hosts;
+any other one, in-tree or out-of-tree, runs host by host on the hosts
+that survived the filters before it, as it always did.  Requests that
+force hosts or nodes, or name a ``requested_destination``, and
+``explain``, always take the per-host path.  ``false`` takes the
+per-host path for every request (and keeps no columns).
+
+Related options:
+
+* ``enabled_filters``, ``weight_classes``: the plugins that run
+"""),
     cfg.FloatOpt(
         'ram_weight_multiplier',
         default=1.0,

@@ -16,4 +16,7 @@ def list_opts() -> list:
 
 def set_defaults() -> None:
     """Apply our defaults to library options (for the sample generator)."""
+    import oslo_messaging
     scheduler_conf.database.register_opts(scheduler_conf.CONF)
+    # The exchange the service really uses (see scheduler.config).
+    oslo_messaging.set_transport_defaults(control_exchange='scheduler')

@@ -1,12 +1,14 @@
 """The filter scheduler: filter the hosts, weigh the rest, pick the best."""
 
 import dataclasses
+import itertools
 import random
 import typing
 
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from scheduler import columns
 from scheduler import concurrency
 from scheduler import driver
 from scheduler import exception
@@ -54,15 +56,20 @@ def load_weighers(names: list) -> list:
     return [cls() for cls in classes]
 
 
-def shuffle_best_same_weighed(weighed: list) -> list:
-    """``weighed`` (best first) with the hosts tied for best shuffled."""
+def shuffle_best_same_weighed(weighed, keep: int | None = None) -> list:
+    """``weighed`` (best first) with the hosts tied for best shuffled.
+
+    With ``keep``, only the first ``max(keep, ties)`` hosts are returned
+    (``weighed`` may be a lazy ``columns.Ranked``).
+    """
     best = weighed[0].weight
     tied = 0
     while tied < len(weighed) and weighed[tied].weight == best:
         tied += 1
     head = weighed[:tied]
     random.shuffle(head)
-    return head + weighed[tied:]
+    end = len(weighed) if keep is None else max(keep, tied)
+    return head + weighed[tied:end]
 
 
 def _excluded_hosts(spec_obj) -> set:
@@ -96,6 +103,7 @@ class FilterScheduler(driver.Scheduler):
         self.weight_handler = weights.HostWeightHandler()
         self.enabled_filters: list = []
         self.weighers: list = []
+        self._columns: columns.ColumnStore | None = None
         self.reset()
 
     def reset(self) -> None:
@@ -127,11 +135,33 @@ class FilterScheduler(driver.Scheduler):
         (``scheduler.pipeline.forced_hosts``)."""
         return pipeline.forced_hosts(spec_obj, hosts)
 
-    def filter_and_weigh(self, spec_obj, hosts: list, index: int = 0,
+    def column_candidates(self, spec_obj, report: filters.FilterReport
+                          ) -> columns.Candidates | None:
+        """``candidate_hosts`` as columns, or None when this request
+        takes the per-host path (``[filter_scheduler] columnar``)."""
+        if not CONF.filter_scheduler.columnar or report.detailed:
+            return None
+        if self._columns is None:
+            store = columns.ColumnStore()
+            self.host_manager.watch_views(store)
+            self._columns = store
+        return columns.candidates(self._columns, spec_obj)
+
+    def filter_and_weigh(self, spec_obj, hosts, index: int = 0,
                          report: filters.FilterReport | None = None,
                          enabled_filters: list | None = None,
-                         weighers: list | None = None) -> list:
-        """Filter ``hosts`` for instance ``index``, then weigh: best first."""
+                         weighers: list | None = None):
+        """Filter ``hosts`` for instance ``index``, then weigh: best first.
+
+        ``hosts`` is a list of host views, or ``columns.Candidates``
+        (then the answer is a lazy ``columns.Ranked``).
+        """
+        if isinstance(hosts, columns.Candidates):
+            return columns.filter_and_weigh(
+                hosts, spec_obj, index, report,
+                self.enabled_filters if enabled_filters is None
+                else enabled_filters,
+                self.weighers if weighers is None else weighers)
         forced = self.forced_hosts(spec_obj, hosts)
         if forced is not None:
             passed = forced
@@ -207,7 +237,9 @@ class FilterScheduler(driver.Scheduler):
     def _place(self, context, spec_obj, uuids, kept, replace,
                return_alternates, report, enabled, weighers) -> list:
         num = spec_obj.num_instances
-        hosts = self.candidate_hosts(spec_obj)
+        hosts = self.column_candidates(spec_obj, report)
+        if hosts is None:
+            hosts = self.candidate_hosts(spec_obj)
         group = spec_obj.obj_get('instance_group')
         alternates_wanted = (CONF.scheduler.max_attempts - 1
                              if return_alternates else 0)
@@ -257,13 +289,15 @@ class FilterScheduler(driver.Scheduler):
         ``host_subset_size``; a node lost to another worker is skipped
         for the next best, up to ``[scheduler] claim_attempts`` tries.
         """
-        if CONF.filter_scheduler.shuffle_best_same_weighed_hosts:
-            weighed = shuffle_best_same_weighed(weighed)
-        subset = weighed[:min(CONF.filter_scheduler.host_subset_size,
-                              len(weighed))]
-        first = random.choice(subset)
-        order = [first] + [w for w in weighed if w is not first]
         attempts = CONF.scheduler.claim_attempts
+        size = CONF.filter_scheduler.host_subset_size
+        if CONF.filter_scheduler.shuffle_best_same_weighed_hosts:
+            weighed = shuffle_best_same_weighed(weighed,
+                                                max(size, attempts))
+        subset = weighed[:min(size, len(weighed))]
+        first = random.choice(subset)
+        order = [first] + [w for w in itertools.islice(weighed, attempts)
+                           if w is not first]
         for candidate in order[:attempts]:
             host = self.host_manager.current(candidate.obj)
             limits = request_limits.collect(host, spec_obj, enabled)
@@ -291,6 +325,8 @@ class FilterScheduler(driver.Scheduler):
         """The next instance's candidates: those that passed, made current.
         """
         key = chosen.obj.key()
+        if isinstance(weighed, columns.Ranked):
+            return weighed.after_claim(key, self.host_manager.current)
         return [self.host_manager.current(w.obj) if w.obj.key() == key
                 else w.obj for w in weighed]
 

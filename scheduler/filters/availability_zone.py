@@ -30,6 +30,12 @@ class AvailabilityZoneFilter(base.RequestScopedFilter):
         zones = host_state.availability_zones
         return zone in zones if zones else is_default
 
+    def filter_columns(self, columns, prepared):
+        """``passes`` over columns, once per distinct set of zones."""
+        zone, is_default = prepared
+        return columns.code_mask(
+            'zones', lambda zones: zone in zones if zones else is_default)
+
     def rejection_reason(self, host_state, spec_obj) -> str:
         return ('in zone(s) %s, not in requested zone %s'
                 % (', '.join(sorted(host_zones(host_state))),

@@ -169,42 +169,70 @@ class HostFilterHandler:
         ``run_on_rebuild`` run, as in nova.
         """
         hosts = list(hosts)
-        request_id = _request_id(spec_obj)
         rebuild = request_is_rebuild(spec_obj)
         for flt in filters:
-            if not flt.run_filter_for_index(index):
-                continue
-            if rebuild and not getattr(flt, 'run_on_rebuild', False):
-                LOG.debug('Skipping %s for a rebuild', flt.name())
+            if not should_run(flt, index, rebuild):
                 continue
             name = flt.name()
             before = hosts
             LOG.debug('Starting with %d host(s) for %s', len(before), name)
             hosts = list(flt.filter_all(before, spec_obj))
             LOG.debug('Filter %s returned %d host(s)', name, len(hosts))
-            if report is not None:
-                step = FilterStep(name, len(before), len(hosts))
-                if report.detailed and len(hosts) < len(before):
-                    kept = {id(h) for h in hosts}
-                    for host in before:
-                        if id(host) not in kept:
-                            step.rejected[host_key(host)] = \
-                                flt.rejection_reason(host, spec_obj)
-                report.steps.append(step)
-            if not hosts:
-                if not before:
-                    # Nothing to blame a filter for.
-                    LOG.info('No host to filter for the request with '
-                             'instance ID %s', request_id)
-                    break
-                LOG.info('Filtering removed all hosts for the request with '
-                         'instance ID %(uuid)s: filter %(name)s left none of '
-                         '%(count)d host(s). Filter results: %(walk)s',
-                         {'uuid': request_id, 'name': name,
-                          'count': len(before),
-                          'walk': report.summary() if report else name})
+            if report is not None and report.detailed and \
+                    len(hosts) < len(before):
+                rejected = {}
+                kept = {id(h) for h in hosts}
+                for host in before:
+                    if id(host) not in kept:
+                        rejected[host_key(host)] = \
+                            flt.rejection_reason(host, spec_obj)
+            else:
+                rejected = None
+            if not record_step(report, name, len(before), len(hosts),
+                               spec_obj, rejected):
                 break
         return hosts
+
+
+def should_run(flt, index: int, rebuild: bool) -> bool:
+    """Whether ``flt`` runs for the ``index``-th instance (on a rebuild,
+    only filters with ``run_on_rebuild`` do, as in nova)."""
+    if not flt.run_filter_for_index(index):
+        return False
+    if rebuild and not getattr(flt, 'run_on_rebuild', False):
+        LOG.debug('Skipping %s for a rebuild', flt.name())
+        return False
+    return True
+
+
+def record_step(report: FilterReport | None, name: str, hosts_in: int,
+                hosts_out: int, spec_obj, rejected: dict | None = None
+                ) -> bool:
+    """Count one filter's step in ``report``; False (after one INFO
+    line) when no host is left and the walk stops.
+
+    One place for the walk's bookkeeping, shared by the handler and the
+    columnar path (``scheduler.columns``), so both report alike.
+    """
+    if report is not None:
+        step = FilterStep(name, hosts_in, hosts_out)
+        if rejected:
+            step.rejected.update(rejected)
+        report.steps.append(step)
+    if hosts_out:
+        return True
+    request_id = _request_id(spec_obj)
+    if not hosts_in:
+        # Nothing to blame a filter for.
+        LOG.info('No host to filter for the request with '
+                 'instance ID %s', request_id)
+        return False
+    LOG.info('Filtering removed all hosts for the request with '
+             'instance ID %(uuid)s: filter %(name)s left none of '
+             '%(count)d host(s). Filter results: %(walk)s',
+             {'uuid': request_id, 'name': name, 'count': hosts_in,
+              'walk': report.summary() if report else name})
+    return False
 
 
 def _request_id(spec_obj) -> str:

@@ -30,6 +30,11 @@ class ComputeFilter(base.BaseHostFilter):
                 self.host_passes(host, spec_obj)
         return passed
 
+    def filter_columns(self, columns, spec_obj):
+        """``filter_all`` over columns (``scheduler.columns``)."""
+        return (~columns.disabled & ~columns.forced_down
+                & (columns.received_at >= liveness.cutoff()))
+
     def host_passes(self, host_state, spec_obj) -> bool:
         if host_state.disabled:
             LOG.debug('%(host)s is disabled, reason: %(reason)s',

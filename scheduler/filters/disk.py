@@ -35,6 +35,13 @@ class DiskFilter(base.RequestScopedFilter):
             return False
         return self._usable_mb(host_state) >= requested_mb
 
+    def filter_columns(self, columns, requested_mb: int):
+        """``passes`` over columns (``scheduler.columns``)."""
+        total = columns.local_gb * 1024
+        usable = total * columns.ratio('disk') - (
+            total - columns.free_disk_gb * 1024)
+        return (requested_mb <= total) & (usable >= requested_mb)
+
     def host_limits(self, host_state, spec_obj) -> dict:
         """How far the compute (and the claim) may oversubscribe disk."""
         return {'disk_gb': self._limit_gb(host_state)}

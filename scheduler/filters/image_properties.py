@@ -11,6 +11,13 @@ from scheduler.resources import images
 CONF = cfg.CONF
 
 
+class _Supported:
+    """A host reduced to its ``supported_instances``."""
+
+    def __init__(self, supported: tuple):
+        self.supported_instances = [list(t) for t in supported]
+
+
 class ImagePropertiesFilter(base.RequestScopedFilter):
     """Passes hosts that support the image's ``hw_architecture``,
     ``img_hv_type`` and ``hw_vm_mode`` (one ``supported_instances``
@@ -82,6 +89,16 @@ class ImagePropertiesFilter(base.RequestScopedFilter):
                 return ('maxphysaddr bits %s < the image\'s '
                         'hw_maxphysaddr_bits %d' % (have, bits))
         return None
+
+    def filter_columns(self, columns, prepared):
+        """Once per distinct ``supported_instances`` when the image asks
+        only for an architecture, hypervisor type or VM mode; per host
+        (None) when it names a version or address bits."""
+        wanted, predicates, version, bits = prepared
+        if predicates is not None or bits is not None:
+            return None
+        return columns.code_mask('supported', lambda supported: (
+            self._problem(_Supported(supported), prepared) is None))
 
     def passes(self, host_state, prepared) -> bool:
         return self._problem(host_state, prepared) is None

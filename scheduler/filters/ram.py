@@ -23,6 +23,13 @@ class RamFilter(base.RequestScopedFilter):
         limit = self._limit(host_state)
         return limit - host_state.memory_mb_used >= requested
 
+    def filter_columns(self, columns, requested: int):
+        """``passes`` over columns (``scheduler.columns``)."""
+        total = columns.memory_mb
+        return (requested <= total) & (
+            total * columns.ratio('ram') - columns.memory_mb_used
+            >= requested)
+
     def host_limits(self, host_state, spec_obj) -> dict:
         """How far the compute (and the claim) may oversubscribe RAM."""
         return {'memory_mb': self._limit(host_state)}

@@ -23,6 +23,12 @@ class VCPUFilter(base.RequestScopedFilter):
             return False
         return self._limit(host_state) - host_state.vcpus_used >= requested
 
+    def filter_columns(self, columns, requested: int):
+        """``passes`` over columns (``scheduler.columns``)."""
+        total = columns.vcpus
+        return (total == 0) | ((requested <= total) & (
+            total * columns.ratio('cpu') - columns.vcpus_used >= requested))
+
     def host_limits(self, host_state, spec_obj) -> dict:
         """How far the compute (and the claim) may oversubscribe vCPUs."""
         if not host_state.vcpus:

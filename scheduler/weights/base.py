@@ -3,6 +3,7 @@
 import dataclasses
 import typing
 
+import numpy as np
 from oslo_config import cfg
 from oslo_log import log as logging
 
@@ -118,6 +119,15 @@ class BaseHostWeigher:
             if key in host.aggregate_keys:
                 multipliers[i] = aggregate_override(host, key, default)
         return multipliers
+
+    def column_multipliers(self, columns):
+        """``weight_multipliers`` over columns (``scheduler.columns``):
+        the configured multiplier, or the host's aggregate override."""
+        default = float(self.configured_multiplier())
+        if self.multiplier_option is None:
+            return np.full(len(columns), default)
+        override = columns.aggregate_number(self.multiplier_option)
+        return np.where(np.isnan(override), default, override)
 
     def _weigh_object(self, host_state, spec_obj) -> float:
         raise NotImplementedError()

@@ -22,5 +22,11 @@ class BuildFailureWeigher(base.BaseHostWeigher):
     def weight_multipliers(self, hosts: list) -> list:
         return [-m for m in super().weight_multipliers(hosts)]
 
+    def column_multipliers(self, columns):
+        return -super().column_multipliers(columns)
+
+    def weigh_columns(self, columns, spec_obj):
+        return columns.failed_builds
+
     def _weigh_object(self, host_state, spec_obj) -> float:
         return host_state.failed_builds

@@ -11,6 +11,9 @@ class CPUWeigher(base.BaseHostWeigher):
     minval = 0
     multiplier_option = 'cpu_weight_multiplier'
 
+    def weigh_columns(self, columns, spec_obj):
+        return columns.vcpus * columns.ratio('cpu') - columns.vcpus_used
+
     def _weigh_object(self, host_state, spec_obj) -> float:
         total = host_state.vcpus * host_state.allocation_ratio('cpu')
         return total - host_state.vcpus_used

@@ -30,6 +30,10 @@ class CrossCellWeigher(base.BaseHostWeigher):
 
     multiplier_option = 'cross_cell_move_weight_multiplier'
 
+    def weigh_columns(self, columns, spec_obj):
+        """0 everywhere, or None (per host) on a cross-cell move."""
+        return 0.0 if preferred_cell(spec_obj) is None else None
+
     def weigh_objects(self, weighed_hosts: list, spec_obj) -> list:
         cell = preferred_cell(spec_obj)
         if cell is None:

@@ -12,5 +12,8 @@ class DiskWeigher(base.BaseHostWeigher):
     minval = 0
     multiplier_option = 'disk_weight_multiplier'
 
+    def weigh_columns(self, columns, spec_obj):
+        return columns.free_disk_mb
+
     def _weigh_object(self, host_state, spec_obj) -> float:
         return host_state.free_disk_mb

@@ -13,5 +13,8 @@ class HypervisorVersionWeigher(base.BaseHostWeigher):
 
     multiplier_option = 'hypervisor_version_weight_multiplier'
 
+    def weigh_columns(self, columns, spec_obj):
+        return columns.hypervisor_version
+
     def _weigh_object(self, host_state, spec_obj) -> float:
         return host_state.hypervisor_version or 0

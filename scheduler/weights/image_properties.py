@@ -55,6 +55,14 @@ class ImagePropertiesWeigher(base.BaseHostWeigher):
 
     multiplier_option = 'image_props_weight_multiplier'
 
+    def weigh_columns(self, columns, spec_obj):
+        """0 everywhere when off or for an image without properties;
+        else None (per host)."""
+        if CONF.filter_scheduler.image_props_weight_multiplier == 0.0 or \
+                not requested_properties(spec_obj):
+            return 0.0
+        return None
+
     def weigh_objects(self, weighed_hosts: list, spec_obj) -> list:
         if CONF.filter_scheduler.image_props_weight_multiplier == 0.0:
             return [0.0] * len(weighed_hosts)

@@ -15,5 +15,8 @@ class IoOpsWeigher(base.BaseHostWeigher):
     minval = 0
     multiplier_option = 'io_ops_weight_multiplier'
 
+    def weigh_columns(self, columns, spec_obj):
+        return columns.num_io_ops
+
     def _weigh_object(self, host_state, spec_obj) -> float:
         return host_state.num_io_ops

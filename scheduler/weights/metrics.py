@@ -30,6 +30,12 @@ class MetricsWeigher(base.BaseHostWeigher):
     def configured_multiplier(self) -> float:
         return CONF.metrics.weight_multiplier
 
+    def weigh_columns(self, columns, spec_obj):
+        """0 everywhere without a weighed metric; else None (per host)."""
+        if any(ratio for _name, ratio in metrics_filter.weight_setting()):
+            return None
+        return 0.0
+
     def weigh_objects(self, weighed_hosts: list, spec_obj) -> list:
         setting = [(name, ratio) for name, ratio
                    in metrics_filter.weight_setting() if ratio]

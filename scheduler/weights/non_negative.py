@@ -7,6 +7,7 @@ the configuration is loaded (``min=0.0``); an aggregate override
 treated as ``0.0`` (the weigher off for that host).
 """
 
+import numpy as np
 from oslo_log import log as logging
 
 LOG = logging.getLogger(__name__)
@@ -39,6 +40,15 @@ class NonNegativeMultiplier:
         value = super().weight_multiplier(host_state)
         return value if host_state is None else _clip(self, host_state,
                                                       value)
+
+    def column_multipliers(self, columns):
+        values = super().column_multipliers(columns)
+        negative = np.flatnonzero(values < 0)
+        if len(negative):
+            views = columns.views()
+            for i in negative.tolist():
+                values[i] = _clip(self, views[i], values[i])
+        return values
 
     def weight_multipliers(self, hosts: list) -> list:
         return [_clip(self, host, value) for host, value in

@@ -12,5 +12,8 @@ class NumInstancesWeigher(base.BaseHostWeigher):
 
     multiplier_option = 'num_instances_weight_multiplier'
 
+    def weigh_columns(self, columns, spec_obj):
+        return columns.num_instances
+
     def _weigh_object(self, host_state, spec_obj) -> float:
         return host_state.num_instances

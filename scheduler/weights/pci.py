@@ -24,6 +24,11 @@ class PCIWeigher(non_negative.NonNegativeMultiplier, base.BaseHostWeigher):
 
     multiplier_option = 'pci_weight_multiplier'
 
+    def weigh_columns(self, columns, spec_obj):
+        """Minus the free devices for a request without PCI requests;
+        else None (per host)."""
+        return None if pci.wanted_devices(spec_obj) else -columns.pci_free
+
     def weigh_objects(self, weighed_hosts: list, spec_obj) -> list:
         hosts = [w.obj for w in weighed_hosts]
         if not hosts:

@@ -11,5 +11,8 @@ class RAMWeigher(base.BaseHostWeigher):
     minval = 0
     multiplier_option = 'ram_weight_multiplier'
 
+    def weigh_columns(self, columns, spec_obj):
+        return columns.free_ram_mb
+
     def _weigh_object(self, host_state, spec_obj) -> float:
         return host_state.free_ram_mb

@@ -19,6 +19,12 @@ class ServerGroupSoftAffinityWeigher(non_negative.NonNegativeMultiplier,
 
     multiplier_option = 'soft_affinity_weight_multiplier'
 
+    def weigh_columns(self, columns, spec_obj):
+        """0 everywhere outside a soft-affinity group; else None (per host)."""
+        if server_groups.group_of(spec_obj, POLICY) is None:
+            return 0.0
+        return None
+
     def weigh_objects(self, weighed_hosts: list, spec_obj) -> list:
         counts = server_groups.member_counts(
             [w.obj for w in weighed_hosts], spec_obj, POLICY)

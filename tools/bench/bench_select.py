@@ -8,8 +8,13 @@ addresses are used; every loop is bounded.
     python tools/bench/bench_select.py                     # both modes
     python tools/bench/bench_select.py --mode inprocess --hosts 1000
     python tools/bench/bench_select.py --mode rabbit --requests 200
+    python tools/bench/bench_select.py --mode inprocess --hosts 100000 \
+        --instances 1 --columnar on --requests 50
 
-In process, the filter scheduler runs the configured filters and
+In process, requests of 1 and of 10 instances are timed with
+``[filter_scheduler] columnar`` off (host by host) and on, and the
+process's resident memory is printed with the fleet loaded.  The
+filter scheduler runs the configured filters and
 weighers (the defaults unless ``--config-file`` says otherwise) on
 ``HostState`` objects in memory, claiming as it goes in an in-memory
 SQLite inventory (each claim is a real transaction).  Over RabbitMQ, a
@@ -62,12 +67,12 @@ def make_fleet(count: int) -> tuple:
     return states, zones
 
 
-def make_spec(i: int) -> objects.RequestSpec:
+def make_spec(i: int, instances: int = 1) -> objects.RequestSpec:
     return objects.RequestSpec(
         flavor=objects.Flavor(memory_mb=2048, vcpus=2, root_gb=20,
                               extra_specs={}),
         image=objects.ImageMeta(properties={'hw_architecture': 'x86_64'}),
-        availability_zone='az%d' % (1 + i % 2), num_instances=1,
+        availability_zone='az%d' % (1 + i % 2), num_instances=instances,
         project_id='bench', user_id='bench')
 
 
@@ -88,35 +93,64 @@ def memory_inventory() -> None:
     migration.db_sync()
 
 
-def time_inprocess(hosts: int, requests: int) -> tuple:
-    """``(samples in seconds, wall seconds)`` of in-process requests."""
+def inprocess_driver(hosts: int):
+    """A filter scheduler over ``hosts`` hosts in memory, claims in an
+    in-memory SQLite inventory; with the seconds the fleet took to load.
+    """
     from scheduler import concurrency
     from scheduler.drivers import filter_scheduler
     from scheduler import host_manager
     # The service's runtime settings, so the figures are comparable.
     concurrency.tune_garbage_collector()
+    # A big fleet takes minutes to load: no host may age out meanwhile.
+    CONF.set_override('service_down_time', 86400, group='scheduler')
     memory_inventory()
     manager = host_manager.HostManager()
+    t0 = time.perf_counter()
     states, zones = make_fleet(hosts)
     manager.update_aggregates(zones)
     for state in states:
         manager.update_from_report(state)
     manager.flush()
+    del states
     driver = filter_scheduler.FilterScheduler(host_manager=manager)
+    return driver, time.perf_counter() - t0
+
+
+def time_inprocess(driver, requests: int, instances: int = 1,
+                   columnar: bool = True) -> tuple:
+    """``(samples in seconds, wall seconds)`` of in-process requests of
+    ``instances`` instances each."""
+    CONF.set_override('columnar', columnar, group='filter_scheduler')
     ctxt = context.get_admin_context()
+    # One untimed request: the columns are built on the first one.
+    driver.select_destinations(ctxt, make_spec(0, instances),
+                               [str(uuid.uuid4()) for _ in range(instances)],
+                               return_alternates=True)
     samples = []
     start = time.perf_counter()
     for i in range(requests):
+        uuids = [str(uuid.uuid4()) for _ in range(instances)]
         t0 = time.perf_counter()
-        driver.select_destinations(ctxt, make_spec(i), [str(uuid.uuid4())],
+        driver.select_destinations(ctxt, make_spec(i, instances), uuids,
                                    return_alternates=True)
         samples.append(time.perf_counter() - t0)
     return samples, time.perf_counter() - start
 
 
-def bench_inprocess(hosts: int, requests: int) -> None:
-    samples, wall = time_inprocess(hosts, requests)
-    summarize('in process, %d hosts' % hosts, samples, wall)
+def bench_inprocess(hosts: int, requests: int, instances: list,
+                    modes: list) -> None:
+    driver, load_s = inprocess_driver(hosts)
+    print('in process, %d hosts: fleet loaded in %.1f s, RSS %.0f MB'
+          % (hosts, load_s, _rss_mb(os.getpid())))
+    for columnar in modes:
+        for k in instances:
+            samples, wall = time_inprocess(driver, requests, k, columnar)
+            summarize('in process, %d hosts, k=%d, %s'
+                      % (hosts, k, 'columnar' if columnar else 'per host'),
+                      samples, wall)
+    print('in process, %d hosts: RSS %.0f MB after the requests'
+          % (hosts, _rss_mb(os.getpid())))
 
 
 def _rss_mb(pid: int) -> float:
@@ -230,6 +264,12 @@ def main() -> None:
     parser.add_argument('--hosts', type=int, action='append',
                         help='fleet size (repeatable; default 1000, 10000)')
     parser.add_argument('--requests', type=int, default=200)
+    parser.add_argument('--instances', type=int, action='append',
+                        help='instances per request in process '
+                             '(repeatable; default 1 and 10)')
+    parser.add_argument('--columnar', choices=['on', 'off', 'both'],
+                        default='both',
+                        help='in process: [filter_scheduler] columnar')
     parser.add_argument('--concurrency', type=int, default=8)
     parser.add_argument('--config-file', action='append', default=[])
     args = parser.parse_args()
@@ -240,7 +280,9 @@ def main() -> None:
                       setup_logging=False)
     for hosts in args.hosts or [1000, 10000]:
         if args.mode in ('inprocess', 'all'):
-            bench_inprocess(hosts, args.requests)
+            bench_inprocess(hosts, args.requests, args.instances or [1, 10],
+                            {'on': [True], 'off': [False],
+                             'both': [False, True]}[args.columnar])
         if args.mode in ('rabbit', 'all'):
             bench_rabbit(hosts, args.requests, args.concurrency)
 

@@ -32,7 +32,8 @@ WIDTH, HEIGHT, MARGIN = 640, 400, 60
 def measure(sizes: list, requests: int) -> list:
     rows = []
     for hosts in sizes:
-        samples, _wall = bench_select.time_inprocess(hosts, requests)
+        driver, _load = bench_select.inprocess_driver(hosts)
+        samples, _wall = bench_select.time_inprocess(driver, requests)
         ms = sorted(x * 1000 for x in samples)
         rows.append({'hosts': hosts, 'median': statistics.median(ms),
                      'p95': ms[min(len(ms) - 1,

@@ -1,0 +1,624 @@
+"""Hosts as columns: the filter scheduler's vectorised fast path.
+
+Walking ten thousand ``HostView`` objects per filter and per weigher
+costs Python work per host; the same tests over numpy arrays cost a few
+machine instructions per host.  This module keeps, next to the views,
+one array per number the in-tree filters and weighers read (RAM, disk
+and vCPU totals and usage, effective allocation ratios, instance and IO
+counts, failed builds, liveness...) and integer codes for categorical
+values (the host's zones, its supported instance types), and runs the
+filter walk and the weighing over them.
+
+Exactly the same decisions as the per-host path
+(``filters.HostFilterHandler`` then ``weights.HostWeightHandler``):
+
+* the arithmetic is the per-host arithmetic, operation for operation,
+  in float64 (every integer a report carries is exact there), so masks
+  are equal and weights are equal to the bit;
+* the filter walk (counts per filter, log lines) is the handler's;
+* the ranking is the per-host stable sort (ties keep the candidates'
+  order, which for the second instance of a request is the first
+  instance's ranking), found by partial selection: only the best few
+  hosts are ever sorted.
+
+The authoring API for plugins (``scheduler/filters/base.py``,
+``scheduler/weights/base.py``):
+
+* a filter may define ``filter_columns(columns, prepared)`` returning a
+  boolean array over ``columns`` (the candidates, in order);
+  ``prepared`` is ``prepare(spec_obj)`` for a ``RequestScopedFilter``
+  (``SKIP`` never reaches it: every host passes) and the request itself
+  for any other filter; returning ``None`` means "not for this request:
+  run me per host";
+* a weigher may define ``weigh_columns(columns, spec_obj)`` returning
+  the raw weights as an array (or ``None``: per host), and
+  ``column_multipliers(columns)`` for its multipliers (the base class
+  has one that honours ``multiplier_option`` and aggregate overrides).
+
+A vector form counts only when it is defined by the same class as the
+per-host methods it stands for, or by a subclass of it: a subclass of
+``RamFilter`` that overrides ``passes`` runs per host, as its author
+wrote it.  A filter or weigher without a vector form runs per host on
+the survivors only, so out-of-tree plugins behave exactly as before.
+Raw weights of a per-host weigher must not depend on the order of the
+hosts (none does: normalisation does not).
+
+Consistency: ``ColumnStore`` is told by the HostManager of every view it
+composes or drops (``HostManager.watch_views``).  A request works on a
+``Snapshot`` (copies of the arrays, taken once), so that reports
+arriving while it runs change nothing for it, as the per-host path
+keeps the views it started with.
+"""
+
+import itertools
+import typing
+
+import numpy as np
+
+from scheduler import concurrency
+from scheduler.filters import base as filters_base
+from scheduler.resources import aggregates as aggregates_res
+from scheduler.weights import base as weights_base
+
+#: float64 columns.  ``disk_available_least`` is NaN when not reported;
+#: ratios are the effective ones (aggregate overrides applied).
+NUMBERS = ('memory_mb', 'memory_mb_used', 'local_gb', 'local_gb_used',
+           'disk_available_least', 'vcpus', 'vcpus_used', 'ram_ratio',
+           'cpu_ratio', 'disk_ratio', 'num_instances', 'num_io_ops',
+           'failed_builds', 'hypervisor_version', 'received_at', 'pci_free')
+#: Boolean columns.
+FLAGS = ('disabled', 'forced_down')
+#: Categorical columns: int32 codes of interned values.
+CODES = ('zones', 'supported')
+
+
+def _row(view) -> tuple:
+    """What the columns hold for ``view``, in NUMBERS, FLAGS, CODES order
+    (codes as the values to intern)."""
+    least = view.disk_available_least
+    return ((view.memory_mb, view.memory_mb_used, view.local_gb,
+             view.local_gb_used, np.nan if least is None else least,
+             view.vcpus, view.vcpus_used, view.allocation_ratio('ram'),
+             view.allocation_ratio('cpu'), view.allocation_ratio('disk'),
+             view.num_instances, view.num_io_ops, view.failed_builds,
+             view.hypervisor_version or 0, view.received_at,
+             sum(pool.count for pool in view.pci_pools or ())),
+            (bool(view.disabled), bool(view.forced_down)),
+            (frozenset(view.availability_zones),
+             tuple(tuple(t) for t in view.supported_instances or ())))
+
+
+def aggregate_number(view, key: str) -> float:
+    """Metadata ``key`` of the host's aggregates as a number (the
+    smallest of several), or NaN when unset or unreadable: what
+    ``BaseHostWeigher.weight_multipliers`` replaces by the default."""
+    raw = view.aggregate_values(key)
+    if not raw:
+        return np.nan
+    value = aggregates_res.smallest_value(raw, key, None)
+    return np.nan if value is None else float(value)
+
+
+class _Interner:
+    """Value <-> code; append-only, so a code never changes meaning."""
+
+    def __init__(self):
+        self.codes: dict = {}
+        self.values: list = []
+
+    def code(self, value) -> int:
+        code = self.codes.get(value)
+        if code is None:
+            code = self.codes[value] = len(self.values)
+            self.values.append(value)
+        return code
+
+
+class _Arrays:
+    """One array per column, rows grown by doubling."""
+
+    def __init__(self, capacity: int):
+        self.data = {name: np.zeros(capacity) for name in NUMBERS}
+        self.data.update({name: np.zeros(capacity, bool) for name in FLAGS})
+        self.data.update({name: np.zeros(capacity, np.int32)
+                          for name in CODES})
+        #: Metadata key -> aggregate_number column, for keys asked for.
+        self.agg: dict = {}
+
+    def grow(self, capacity: int) -> None:
+        for table in (self.data, self.agg):
+            for name, old in table.items():
+                new = np.zeros(capacity, old.dtype)
+                new[:len(old)] = old
+                table[name] = new
+
+    def put(self, row: int, view, interners: dict) -> None:
+        numbers, flags, codes = _row(view)
+        data = self.data
+        for name, value in zip(NUMBERS, numbers):
+            data[name][row] = value
+        for name, value in zip(FLAGS, flags):
+            data[name][row] = value
+        for name, value in zip(CODES, codes):
+            data[name][row] = interners[name].code(value)
+        for key, column in self.agg.items():
+            column[row] = aggregate_number(view, key)
+
+    def copy(self, size: int) -> '_Arrays':
+        new = _Arrays.__new__(_Arrays)
+        new.data = {name: a[:size].copy() for name, a in self.data.items()}
+        new.agg = {key: a[:size].copy() for key, a in self.agg.items()}
+        return new
+
+
+class ColumnStore:
+    """The columns of every host view the HostManager composed.
+
+    A watcher of ``HostManager.watch_views``: ``view_changed`` and
+    ``view_removed`` are O(1) (one row).  Rows of removed views are
+    reused; the candidates' order (the HostManager's, which decides
+    ties) is kept as an insertion sequence number per row.
+    """
+
+    def __init__(self, capacity: int = 1024):
+        self._lock = concurrency.native_lock()
+        self._arrays = _Arrays(capacity)
+        self._capacity = capacity
+        self._size = 0
+        self._rows: dict = {}
+        self._views: list = []
+        self._seq = np.zeros(capacity, np.int64)
+        self._next_seq = 0
+        self._free: list = []
+        self._ordered = None
+        self.interners = {name: _Interner() for name in CODES}
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def view_changed(self, key, view) -> None:
+        with self._lock:
+            row = self._rows.get(key)
+            if row is None:
+                row = self._free.pop() if self._free else self._new_row()
+                self._rows[key] = row
+                self._seq[row] = self._next_seq
+                self._next_seq += 1
+                self._ordered = None
+            self._views[row] = view
+            self._arrays.put(row, view, self.interners)
+
+    def view_removed(self, key) -> None:
+        with self._lock:
+            row = self._rows.pop(key, None)
+            if row is None:
+                return
+            self._views[row] = None
+            self._free.append(row)
+            self._ordered = None
+
+    def _new_row(self) -> int:
+        if self._size == self._capacity:
+            self._capacity *= 2
+            self._arrays.grow(self._capacity)
+            seq = np.zeros(self._capacity, np.int64)
+            seq[:self._size] = self._seq[:self._size]
+            self._seq = seq
+        self._views.append(None)
+        self._size += 1
+        return self._size - 1
+
+    def row_of(self, key) -> int | None:
+        return self._rows.get(key)
+
+    def snapshot(self) -> 'Snapshot':
+        """The columns as they are now, for one request."""
+        with self._lock:
+            if self._ordered is None:
+                used = np.fromiter(self._rows.values(), np.int64,
+                                   len(self._rows))
+                self._ordered = used[np.argsort(self._seq[used],
+                                                kind='stable')]
+            return Snapshot(self, self._arrays.copy(self._size),
+                            list(self._views), self._ordered)
+
+    def aggregate_column(self, key: str, size: int) -> np.ndarray:
+        """Start keeping ``aggregate_number(view, key)`` for every row;
+        a copy of its first ``size`` rows (a snapshot's)."""
+        with self._lock:
+            column = self._arrays.agg.get(key)
+            if column is None:
+                column = np.full(self._capacity, np.nan)
+                for row, view in enumerate(self._views):
+                    if view is not None:
+                        column[row] = aggregate_number(view, key)
+                self._arrays.agg[key] = column
+            return column[:size].copy()
+
+
+class Snapshot:
+    """The columns one request works on; only the request changes them
+    (the chosen host's row, after a claim)."""
+
+    def __init__(self, store: ColumnStore, arrays: _Arrays, views: list,
+                 ordered: np.ndarray):
+        self.store = store
+        self.arrays = arrays
+        self.views = views
+        #: Rows of every host, in the HostManager's order.
+        self.ordered = ordered
+
+    def column(self, name: str) -> np.ndarray:
+        return self.arrays.data[name]
+
+    def aggregate_column(self, key: str) -> np.ndarray:
+        column = self.arrays.agg.get(key)
+        if column is None:
+            # First use of this key in this process: taken from the live
+            # store, then patched to this snapshot's views.
+            column = self.store.aggregate_column(key, len(self.views))
+            for row, view in enumerate(self.views):
+                if view is not None and \
+                        self.store._views[row] is not view:
+                    column[row] = aggregate_number(view, key)
+            self.arrays.agg[key] = column
+        return column
+
+    def put(self, row: int, view) -> None:
+        """Replace ``row``'s values by ``view``'s (a claimed host)."""
+        with self.store._lock:
+            self.arrays.put(row, view, self.store.interners)
+        self.views[row] = view
+
+    def row_of(self, key) -> int | None:
+        """The row of node ``key`` in this snapshot, if it has one."""
+        row = self.store.row_of(key)
+        if row is not None and row < len(self.views) and \
+                self.views[row] is not None and self.views[row].key() == key:
+            return row
+        # The live store moved the node since (dropped, re-added).
+        for row, other in enumerate(self.views):
+            if other is not None and other.key() == key:
+                return row
+        return None
+
+
+class Columns:
+    """The candidates' columns, aligned with the candidates' order.
+
+    What ``filter_columns`` and ``weigh_columns`` receive: attributes
+    named as in ``NUMBERS`` and ``FLAGS`` (gathered on first use), the
+    derived values of ``HostResources`` under the same names
+    (``free_ram_mb``, ``free_disk_mb``...), and helpers for categorical
+    values and aggregate metadata.
+    """
+
+    def __init__(self, snapshot: Snapshot, rows: np.ndarray):
+        self.snapshot = snapshot
+        self.rows = rows
+        self._cache: dict = {}
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        if name.startswith('_') or name not in self.snapshot.arrays.data:
+            raise AttributeError(name)
+        cache = self.__dict__['_cache']
+        value = cache.get(name)
+        if value is None:
+            value = cache[name] = self.snapshot.column(name)[self.rows]
+        return value
+
+    def ratio(self, resource: str) -> np.ndarray:
+        """Effective allocation ratio of ``'cpu'``, ``'ram'``, ``'disk'``."""
+        return getattr(self, '%s_ratio' % resource)
+
+    @property
+    def free_ram_mb(self) -> np.ndarray:
+        return self.memory_mb - self.memory_mb_used
+
+    @property
+    def free_disk_gb(self) -> np.ndarray:
+        """``scheduler.resources.compute.free_disk_gb``: capped by
+        ``disk_available_least`` where reported (NaN elsewhere)."""
+        return np.fmin(self.local_gb - self.local_gb_used,
+                       self.disk_available_least)
+
+    @property
+    def free_disk_mb(self) -> np.ndarray:
+        return self.free_disk_gb * 1024
+
+    def code_mask(self, name: str,
+                  predicate: typing.Callable[[typing.Any], bool]
+                  ) -> np.ndarray:
+        """Hosts whose categorical value ``name`` satisfies ``predicate``
+        (asked once per distinct value, not once per host)."""
+        values = self.snapshot.store.interners[name].values
+        table = np.fromiter((bool(predicate(v)) for v in list(values)),
+                            bool)
+        return table[getattr(self, name)]
+
+    def aggregate_number(self, key: str) -> np.ndarray:
+        """``aggregate_number`` of metadata ``key`` per candidate."""
+        return self.snapshot.aggregate_column(key)[self.rows]
+
+    def views(self) -> list:
+        """The candidates' HostViews, in order (for per-host plugins)."""
+        views = self.snapshot.views
+        return [views[r] for r in self.rows.tolist()]
+
+
+def vector_form(plugin, name: str, per_host: tuple):
+    """``plugin``'s bound method ``name`` if it stands for ``per_host``:
+    defined by the class that defines the last of those, or a subclass."""
+    mro = type(plugin).__mro__
+
+    def owner(attr):
+        for depth, cls in enumerate(mro):
+            if attr in vars(cls):
+                return depth
+        return len(mro)
+
+    depth = owner(name)
+    if depth == len(mro) or any(owner(a) < depth for a in per_host):
+        return None
+    return getattr(plugin, name)
+
+
+_FILTER_METHODS = ('host_passes', 'filter_all', 'prepare', 'passes')
+_WEIGH_METHODS = ('_weigh_object', 'weigh_objects')
+_MULTIPLIER_METHODS = ('weight_multiplier', 'weight_multipliers')
+
+
+class Candidates:
+    """The hosts one instance of a request may go to.
+
+    ``rows`` in the snapshot, in a base order; ``previous`` the weights
+    the earlier instances of the request gave them (aligned with
+    ``rows``), which order ties as the per-host path's re-sorted list
+    does: the true order is by (-last weights, ..., -first weights,
+    base order).
+    """
+
+    def __init__(self, snapshot: Snapshot, rows: np.ndarray,
+                 previous: list | None = None):
+        self.snapshot = snapshot
+        self.rows = rows
+        self.previous = previous or []
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def take(self, positions) -> 'Candidates':
+        return Candidates(self.snapshot, self.rows[positions],
+                          [p[positions] for p in self.previous])
+
+    def in_order(self) -> 'Candidates':
+        """The same hosts with the true order as base order."""
+        if not self.previous:
+            return self
+        return Candidates(self.snapshot, self.rows[_order(self.previous,
+                                                          len(self))])
+
+
+def _order(keys: list, n: int, among: np.ndarray | None = None
+           ) -> np.ndarray:
+    """Positions sorted by descending ``keys`` (last is primary), then
+    ascending position; only ``among`` when given."""
+    pos = np.arange(n) if among is None else among
+    sort_keys = [pos] + [-(k if among is None else k[among]) for k in keys]
+    return pos[np.lexsort(sort_keys)]
+
+
+def _mapped(views: list, passed: list, flt) -> list:
+    index = {id(v): i for i, v in enumerate(views)}
+    try:
+        return [index[id(h)] for h in passed]
+    except KeyError:
+        raise TypeError('%s.filter_all returned a host it was not given'
+                        % flt.name())
+
+
+def filter_candidates(cands: Candidates, spec_obj, filters: list,
+                      index: int = 0,
+                      report: filters_base.FilterReport | None = None
+                      ) -> Candidates:
+    """``HostFilterHandler.get_filtered_objects`` over columns."""
+    rebuild = filters_base.request_is_rebuild(spec_obj)
+    for flt in filters:
+        if not filters_base.should_run(flt, index, rebuild):
+            continue
+        name = flt.name()
+        before = len(cands)
+        filters_base.LOG.debug('Starting with %d host(s) for %s', before,
+                               name)
+        mask = _filter_mask(flt, cands, spec_obj)
+        if mask is not None:
+            cands = cands.take(np.flatnonzero(mask))
+        else:
+            cands = cands.in_order()
+            views = Columns(cands.snapshot, cands.rows).views()
+            passed = list(flt.filter_all(views, spec_obj))
+            cands = cands.take(np.array(_mapped(views, passed, flt),
+                                        np.int64))
+        filters_base.LOG.debug('Filter %s returned %d host(s)', name,
+                               len(cands))
+        if not filters_base.record_step(report, name, before, len(cands),
+                                        spec_obj):
+            break
+    return cands
+
+
+def _filter_mask(flt, cands: Candidates, spec_obj):
+    """The filter's mask over ``cands``, or None to run it per host."""
+    method = vector_form(flt, 'filter_columns', _FILTER_METHODS)
+    if method is None:
+        if isinstance(flt, filters_base.RequestScopedFilter) and \
+                type(flt).filter_all is \
+                filters_base.RequestScopedFilter.filter_all and \
+                flt.prepare(spec_obj) is filters_base.SKIP:
+            # The base filter_all passes every host on SKIP.
+            return np.ones(len(cands), bool)
+        return None
+    if isinstance(flt, filters_base.RequestScopedFilter):
+        prepared = flt.prepare(spec_obj)
+        if prepared is filters_base.SKIP:
+            return np.ones(len(cands), bool)
+    else:
+        prepared = spec_obj
+    mask = method(Columns(cands.snapshot, cands.rows), prepared)
+    return None if mask is None else np.asarray(mask, bool)
+
+
+def weigh_candidates(cands: Candidates, spec_obj,
+                     weighers: list) -> 'Ranked':
+    """``HostWeightHandler.get_weighed_objects`` over columns (without
+    ``explain``)."""
+    n = len(cands)
+    totals = np.zeros(n)
+    if n <= 1:
+        return Ranked(cands, totals)
+    columns = Columns(cands.snapshot, cands.rows)
+    ordered = None
+    for weigher in weighers:
+        method = vector_form(weigher, 'column_multipliers',
+                             _MULTIPLIER_METHODS)
+        if method is not None:
+            multipliers = np.asarray(method(columns), float)
+        else:
+            if ordered is None:
+                ordered = _materialise(cands)
+            multipliers = np.array(weigher.weight_multipliers(
+                ordered[1]), float)[ordered[2]]
+        if not multipliers.any():
+            continue
+        method = vector_form(weigher, 'weigh_columns', _WEIGH_METHODS)
+        raw = None if method is None else method(columns, spec_obj)
+        if raw is None:
+            if ordered is None:
+                ordered = _materialise(cands)
+            raw = np.array(weigher.weigh_objects(
+                [weights_base.WeighedHost(v) for v in ordered[1]],
+                spec_obj), float)[ordered[2]]
+        raw = np.asarray(raw, float)
+        if np.ndim(raw) == 0:
+            raw = np.full(n, float(raw))
+        totals += multipliers * normalized(raw, weigher.minval,
+                                           weigher.maxval)
+    return Ranked(cands, totals)
+
+
+def _materialise(cands: Candidates) -> tuple:
+    """``(order, views in true order, positions back to base order)``."""
+    order = _order(cands.previous, len(cands)) if cands.previous \
+        else np.arange(len(cands))
+    views = Columns(cands.snapshot, cands.rows[order]).views()
+    back = np.empty(len(order), np.int64)
+    back[order] = np.arange(len(order))
+    return order, views, back
+
+
+def normalized(raw: np.ndarray, minval=None, maxval=None) -> np.ndarray:
+    """``weights.clamp`` then ``weights.normalize``, over arrays."""
+    if minval is not None or maxval is not None:
+        raw = np.clip(raw, -np.inf if minval is None else minval,
+                      np.inf if maxval is None else maxval)
+    high = float(raw.max() if maxval is None else maxval)
+    low = float(raw.min() if minval is None else minval)
+    if high == low:
+        return np.zeros(len(raw))
+    return (raw - low) / (high - low)
+
+
+def filter_and_weigh(cands: Candidates, spec_obj, index: int,
+                     report: filters_base.FilterReport | None,
+                     filters: list, weighers: list) -> 'Ranked':
+    """One instance's filter walk and ranking, over columns."""
+    return weigh_candidates(
+        filter_candidates(cands, spec_obj, filters, index, report),
+        spec_obj, weighers)
+
+
+class Ranked:
+    """The weighed candidates, best first, as a lazy sequence of
+    ``WeighedHost``: only as many hosts as are read are sorted."""
+
+    def __init__(self, cands: Candidates, weights: np.ndarray):
+        self.cands = cands
+        self.weights = weights
+        self._order = np.zeros(0, np.int64)
+        self._items: list = []
+
+    def __len__(self) -> int:
+        return len(self.cands)
+
+    def _known(self, count: int) -> None:
+        n = len(self.cands)
+        count = min(n, count)
+        if count <= len(self._order):
+            return
+        count = min(n, max(count, 2 * len(self._order), 8))
+        keys = self.cands.previous + [self.weights]
+        if count >= n // 2:
+            self._order = _order(keys, n)
+            return
+        # Partial selection: every host in the best ``count`` weighs at
+        # least the count-th weight; sort only those (ties included).
+        threshold = -np.partition(-self.weights, count - 1)[count - 1]
+        among = np.flatnonzero(self.weights >= threshold)
+        self._order = _order(keys, n, among)[:count]
+
+    def __getitem__(self, item):
+        if isinstance(item, slice):
+            start, stop, step = item.indices(len(self))
+            return [self[i] for i in range(start, stop, step)]
+        if item < 0:
+            item += len(self)
+        if not 0 <= item < len(self):
+            raise IndexError(item)
+        self._known(item + 1)
+        while len(self._items) <= item:
+            pos = int(self._order[len(self._items)])
+            self._items.append(weights_base.WeighedHost(
+                self.cands.snapshot.views[int(self.cands.rows[pos])],
+                float(self.weights[pos])))
+        return self._items[item]
+
+    def __iter__(self) -> typing.Iterator:
+        for i in itertools.count():
+            if i >= len(self):
+                return
+            yield self[i]
+
+    def after_claim(self, key, current) -> Candidates:
+        """The next instance's candidates: these hosts, the claimed one
+        (``key``) as ``current(view)`` gives it now."""
+        snapshot = self.cands.snapshot
+        row = snapshot.row_of(key)
+        if row is not None and (self.cands.rows == row).any():
+            view = snapshot.views[row]
+            fresh = current(view)
+            if fresh is not view:
+                snapshot.put(row, fresh)
+        return Candidates(snapshot, self.cands.rows,
+                          self.cands.previous + [self.weights])
+
+
+def candidates(store: ColumnStore, spec_obj) -> Candidates | None:
+    """Every host minus ``ignore_hosts``, as ``pipeline.candidates``;
+    None when the request needs the per-host path (forced hosts, a
+    requested destination)."""
+    if (spec_obj.obj_get('force_hosts') or spec_obj.obj_get('force_nodes')
+            or spec_obj.obj_get('requested_destination') is not None):
+        return None
+    snapshot = store.snapshot()
+    cands = Candidates(snapshot, snapshot.ordered)
+    ignored = {str(h).lower() for h in spec_obj.obj_get('ignore_hosts')
+               or ()}
+    if ignored:
+        views = snapshot.views
+        keep = [i for i, row in enumerate(cands.rows.tolist())
+                if views[row].host.lower() not in ignored]
+        cands = cands.take(np.array(keep, np.int64))
+    return cands

@@ -1,0 +1,260 @@
+"""The columnar path decides exactly as the per-host path.
+
+A property test generates random fleets (sizes, usage, ratios, zones
+and aggregates with ratio and weigher multiplier overrides, disabled,
+forced down and stale hosts), claims made before the request, and
+requests; both paths must give the same filter walk, the same hosts in
+the same order with the same weights, and, with the same seed, the
+same placements and alternates.  Small value ranges make ties common:
+ties are where an order mistake would show.
+"""
+
+import random
+
+from hypothesis import HealthCheck
+from hypothesis import Phase
+from hypothesis import event
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
+import numpy as np
+import pytest
+
+from scheduler import columns
+from scheduler.drivers import filter_scheduler
+from scheduler import exception
+from scheduler import filters
+from scheduler.filters import ram
+from scheduler import objects
+from scheduler.resources import liveness
+from tests.unit import fixtures
+
+NOW = 1_700_000_000.0
+
+MULTIPLIER_KEYS = ['ram_weight_multiplier', 'cpu_weight_multiplier',
+                   'disk_weight_multiplier', 'io_ops_weight_multiplier',
+                   'build_failure_weight_multiplier', 'pci_weight_multiplier',
+                   'num_instances_weight_multiplier',
+                   'hypervisor_version_weight_multiplier']
+EXTRA_FILTERS = ['NumInstancesFilter', 'IoOpsFilter']
+
+
+@st.composite
+def fleets(draw):
+    count = draw(st.integers(1, 24))
+    reports, ages = [], []
+    for i in range(count):
+        # Some hosts have two nodes: aggregates name hosts, not nodes.
+        host = 'h%d' % (i // 2 if draw(st.booleans()) else i)
+        memory = draw(st.sampled_from([2048, 4096, 8192]))
+        vcpus = draw(st.sampled_from([0, 4, 8, 16]))
+        disk = draw(st.sampled_from([20, 40, 80]))
+        pools = [objects.PciDevicePool(
+            vendor_id='8086', product_id='1520', numa_node=None, tags={},
+            count=draw(st.integers(1, 3)))] if draw(st.booleans()) else []
+        reports.append(fixtures.report(
+            host, 'n%d' % i, memory_mb=memory, vcpus=vcpus, local_gb=disk,
+            memory_mb_used=draw(st.sampled_from([0, 512, 1024, 3072])),
+            vcpus_used=draw(st.integers(0, 4)),
+            local_gb_used=draw(st.sampled_from([0, 5, 30])),
+            disk_available_least=draw(st.sampled_from([None, None, 3, 50])),
+            ram_allocation_ratio=draw(st.sampled_from([1.0, 1.5])),
+            cpu_allocation_ratio=draw(st.sampled_from([1.0, 4.0])),
+            disk_allocation_ratio=draw(st.sampled_from([1.0, 2.0])),
+            num_instances=draw(st.integers(0, 3)),
+            num_io_ops=draw(st.integers(0, 3)),
+            failed_builds=draw(st.sampled_from([0, 0, 1])),
+            hypervisor_version=draw(st.sampled_from([None, 1000, 2000])),
+            hypervisor_type='kvm',
+            supported_instances=draw(st.sampled_from(
+                [[['x86_64', 'kvm', 'hvm']]] * 4
+                + [[['aarch64', 'kvm', 'hvm']], []])),
+            disabled=draw(st.integers(0, 9)) == 0,
+            forced_down=draw(st.integers(0, 9)) == 0,
+            pci_pools=pools))
+        ages.append(draw(st.sampled_from([0] * 6 + [30, 1000])))
+    hosts = sorted({r.host for r in reports})
+    aggregates = []
+    for n in range(draw(st.integers(0, 3))):
+        metadata = {}
+        if draw(st.booleans()):
+            metadata['availability_zone'] = draw(st.sampled_from(
+                ['az1', 'az2']))
+        for key in draw(st.lists(st.sampled_from(
+                MULTIPLIER_KEYS + ['cpu_allocation_ratio',
+                                   'ram_allocation_ratio',
+                                   'disk_allocation_ratio']), max_size=3)):
+            metadata[key] = draw(st.sampled_from(
+                ['2.0', '0.5', '-1.0', '0', 'bad']))
+        aggregates.append(fixtures.aggregate(
+            'agg%d' % n, draw(st.lists(st.sampled_from(hosts),
+                                       unique=True)), metadata))
+    return reports, ages, aggregates
+
+
+@st.composite
+def requests(draw, hosts):
+    image = draw(st.sampled_from([None, {}, {'hw_architecture': 'x86_64'},
+                                  {'hw_architecture': 'x86_64',
+                                   'img_hv_type': 'kvm'},
+                                  {'hw_architecture': 'aarch64'}]))
+    extra = draw(st.sampled_from([{}, {'capabilities:hypervisor_type':
+                                       'kvm'}]))
+    spec = fixtures.request(
+        memory_mb=draw(st.sampled_from([256, 512, 512, 1024, 2048])),
+        vcpus=draw(st.integers(1, 2)),
+        root_gb=draw(st.sampled_from([0, 1, 10])),
+        swap=draw(st.sampled_from([0, 512])),
+        extra_specs=extra, image_properties=image,
+        num_instances=draw(st.integers(1, 4)),
+        availability_zone=draw(st.sampled_from([None] * 4
+                                               + ['az1', 'az2', 'nova'])),
+        project_id='p', user_id='u')
+    ignored = draw(st.lists(st.sampled_from(hosts), max_size=2))
+    if ignored:
+        spec.ignore_hosts = [h.upper() for h in ignored]
+    return spec
+
+
+def _configure(conf, draw):
+    for key in MULTIPLIER_KEYS:
+        if key == 'pci_weight_multiplier':
+            value = draw(st.sampled_from([0.0, 1.0]))
+        else:
+            value = draw(st.sampled_from([-1.0, 0.0, 1.0, 2.5]))
+        conf.config(**{key: value}, group='filter_scheduler')
+    enabled = fixtures.CORE_FILTERS + (
+        EXTRA_FILTERS if draw(st.booleans()) else [])
+    conf.config(enabled_filters=enabled,
+                host_subset_size=draw(st.integers(1, 3)),
+                shuffle_best_same_weighed_hosts=draw(st.booleans()),
+                group='filter_scheduler')
+    conf.config(max_attempts=3, group='scheduler')
+
+
+def _manager(reports, ages, aggregates):
+    manager = fixtures.manager_with((), aggregates)
+    for report, age in zip(reports, ages):
+        liveness.set_clock(lambda age=age: NOW - age)
+        manager.update_from_report(report)
+    liveness.set_clock(lambda: NOW)
+    return manager
+
+
+def _walk(report):
+    return [(s.name, s.hosts_in, s.hosts_out) for s in report.steps]
+
+
+def _ranking(weighed):
+    return [(w.obj.key(), w.weight) for w in weighed]
+
+
+def _select(driver, spec, uuids, columnar, conf, seed):
+    conf.config(columnar=columnar, group='filter_scheduler')
+    report = filters.FilterReport()
+    random.seed(seed)
+    try:
+        result = driver.select_destinations(None, spec.obj_clone(), uuids,
+                                            return_alternates=True,
+                                            report=report)
+        answer = [[(s.service_host, s.nodename, s.weight,
+                    s.limits.obj_to_primitive() if s.limits else None)
+                   for s in alts] for alts in result]
+    except exception.NoValidHost:
+        answer = 'NoValidHost'
+    driver.host_manager.usage_db.release(uuids)
+    driver.host_manager.refresh_nodes(
+        [s.key() for s in driver.host_manager.get_all_host_states()])
+    return answer, _walk(report)
+
+
+@pytest.fixture(autouse=True)
+def _clock():
+    yield
+    liveness.set_clock(None)
+
+
+# No shrinking: a failure prints its example at once (CI stays short).
+@settings(max_examples=120, deadline=None, derandomize=True,
+          phases=[Phase.explicit, Phase.reuse, Phase.generate],
+          suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                 HealthCheck.too_slow,
+                                 HealthCheck.data_too_large])
+@given(fleet=fleets(), data=st.data())
+def test_columnar_and_per_host_decide_alike(conf, fleet, data):
+    reports, ages, aggregates = fleet
+    _configure(conf, data.draw)
+    manager = _manager(reports, ages, aggregates)
+    driver = filter_scheduler.FilterScheduler(manager)
+    # Claims made before the request, laid over the reports.
+    views = manager.get_all_host_states()
+    for n, index in enumerate(data.draw(st.lists(
+            st.integers(0, len(views) - 1), max_size=3))):
+        try:
+            manager.claim(views[index], fixtures.request(memory_mb=512),
+                          fixtures.uuid(900 + n))
+        except exception.ClaimConflict:
+            pass
+    spec = data.draw(requests(sorted({r.host for r in reports})))
+
+    # One instance, stage by stage: walk, survivors, weights.
+    conf.config(columnar=True, group='filter_scheduler')
+    by_host, by_column = filters.FilterReport(), filters.FilterReport()
+    expected = driver.filter_and_weigh(
+        spec, driver.candidate_hosts(spec), 0, by_host)
+    cands = driver.column_candidates(spec, by_column)
+    assert cands is not None
+    got = driver.filter_and_weigh(spec, cands, 0, by_column)
+    event('survivors: %s' % min(len(expected), 4))
+    step = by_host.emptied_by()
+    event('emptied by %s' % (step.name if step else None))
+    assert _walk(by_column) == _walk(by_host)
+    assert [k for k, _w in _ranking(got)] == \
+        [k for k, _w in _ranking(expected)]
+    np.testing.assert_allclose([w for _k, w in _ranking(got)],
+                               [w for _k, w in _ranking(expected)],
+                               rtol=0, atol=1e-9)
+
+    # The whole request, claims included, with the same seed.
+    uuids = [fixtures.uuid(n + 1) for n in range(spec.num_instances)]
+    seed = data.draw(st.integers(0, 1000))
+    per_host = _select(driver, spec, uuids, False, conf, seed)
+    columnar = _select(driver, spec, uuids, True, conf, seed)
+    event('placed: %s' % (per_host[0] if isinstance(per_host[0], str)
+                          else len(per_host[0])))
+    assert columnar == per_host
+
+
+def test_a_subclass_overriding_the_per_host_test_loses_the_vector_form():
+    class Stricter(ram.RamFilter):
+        def passes(self, host_state, requested):
+            return False
+
+    assert columns.vector_form(ram.RamFilter(), 'filter_columns',
+                               columns._FILTER_METHODS) is not None
+    assert columns.vector_form(Stricter(), 'filter_columns',
+                               columns._FILTER_METHODS) is None
+
+
+def test_store_follows_reports_removals_and_aggregates(conf):
+    manager = fixtures.manager_with(
+        [fixtures.report('a'), fixtures.report('b')],
+        [fixtures.aggregate('fat', ['b'], {'ram_allocation_ratio': '3.0'})])
+    store = columns.ColumnStore(capacity=1)
+    manager.watch_views(store)
+    snap = store.snapshot()
+    views = [snap.views[r] for r in snap.ordered]
+    assert [v.host for v in views] == ['a', 'b']
+    assert snap.column('ram_ratio')[snap.ordered].tolist() == [1.0, 3.0]
+    # A new report changes one row; the snapshot taken before does not.
+    manager.update_from_report(fixtures.report('a', memory_mb_used=100))
+    assert snap.column('memory_mb_used')[snap.ordered].tolist() == [0, 0]
+    fresh = store.snapshot()
+    assert fresh.column('memory_mb_used')[fresh.ordered].tolist() == \
+        [100, 0]
+    # An aggregate change reaches the rows of its hosts.
+    manager.update_aggregates([objects.Aggregate(
+        name='fat', hosts=['a', 'b'],
+        metadata={'ram_allocation_ratio': '2.0'})])
+    fresh = store.snapshot()
+    assert fresh.column('ram_ratio')[fresh.ordered].tolist() == [2.0, 2.0]
