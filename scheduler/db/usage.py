@@ -210,22 +210,23 @@ def _lock_usage(session: orm.Session, keys: Iterable[Key]) -> dict:
 
 # --- claims ------------------------------------------------------------------
 
-def _ensure_usage_row(conn: sa.Connection, claim: ClaimRequest) -> bool:
+class _NoUsageRow(Exception):
+    """The node has no usage row yet (see ``_create_usage_row``)."""
+
+
+def _create_usage_row(claim: ClaimRequest) -> None:
     """Create the node's row from the worker's view of its last report.
 
     A node that reported but whose report no worker has written yet has
-    no row; the first claim on it writes one.  Two workers doing so at
-    once: the loser's INSERT fails on the unique key and it goes on with
-    the winner's row.  Returns whether the row had to be made.
+    no row; the first claim on it writes one, in a transaction of its
+    own: on MySQL/MariaDB a deadlock between two such inserts rolls
+    back the whole transaction, savepoints included.  Two workers doing
+    it at once: the loser's INSERT fails on the unique key, and it goes
+    on with the winner's row.
     """
-    exists = conn.execute(sa.select(_USAGE.id).where(
-        _USAGE.host == claim.host,
-        _USAGE.nodename == claim.nodename)).first()
-    if exists is not None:
-        return False
     rep = claim.reported
     try:
-        with conn.begin_nested():
+        with engine.get_engine().begin() as conn:
             conn.execute(sa.insert(_USAGE).values(
                 host=claim.host, nodename=claim.nodename,
                 reported_memory_mb=rep.get('memory_mb_used', 0),
@@ -236,7 +237,6 @@ def _ensure_usage_row(conn: sa.Connection, claim: ClaimRequest) -> bool:
                 generation=0, seq=_next_seq(conn)))
     except db_exc.DBDuplicateEntry:
         pass
-    return True
 
 
 def _naive(value: datetime.datetime | None) -> datetime.datetime | None:
@@ -276,12 +276,23 @@ def claim(request: ClaimRequest, replace: bool = False) -> dict:
     move; a pending one gives its usage back in the same transaction),
     and otherwise refused with ``AlreadyPlaced`` if it is pending.
     """
+    try:
+        return _claim(request, replace)
+    except _NoUsageRow:
+        _create_usage_row(request)
+        return _claim(request, replace)
+
+
+def _claim(request: ClaimRequest, replace: bool) -> dict:
     now = timeutils.utcnow()
     with engine.get_engine().begin() as conn:
         # The UPDATE first: on a node that has its row (nearly always)
         # that is the whole check, in one round trip.
-        if not _take(conn, request) and not (
-                _ensure_usage_row(conn, request) and _take(conn, request)):
+        if not _take(conn, request):
+            if conn.execute(sa.select(_USAGE.id).where(
+                    _USAGE.host == request.host,
+                    _USAGE.nodename == request.nodename)).first() is None:
+                raise _NoUsageRow()
             raise ClaimConflict('%s/%s' % (request.host, request.nodename))
         # A plain read first: locking a row that does not exist would take
         # a gap lock on MySQL/MariaDB, and two claims inserting into the

@@ -184,18 +184,21 @@ def _workers_of(pid: int) -> list:
     return [int(p) for p in out.split()]
 
 
-def test_kill_9_loses_nothing_a_caller_was_promised(cluster, conf,
-                                                    postgresql_url):
+@pytest.mark.parametrize('db', ['postgresql_url', 'mysql_url', 'sqlite'])
+def test_kill_9_loses_nothing_a_caller_was_promised(cluster, conf, request,
+                                                    tmp_path, db):
+    url = ('sqlite:///%s' % (tmp_path / 'inventory.sqlite')
+           if db == 'sqlite' else request.getfixturevalue(db))
     hosts, slots = 20, 5
     capacity = hosts * slots
-    cluster.start_scheduler(postgresql_url, name='sched-0',
+    cluster.start_scheduler(url, name='sched-0',
                             scheduler_opts=SCHEDULER_OPTS)
     cluster.start_sim(fleet=_fleet(cluster.tmp, hosts, slots))
     daemons.wait_for(
         lambda: cluster.api.explain(cluster.admin_ctxt, fixtures.request(
             memory_mb=SLOT_MB))['passed'] == hosts,
         60, what='every simulated host to report')
-    _use_inventory(conf, postgresql_url)
+    _use_inventory(conf, url)
     callers = Callers(cluster, threads=16, timeout=10)
     try:
         workers = _workers_of(cluster.scheduler.proc.pid)
@@ -217,7 +220,7 @@ def test_kill_9_loses_nothing_a_caller_was_promised(cluster, conf,
         cluster.scheduler.stop()
         held = sum(r['claimed_instances'] for r in usage.usage_get_all())
         assert held >= len(promised)
-        cluster.start_scheduler(postgresql_url, name='sched-1',
+        cluster.start_scheduler(url, name='sched-1',
                                 scheduler_opts=SCHEDULER_OPTS)
         rest = _placed(callers.place(capacity))
         assert len(rest) == capacity - held
