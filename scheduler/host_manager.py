@@ -29,6 +29,7 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from scheduler import concurrency
+from scheduler.db import usage
 from scheduler import exception
 from scheduler import host_view
 from scheduler import metrics
@@ -51,34 +52,24 @@ _SEQ_LOOKBACK = 16
 
 
 @dataclasses.dataclass
-class Claim:
+class Claim(usage.Placement):
     """Resources of one placed instance that no report includes yet."""
 
-    instance_uuid: str
-    host: str
-    nodename: str
-    memory_mb: int
-    vcpus: int
-    disk_gb: int
-    project_id: str | None = None
-    user_id: str | None = None
     claimed_at: float = dataclasses.field(default_factory=time.time)
-    #: NUMA cells and PCI devices taken, as the filters' claim_* return.
-    numa: list = dataclasses.field(default_factory=list)
-    pci: list = dataclasses.field(default_factory=list)
     status: str = 'claimed'
 
     @classmethod
     def from_row(cls, row: dict) -> 'Claim':
-        return cls(row['instance_uuid'], row['host'], row['nodename'],
-                   row['memory_mb'], row['vcpus'], row['disk_gb'],
-                   row.get('project_id'), row.get('user_id'),
-                   _timestamp(row['updated_at']) if row.get('updated_at')
-                   else time.time(),
-                   [tuple(x) for x in row.get('numa') or []],
-                   [(_pool_key(key), count)
-                    for key, count in row.get('pci') or []],
-                   row.get('status', 'claimed'))
+        return cls(
+            row['instance_uuid'], row['host'], row['nodename'],
+            row['memory_mb'], row['vcpus'], row['disk_gb'],
+            project_id=row.get('project_id'), user_id=row.get('user_id'),
+            numa=[tuple(x) for x in row.get('numa') or []],
+            pci=[(_pool_key(key), count)
+                 for key, count in row.get('pci') or []],
+            claimed_at=(_timestamp(row['updated_at'])
+                        if row.get('updated_at') else time.time()),
+            status=row.get('status', 'claimed'))
 
 
 def _inventory():
@@ -87,7 +78,6 @@ def _inventory():
 
 
 def _usage_store():
-    from scheduler.db import usage
     return usage
 
 
@@ -667,7 +657,6 @@ def _reported_values(view) -> dict:
 
 
 def _node_report(view):
-    from scheduler.db import usage
     return usage.NodeReport(
         host=view.host, nodename=view.nodename,
         memory_mb_used=view.memory_mb_used, vcpus_used=view.vcpus_used,

@@ -53,8 +53,8 @@ _CHECKED = (
 
 
 @dataclasses.dataclass
-class ClaimRequest:
-    """One instance's claim on one node."""
+class Placement:
+    """What one instance holds (or asks for) on one node."""
 
     instance_uuid: str
     host: str
@@ -64,13 +64,21 @@ class ClaimRequest:
     disk_gb: int
     project_id: str | None = None
     user_id: str | None = None
+    #: NUMA cells and PCI devices taken, as ``scheduler.resources``'
+    #: ``claim_numa`` / ``claim_pci`` return them.
+    numa: list = dataclasses.field(default_factory=list)
+    pci: list = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class ClaimRequest(Placement):
+    """One instance's claim on one node."""
+
     #: ``{'memory_mb': ..., 'vcpu': ..., 'disk_gb': ...}``: the most the
     #: node may hold of each; a resource without a limit is not checked.
     limits: dict = dataclasses.field(default_factory=dict)
     #: Only claim if the row is still at this generation (NUMA/PCI).
     generation: int | None = None
-    numa: list = dataclasses.field(default_factory=list)
-    pci: list = dataclasses.field(default_factory=list)
     #: The node's last report as the worker saw it, used to create the
     #: node's usage row if no report of it was written yet.
     reported: dict = dataclasses.field(default_factory=dict)
