@@ -8,6 +8,7 @@ them.
 
 import os
 
+import kombu
 from oslo_config import cfg
 import pytest
 
@@ -48,6 +49,9 @@ class Cluster:
         self.control_dir = str(tmp_path / 'control')
         os.makedirs(self.control_dir, exist_ok=True)
         self.daemons: list = []
+        self.server_names: set = set()
+        # Kept: a test may point the computes at a proxy later.
+        self._broker_url = transport_url.replace('rabbit://', 'amqp://', 1)
         self.scheduler = None
         self.sim = None
         # The test process is the caller (a conductor).
@@ -88,6 +92,7 @@ class Cluster:
                                 str(self.tmp / ('%s.log' % name)))
         self.daemons.append(daemon)
         self.scheduler = daemon
+        self.server_names.add(name)
         if wait:
             daemons.wait_for(lambda: self._answers(daemon), 60,
                              what='scheduler-service to answer')
@@ -140,6 +145,26 @@ class Cluster:
         for daemon in reversed(self.daemons):
             daemon.stop()
         self.daemons.clear()
+        self._delete_queues()
+
+    def _delete_queues(self) -> None:
+        """Delete the RPC queues the services declared on the shared broker.
+
+        oslo.messaging's topic queues outlive their consumers; the
+        fanout ones go by themselves, and the simulator deletes its own.
+        """
+        bases = [self.topic + suffix for suffix in ('', '_reports', '_ops')]
+        names = bases + ['%s.%s' % (base, server) for base in bases
+                         for server in self.server_names]
+        names.append(self.compute_topic)
+        try:
+            with kombu.Connection(self._broker_url,
+                                  connect_timeout=5) as conn:
+                channel = conn.default_channel
+                for name in names:
+                    channel.queue_delete(queue=name)
+        except Exception as e:  # never fail a test on its clean-up
+            print('could not delete the queues of %s: %s' % (self.topic, e))
 
 
 @pytest.fixture

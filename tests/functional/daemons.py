@@ -72,16 +72,27 @@ class Daemon:
         return text
 
     def stop(self, timeout: float = 30) -> int:
-        """SIGTERM and wait; SIGKILL if it does not stop in ``timeout`` s."""
+        """SIGTERM and wait; SIGKILL if it does not stop in ``timeout`` s.
+
+        The SIGKILL goes to the daemon's whole process group (it has its
+        own session): workers it forked must not outlive the test.
+        """
         if self.alive():
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                self._kill_group()
                 self.proc.wait(10)
+        self._kill_group()
         self._out.close()
         return self.proc.returncode
+
+    def _kill_group(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
     def wait_exit(self, timeout: float = 60) -> int:
         return self.proc.wait(timeout)
