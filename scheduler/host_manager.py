@@ -279,6 +279,10 @@ class HostManager:
         with self._lock:
             changed = [row_key(row) for row in rows
                        if self._row_is_new(row)]
+            if rows:
+                # Rows this worker already holds (its own claims) move
+                # the mark too, or every request would read them again.
+                self._high_water = max(self._high_water, rows[-1]['seq'])
         if changed:
             self._reload_nodes(changed, rows)
         return len(changed)
@@ -478,22 +482,42 @@ class HostManager:
         with self._lock:
             self._pending.setdefault(key, {})[claim.instance_uuid] = claim
             moved_from = [other for other, claims in self._pending.items()
-                          if other != key and claim.instance_uuid in claims]
-            known = self._usage.get(key)
+                          if other != key and claim.instance_uuid in claims
+                          ] if replace else []
+            known = self._usage_after_claim(
+                self._usage.get(key), placed.get('usage'), request)
             if known is not None:
-                known = dict(known, generation=-1,
-                             claimed_memory_mb=known['claimed_memory_mb']
-                             + memory_mb,
-                             claimed_vcpus=known['claimed_vcpus'] + vcpus,
-                             claimed_disk_gb=known['claimed_disk_gb']
-                             + disk_gb,
-                             claimed_instances=known['claimed_instances']
-                             + 1)
                 self._usage[key] = known
             self._compose(key)
         # A replaced claim gave its old node's usage back.
         self.refresh_nodes(moved_from)
         return claim
+
+    @staticmethod
+    def _usage_after_claim(known: dict | None, after: dict | None,
+                           request) -> dict | None:
+        """The cached usage row of a node this worker just claimed on.
+
+        The row the claim's transaction read back is taken as is when
+        this claim was its only change since the cached one (the
+        generation moved by one): the next request then has nothing to
+        reload.  Otherwise (another worker claimed there meanwhile) the
+        claim is added to the cached row, marked stale, so that the
+        next ``refresh_usage`` reads the node's claims again.
+        """
+        if (known is not None and after is not None
+                and known['generation'] >= 0
+                and after['generation'] == known['generation'] + 1):
+            return after
+        if known is None:
+            return None
+        return dict(known, generation=-1,
+                    claimed_memory_mb=known['claimed_memory_mb']
+                    + request.memory_mb,
+                    claimed_vcpus=known['claimed_vcpus'] + request.vcpus,
+                    claimed_disk_gb=known['claimed_disk_gb']
+                    + request.disk_gb,
+                    claimed_instances=known['claimed_instances'] + 1)
 
     def release(self, claim: Claim) -> None:
         """Give back a claim (e.g. a later instance of the request failed)."""

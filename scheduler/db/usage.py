@@ -283,6 +283,8 @@ def claim(request: ClaimRequest, replace: bool = False) -> dict:
     already has is replaced when ``replace`` is set (a reschedule or a
     move; a pending one gives its usage back in the same transaction),
     and otherwise refused with ``AlreadyPlaced`` if it is pending.
+    Returns the placement, with the node's usage row after the claim
+    under ``'usage'``.
     """
     try:
         return _claim(request, replace)
@@ -329,7 +331,18 @@ def _claim(request: ClaimRequest, replace: bool) -> dict:
             'pci': jsonutils.dumps(request.pci) if request.pci else None,
             'created_at': now, 'updated_at': now}
         conn.execute(sa.insert(_INST).values(**values))
-        return dict(values, numa=request.numa, pci=request.pci)
+        return dict(values, numa=request.numa, pci=request.pci,
+                    usage=_usage_row(conn, request.host, request.nodename))
+
+
+def _usage_row(conn: sa.Connection, host: str, nodename: str) -> dict:
+    """The node's usage row as this transaction left it: the claiming
+    worker's cache takes it as is when no other change came between."""
+    table = _USAGE.__table__
+    return dict(conn.execute(
+        sa.select(*[table.c[name] for name in _USAGE_COLUMNS]).where(
+            table.c.host == host, table.c.nodename == nodename)
+    ).one()._mapping)
 
 
 def _as_request(row) -> ClaimRequest:
