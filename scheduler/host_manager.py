@@ -22,6 +22,7 @@ consistent one, under eventlet and under native threads alike.
 import dataclasses
 import datetime
 import time
+import typing
 import uuid as uuid_lib
 
 from oslo_config import cfg
@@ -70,6 +71,17 @@ class Claim(usage.Placement):
             claimed_at=(_timestamp(row['updated_at'])
                         if row.get('updated_at') else time.time()),
             status=row.get('status', 'claimed'))
+
+
+@dataclasses.dataclass
+class PlannedClaim:
+    """One instance's claim as its request plans it (``plan_claim``),
+    before the inventory has it (``claim_many``)."""
+
+    request: usage.ClaimRequest
+    #: The node's view with this claim (and the request's earlier ones
+    #: on the node) laid over it.
+    view: typing.Any
 
 
 def _inventory():
@@ -440,13 +452,36 @@ class HostManager:
         caller) is claimed under a made-up one, which holds the capacity
         until the claim expires.
         """
+        planned = self.plan_claim(self.current(host_state), spec_obj,
+                                  instance_uuid, limits, replace)
+        return self.claim_many([planned])[0]
+
+    def plan_claim(self, host_state, spec_obj, instance_uuid: str | None,
+                   limits: dict | None = None,
+                   replace: bool = False) -> PlannedClaim:
+        """One instance's claim on ``host_state``, not made yet.
+
+        ``host_state`` is the view to claim on: the current one, or for
+        a later instance of the same request the ``view`` of an earlier
+        ``PlannedClaim`` on that node.  The plan's ``view`` has this
+        instance's usage, NUMA cells and PCI devices laid over a copy,
+        as the node will look once ``claim_many`` made the claim: the
+        next instance of the request is chosen against it.
+        """
         key = host_state.key()
         memory_mb, vcpus, disk_gb = compute.resources_of(spec_obj)
+        uuid = instance_uuid or str(uuid_lib.uuid4())
         # NUMA cells and PCI devices are picked on a scratch copy: the
         # shared view changes only once the inventory said yes.
-        scratch = self.current(host_state).copy()
+        scratch = host_state.copy()
         numa_used = numa.claim_numa(scratch, spec_obj)
         pci_used = pci.claim_pci(scratch, spec_obj)
+        scratch.memory_mb_used += memory_mb
+        scratch.vcpus_used += vcpus
+        scratch.local_gb_used += disk_gb
+        scratch.num_instances += 1
+        scratch.num_io_ops += 1
+        scratch.instance_uuids = list(scratch.instance_uuids) + [uuid]
         with self._lock:
             row = self._usage.get(key)
         generation = None
@@ -456,9 +491,8 @@ class HostManager:
                 with self._lock:
                     row = self._usage.get(key)
             generation = row['generation'] if row is not None else 0
-        store = self.usage_db
-        request = store.ClaimRequest(
-            instance_uuid=instance_uuid or str(uuid_lib.uuid4()),
+        request = self.usage_db.ClaimRequest(
+            instance_uuid=uuid,
             host=host_state.host, nodename=host_state.nodename,
             memory_mb=memory_mb, vcpus=vcpus, disk_gb=disk_gb,
             project_id=spec_obj.obj_get('project_id'),
@@ -466,43 +500,67 @@ class HostManager:
             limits=dict(limits or {}), generation=generation,
             numa=[list(x) for x in numa_used],
             pci=[list(x) for x in pci_used],
-            reported=_reported_values(self._reports.get(key, host_state)))
+            reported=_reported_values(self._reports.get(key, host_state)),
+            replace=replace)
+        return PlannedClaim(request, scratch)
+
+    def claim_many(self, planned: list) -> list:
+        """Make the ``PlannedClaim`` s of one request, all or none.
+
+        One inventory transaction (``scheduler.db.usage.claim_many``).
+        Raises ``ClaimConflict`` naming a node that no longer had room
+        (refreshed first: the request's next try sees it as it is) and
+        ``InstanceAlreadyPlaced`` when an instance is pending elsewhere
+        and its plan does not replace it.  Returns the ``Claim`` s.
+        """
+        store = self.usage_db
         try:
-            placed = store.claim(request, replace=replace)
-        except store.ClaimConflict:
+            placed = store.claim_many([p.request for p in planned])
+        except store.ClaimConflict as e:
             metrics.record_claim_conflict()
+            key = e.key
             LOG.debug('Lost the claim race on %s/%s; refreshing it', *key)
             self.refresh_nodes([key])
             raise exception.ClaimConflict(host=key[0], nodename=key[1])
         except store.AlreadyPlaced as e:
             raise exception.InstanceAlreadyPlaced(
-                instance_uuid=request.instance_uuid,
+                instance_uuid=e.placement['instance_uuid'],
                 host=e.placement['host'], nodename=e.placement['nodename'])
-        claim = Claim.from_row(placed)
+        claims = [Claim.from_row(row) for row in placed]
+        by_node: dict = {}
+        for claim, row, plan in zip(claims, placed, planned):
+            by_node.setdefault((claim.host, claim.nodename), []).append(
+                (claim, row['usage'], plan.request))
+        moved_from: set = set()
         with self._lock:
-            self._pending.setdefault(key, {})[claim.instance_uuid] = claim
-            moved_from = [other for other, claims in self._pending.items()
-                          if other != key and claim.instance_uuid in claims
-                          ] if replace else []
-            known = self._usage_after_claim(
-                self._usage.get(key), placed.get('usage'), request)
-            if known is not None:
-                self._usage[key] = known
-            self._compose(key)
-        # A replaced claim gave its old node's usage back.
-        self.refresh_nodes(moved_from)
-        return claim
+            for key, made in by_node.items():
+                pending = self._pending.setdefault(key, {})
+                for claim, _after, request in made:
+                    pending[claim.instance_uuid] = claim
+                    if request.replace:
+                        # A replaced claim gave its old node's usage back.
+                        moved_from.update(
+                            other for other, claims in self._pending.items()
+                            if other != key and claim.instance_uuid in claims)
+                known = self._usage_after_claim(
+                    self._usage.get(key), made[-1][1],
+                    [request for _c, _a, request in made])
+                if known is not None:
+                    self._usage[key] = known
+                self._compose(key)
+        self.refresh_nodes(sorted(moved_from))
+        return claims
 
     @staticmethod
     def _usage_after_claim(known: dict | None, after: dict | None,
-                           request) -> dict | None:
+                           requests: list) -> dict | None:
         """The cached usage row of a node this worker just claimed on.
 
         The row the claim's transaction read back is taken as is when
         this claim was its only change since the cached one (the
         generation moved by one): the next request then has nothing to
         reload.  Otherwise (another worker claimed there meanwhile) the
-        claim is added to the cached row, marked stale, so that the
+        claims are added to the cached row, marked stale, so that the
         next ``refresh_usage`` reads the node's claims again.
         """
         if (known is not None and after is not None
@@ -513,11 +571,13 @@ class HostManager:
             return None
         return dict(known, generation=-1,
                     claimed_memory_mb=known['claimed_memory_mb']
-                    + request.memory_mb,
-                    claimed_vcpus=known['claimed_vcpus'] + request.vcpus,
+                    + sum(r.memory_mb for r in requests),
+                    claimed_vcpus=known['claimed_vcpus']
+                    + sum(r.vcpus for r in requests),
                     claimed_disk_gb=known['claimed_disk_gb']
-                    + request.disk_gb,
-                    claimed_instances=known['claimed_instances'] + 1)
+                    + sum(r.disk_gb for r in requests),
+                    claimed_instances=known['claimed_instances']
+                    + len(requests))
 
     def release(self, claim: Claim) -> None:
         """Give back a claim (e.g. a later instance of the request failed)."""

@@ -82,10 +82,17 @@ class ClaimRequest(Placement):
     #: The node's last report as the worker saw it, used to create the
     #: node's usage row if no report of it was written yet.
     reported: dict = dataclasses.field(default_factory=dict)
+    #: Replace a placement the instance already has (a reschedule or a
+    #: move) instead of refusing a pending one.
+    replace: bool = False
 
 
 class ClaimConflict(Exception):
     """The node no longer has room (or changed under a NUMA/PCI claim)."""
+
+    def __init__(self, key: Key):
+        super().__init__('%s/%s' % key)
+        self.key = key
 
 
 class AlreadyPlaced(Exception):
@@ -191,8 +198,11 @@ def _next_seq(conn: sa.Connection):
     if conn.dialect.supports_sequences:
         return models.USAGE_SEQUENCE.next_value()
     counter = models.UsageCounter.__table__
-    conn.execute(sa.update(counter).where(counter.c.id == 1)
-                 .values(value=counter.c.value + 1))
+    bump = sa.update(counter).where(counter.c.id == 1).values(
+        value=counter.c.value + 1)
+    if conn.dialect.update_returning:
+        return conn.execute(bump.returning(counter.c.value)).scalar_one()
+    conn.execute(bump)
     return conn.execute(sa.select(counter.c.value)
                         .where(counter.c.id == 1)).scalar_one()
 
@@ -220,6 +230,10 @@ def _lock_usage(session: orm.Session, keys: Iterable[Key]) -> dict:
 
 class _NoUsageRow(Exception):
     """The node has no usage row yet (see ``_create_usage_row``)."""
+
+    def __init__(self, request: ClaimRequest):
+        super().__init__('%s/%s' % (request.host, request.nodename))
+        self.request = request
 
 
 def _create_usage_row(claim: ClaimRequest) -> None:
@@ -251,88 +265,149 @@ def _naive(value: datetime.datetime | None) -> datetime.datetime | None:
     return None if value is None else timeutils.normalize_time(value)
 
 
-def _take(conn: sa.Connection, claim: ClaimRequest, sign: int = 1,
-          check: bool = True) -> bool:
-    """Add (or with ``sign=-1`` give back) a claim's usage on its node."""
-    stmt = sa.update(_USAGE).where(_USAGE.host == claim.host,
-                                   _USAGE.nodename == claim.nodename)
+def _take(conn: sa.Connection, claims: Sequence[Placement], sign: int = 1,
+          check: bool = True) -> dict | None:
+    """Add (or with ``sign=-1`` give back) claims' usage on their node.
+
+    ``claims`` are on one node.  With ``check``, the UPDATE only happens
+    if all of them fit under the smallest limit any of them sets, and,
+    when the first one names a generation, if the row is still at it.
+    Returns None when nothing was updated; else, for a checked claim,
+    the row as updated (read back where the database cannot return it
+    from the UPDATE), and an empty dict for an unchecked change.
+    """
+    first = claims[0]
+    stmt = sa.update(_USAGE).where(_USAGE.host == first.host,
+                                   _USAGE.nodename == first.nodename)
+    total = {field: sum(getattr(c, field) for c in claims)
+             for _name, _rep, _claimed, field in _CHECKED}
     if check:
         for limit_name, reported, claimed, field in _CHECKED:
-            limit = claim.limits.get(limit_name)
-            if limit is None:
+            limits = [c.limits[limit_name] for c in claims
+                      if c.limits.get(limit_name) is not None]
+            if not limits:
                 continue
             stmt = stmt.where(getattr(_USAGE, reported)
                               + getattr(_USAGE, claimed)
-                              + getattr(claim, field) <= limit)
-        if claim.generation is not None:
-            stmt = stmt.where(_USAGE.generation == claim.generation)
-    values = {claimed: getattr(_USAGE, claimed) + sign * getattr(claim, f)
-              for _name, _rep, claimed, f in _CHECKED}
-    values['claimed_instances'] = _USAGE.claimed_instances + sign
+                              + total[field] <= min(limits))
+        if first.generation is not None:
+            stmt = stmt.where(_USAGE.generation == first.generation)
+    values = {claimed: getattr(_USAGE, claimed) + sign * total[field]
+              for _name, _rep, claimed, field in _CHECKED}
+    values['claimed_instances'] = _USAGE.claimed_instances + sign * len(
+        claims)
     values.update(_bump(conn))
-    return conn.execute(stmt.values(**values)).rowcount == 1
+    stmt = stmt.values(**values)
+    if check and conn.dialect.update_returning:
+        table = _USAGE.__table__
+        row = conn.execute(stmt.returning(
+            *[table.c[name] for name in _USAGE_COLUMNS])).first()
+        return None if row is None else dict(row._mapping)
+    if conn.execute(stmt).rowcount != 1:
+        return None
+    return _usage_row(conn, first.host, first.nodename) if check else {}
+
+
+def claim(request: ClaimRequest, replace: bool = False) -> dict:
+    """Claim ``request`` on its node, or raise ``ClaimConflict``
+    (``claim_many`` for one instance)."""
+    if replace:
+        request = dataclasses.replace(request, replace=True)
+    return claim_many([request])[0]
 
 
 @engine.retry_on_conflict
-def claim(request: ClaimRequest, replace: bool = False) -> dict:
-    """Claim ``request`` on its node, or raise ``ClaimConflict``.
+def claim_many(requests: Sequence[ClaimRequest]) -> list[dict]:
+    """Claim every one of ``requests`` or none, or raise ``ClaimConflict``.
 
-    One transaction: the node's usage row is updated only if the
-    request still fits under its limits (and generation), then the
-    instance's pending placement is written.  A placement the instance
-    already has is replaced when ``replace`` is set (a reschedule or a
-    move; a pending one gives its usage back in the same transaction),
-    and otherwise refused with ``AlreadyPlaced`` if it is pending.
-    Returns the placement, with the node's usage row after the claim
-    under ``'usage'``.
+    One transaction for the whole request however many instances it
+    has: each node's usage row is updated only if the instances placed
+    there still fit under their limits (and generation), nodes in key
+    order so that two workers lock them in the same order; then the
+    pending placements are written.  A placement an instance already
+    has is replaced when its request says ``replace`` (a reschedule or
+    a move; a pending one gives its usage back in the same
+    transaction), and otherwise refused with ``AlreadyPlaced`` if it is
+    pending.  Returns the placements, in order, each with its node's
+    usage row after the claim under ``'usage'``.
     """
-    try:
-        return _claim(request, replace)
-    except _NoUsageRow:
-        _create_usage_row(request)
-        return _claim(request, replace)
+    for _attempt in range(len(requests)):
+        try:
+            return _claim_many(requests)
+        except _NoUsageRow as e:
+            _create_usage_row(e.request)
+    return _claim_many(requests)
 
 
-def _claim(request: ClaimRequest, replace: bool) -> dict:
+def _claim_many(requests: Sequence[ClaimRequest]) -> list[dict]:
     now = timeutils.utcnow()
+    by_node: dict = {}
+    for request in requests:
+        by_node.setdefault((request.host, request.nodename),
+                           []).append(request)
     with engine.get_engine().begin() as conn:
-        # The UPDATE first: on a node that has its row (nearly always)
-        # that is the whole check, in one round trip.
-        if not _take(conn, request):
-            if conn.execute(sa.select(_USAGE.id).where(
-                    _USAGE.host == request.host,
-                    _USAGE.nodename == request.nodename)).first() is None:
-                raise _NoUsageRow()
-            raise ClaimConflict('%s/%s' % (request.host, request.nodename))
-        # A plain read first: locking a row that does not exist would take
-        # a gap lock on MySQL/MariaDB, and two claims inserting into the
-        # same gap deadlock.  A concurrent insert of the same uuid fails
-        # on the primary key instead, and the retry finds its row.
-        found = conn.execute(sa.select(_INST.instance_uuid).where(
-            _INST.instance_uuid == request.instance_uuid)).first()
-        old = None if found is None else conn.execute(
-            sa.select(_INST.__table__).where(
-                _INST.instance_uuid == request.instance_uuid)
-            .with_for_update()).first()
-        if old is not None:
-            if old.pending and not replace:
-                raise AlreadyPlaced(_placement_dict(old))
-            if old.pending:
-                _take(conn, _as_request(old), sign=-1, check=False)
-            conn.execute(sa.delete(_INST).where(
-                _INST.instance_uuid == request.instance_uuid))
-        values = {
-            'instance_uuid': request.instance_uuid, 'host': request.host,
-            'nodename': request.nodename, 'project_id': request.project_id,
-            'user_id': request.user_id, 'memory_mb': request.memory_mb,
-            'vcpus': request.vcpus, 'disk_gb': request.disk_gb,
-            'status': instances.CLAIMED, 'pending': True,
-            'numa': jsonutils.dumps(request.numa) if request.numa else None,
-            'pci': jsonutils.dumps(request.pci) if request.pci else None,
-            'created_at': now, 'updated_at': now}
-        conn.execute(sa.insert(_INST).values(**values))
-        return dict(values, numa=request.numa, pci=request.pci,
-                    usage=_usage_row(conn, request.host, request.nodename))
+        # The UPDATEs first: on nodes that have their row (nearly
+        # always) they are the whole check, one round trip per node.
+        after = {}
+        for key in sorted(by_node):
+            after[key] = _take(conn, by_node[key])
+            if after[key] is None:
+                if conn.execute(sa.select(_USAGE.id).where(
+                        _USAGE.host == key[0],
+                        _USAGE.nodename == key[1])).first() is None:
+                    raise _NoUsageRow(by_node[key][0])
+                raise ClaimConflict(key)
+        for key in _replace_earlier(conn, requests) & set(after):
+            after[key] = _usage_row(conn, *key)
+        rows = [_pending_values(request, now) for request in requests]
+        conn.execute(sa.insert(_INST), rows)
+    return [dict(row, numa=request.numa, pci=request.pci,
+                 usage=after[(request.host, request.nodename)])
+            for row, request in zip(rows, requests)]
+
+
+def _replace_earlier(conn: sa.Connection,
+                     requests: Sequence[ClaimRequest]) -> set:
+    """Drop the placements the instances already have, or refuse;
+    returns the nodes that got pending usage back.
+
+    A plain read first: locking a row that does not exist would take a
+    gap lock on MySQL/MariaDB, and two claims inserting into the same
+    gap deadlock.  A concurrent insert of the same uuid fails on the
+    primary key instead, and the retry finds its row.
+    """
+    wanted = {r.instance_uuid: r for r in requests}
+    found = []
+    for chunk in engine.chunks(sorted(wanted)):
+        found.extend(conn.execute(sa.select(_INST.instance_uuid).where(
+            _INST.instance_uuid.in_(chunk))).scalars())
+    given_back = set()
+    for uuid in sorted(found):
+        old = conn.execute(sa.select(_INST.__table__).where(
+            _INST.instance_uuid == uuid).with_for_update()).first()
+        if old is None:
+            continue
+        if old.pending and not wanted[uuid].replace:
+            raise AlreadyPlaced(_placement_dict(old))
+        if old.pending:
+            _take(conn, [_as_request(old)], sign=-1, check=False)
+            given_back.add((old.host, old.nodename))
+        conn.execute(sa.delete(_INST).where(_INST.instance_uuid == uuid))
+    return given_back
+
+
+def _pending_values(request: ClaimRequest,
+                    now: datetime.datetime) -> dict:
+    """The ``instances`` row of a new pending placement."""
+    return {
+        'instance_uuid': request.instance_uuid, 'host': request.host,
+        'nodename': request.nodename, 'project_id': request.project_id,
+        'user_id': request.user_id, 'memory_mb': request.memory_mb,
+        'vcpus': request.vcpus, 'disk_gb': request.disk_gb,
+        'status': instances.CLAIMED, 'pending': True,
+        'numa': jsonutils.dumps(request.numa) if request.numa else None,
+        'pci': jsonutils.dumps(request.pci) if request.pci else None,
+        'created_at': now, 'updated_at': now}
 
 
 def _usage_row(conn: sa.Connection, host: str, nodename: str) -> dict:
@@ -377,7 +452,7 @@ def _drop(session: orm.Session, uuids: Sequence[str],
                 and not (row.pending and row.status == instances.CLAIMED)):
             continue
         if row.pending:
-            _take(session.connection(), _as_request(row), sign=-1,
+            _take(session.connection(), [_as_request(row)], sign=-1,
                   check=False)
         dropped.append(_placement_dict(row))
         session.delete(row)

@@ -1,7 +1,6 @@
 """The filter scheduler: filter the hosts, weigh the rest, pick the best."""
 
 import dataclasses
-import itertools
 import random
 import typing
 
@@ -89,13 +88,15 @@ class _Choice:
 
     obj: typing.Any
     weight: float | None
+    #: The planned claim (``HostManager.plan_claim``), None for a
+    #: placement made earlier.
     claim: typing.Any = None
     #: None: compute them when answering (a placement made earlier).
     limits: dict | None = None
 
 
 class FilterScheduler(driver.Scheduler):
-    """Filters, weighs and claims, one instance after the other."""
+    """Filters and weighs for each instance, then claims them together."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -176,7 +177,7 @@ class FilterScheduler(driver.Scheduler):
                             return_alternates: bool = False,
                             report: filters.FilterReport | None = None
                             ) -> list:
-        """Filter, weigh and claim, one instance after the other.
+        """Filter and weigh for each instance, then claim them all.
 
         Every claim is in the inventory before this returns.  Instances
         already pending from an earlier try of the same request (a
@@ -194,14 +195,39 @@ class FilterScheduler(driver.Scheduler):
         # reload (SIGHUP) never mixes old and new filters in one request.
         enabled, weighers = self.enabled_filters, self.weighers
         self.host_manager.refresh_usage()
-        kept, replace = self._earlier_placements(spec_obj, uuids)
         with request_limits.scope():
             try:
-                return self._place(context, spec_obj, uuids, kept, replace,
-                                   return_alternates, report, enabled,
-                                   weighers)
+                return self._select(context, spec_obj, uuids,
+                                    return_alternates, report, enabled,
+                                    weighers)
             finally:
                 metrics.record_filter_steps(report.steps)
+
+    def _select(self, context, spec_obj, uuids, return_alternates, report,
+                enabled, weighers) -> list:
+        """Place the request as new; look for earlier placements of its
+        instances only if that fails.
+
+        Nearly every request is new, and the inventory refuses a claim
+        of an instance that is pending elsewhere: asking it first for
+        every request would cost a round trip for nothing.  A retry of a
+        request whose placements are kept (even on hosts now full), a
+        reschedule and a move are found when the new placement fails.
+        """
+        try:
+            return self._place_with_retries(
+                context, spec_obj, uuids, {}, set(), return_alternates,
+                report, enabled, weighers)
+        except (exception.InstanceAlreadyPlaced, exception.NoValidHost):
+            if not uuids:
+                raise
+            kept, replace = self._earlier_placements(spec_obj, uuids)
+            if not (kept or replace):
+                raise
+        report.steps.clear()
+        return self._place_with_retries(
+            context, spec_obj, uuids, kept, replace, return_alternates,
+            report, enabled, weighers)
 
     def _earlier_placements(self, spec_obj, uuids: list) -> tuple:
         """Placements to give back as they are, and uuids to re-place.
@@ -234,8 +260,36 @@ class FilterScheduler(driver.Scheduler):
                      ', '.join(sorted(kept)))
         return kept, replace
 
+    def _place_with_retries(self, context, spec_obj, uuids, kept, replace,
+                            return_alternates, report, enabled,
+                            weighers) -> list:
+        """``_place``, again from the start when another worker took the
+        room of a chosen node first, up to ``[scheduler] claim_attempts``
+        times."""
+        attempts = CONF.scheduler.claim_attempts
+        for attempt in range(attempts):
+            if attempt:
+                report.steps.clear()
+            try:
+                return self._place(context, spec_obj, uuids, kept, replace,
+                                   return_alternates, report, enabled,
+                                   weighers)
+            except exception.ClaimConflict:
+                continue
+        LOG.info('Every claim of request %(uuids)s lost its race '
+                 '(%(tries)d tries)', {'uuids': ', '.join(uuids) or '-',
+                                       'tries': attempts})
+        raise self._no_valid_host(context, report, 0,
+                                  spec_obj.num_instances)
+
     def _place(self, context, spec_obj, uuids, kept, replace,
                return_alternates, report, enabled, weighers) -> list:
+        """Choose a node for each instance, then claim them in one go.
+
+        Each instance is chosen against the nodes as the earlier
+        instances' planned claims leave them; the claims are made
+        together at the end (``HostManager.claim_many``), all or none.
+        """
         num = spec_obj.num_instances
         hosts = self.column_candidates(spec_obj, report)
         if hosts is None:
@@ -248,7 +302,9 @@ class FilterScheduler(driver.Scheduler):
             # Forcing skips the filters, and so the limits they set: an
             # operator who names a host takes responsibility for it.
             enabled = []
-        claims, results = [], []
+        planned, results = [], []
+        #: Node key -> its view with this request's planned claims.
+        tentative: dict = {}
         try:
             for index in range(num):
                 concurrency.cooperative_yield()
@@ -263,76 +319,67 @@ class FilterScheduler(driver.Scheduler):
                     if not weighed:
                         raise self._no_valid_host(context, report, index,
                                                   num)
-                    chosen = self._claim_one(context, spec_obj, uuid,
-                                             weighed, enabled,
-                                             uuid in replace, report, index)
-                    claims.append(chosen.claim)
-                hosts = self._after_claim(weighed, chosen)
+                    chosen = self._plan_one(spec_obj, uuid, weighed, enabled,
+                                            uuid in replace, tentative)
+                    planned.append(chosen.claim)
+                hosts = self._after_choice(weighed, chosen, tentative)
                 if group is not None:
                     group.hosts = list(group.hosts) + [chosen.obj.host]
                 results.append(self._selections(
                     spec_obj, uuid, chosen, weighed, alternates_wanted,
                     enabled))
+            if planned:
+                self.host_manager.claim_many(planned)
         except Exception:
-            for claim in claims:
-                self.host_manager.release(claim)
             if group is not None:
                 group.hosts = group_hosts
             raise
         return results
 
-    def _claim_one(self, context, spec_obj, uuid, weighed: list, enabled,
-                   replace: bool, report, index: int):
-        """Claim the best candidate that still has room.
-
-        The first try is a random pick among the best
-        ``host_subset_size``; a node lost to another worker is skipped
-        for the next best, up to ``[scheduler] claim_attempts`` tries.
-        """
-        attempts = CONF.scheduler.claim_attempts
+    def _plan_one(self, spec_obj, uuid, weighed, enabled, replace: bool,
+                  tentative: dict):
+        """Plan the claim of one instance on a random pick among the
+        best ``host_subset_size`` (``HostManager.plan_claim``)."""
         size = CONF.filter_scheduler.host_subset_size
         if CONF.filter_scheduler.shuffle_best_same_weighed_hosts:
-            weighed = shuffle_best_same_weighed(weighed,
-                                                max(size, attempts))
-        subset = weighed[:min(size, len(weighed))]
-        first = random.choice(subset)
-        order = [first] + [w for w in itertools.islice(weighed, attempts)
-                           if w is not first]
-        for candidate in order[:attempts]:
+            weighed = shuffle_best_same_weighed(weighed, size)
+        candidate = random.choice(weighed[:min(size, len(weighed))])
+        host = tentative.get(candidate.obj.key())
+        if host is None:
             host = self.host_manager.current(candidate.obj)
-            limits = request_limits.collect(host, spec_obj, enabled)
-            try:
-                claim = self.host_manager.claim(
-                    host, spec_obj, uuid, limits=limits, replace=replace)
-            except exception.ClaimConflict:
-                continue
-            return _Choice(host, candidate.weight, claim, limits)
-        LOG.info('Every claim of instance %(uuid)s lost its race '
-                 '(%(tries)d tried)', {'uuid': uuid or '-',
-                                       'tries': min(attempts, len(order))})
-        raise self._no_valid_host(context, report, index,
-                                  spec_obj.num_instances)
+        limits = request_limits.collect(host, spec_obj, enabled)
+        plan = self.host_manager.plan_claim(host, spec_obj, uuid, limits,
+                                            replace)
+        tentative[host.key()] = plan.view
+        return _Choice(plan.view, candidate.weight, plan, limits)
 
     def _kept_choice(self, placed: dict, weighed: list):
         """The weighed host of an earlier placement (even if full now)."""
         key = (placed['host'], placed['nodename'])
         for candidate in weighed:
             if candidate.obj.key() == key:
-                return _Choice(candidate.obj, candidate.weight)
+                return _Choice(self.host_manager.current(candidate.obj),
+                               candidate.weight)
         return _Choice(self.host_manager.get_host_state(*key), None)
 
-    def _after_claim(self, weighed: list, chosen) -> list:
-        """The next instance's candidates: those that passed, made current.
-        """
+    def _after_choice(self, weighed, chosen, tentative: dict):
+        """The next instance's candidates: those that passed, the chosen
+        node as this request's planned claims leave it."""
         key = chosen.obj.key()
+
+        def fresh(view):
+            planned = tentative.get(key)
+            return planned if planned is not None else \
+                self.host_manager.current(view)
+
         if isinstance(weighed, columns.Ranked):
-            return weighed.after_claim(key, self.host_manager.current)
-        return [self.host_manager.current(w.obj) if w.obj.key() == key
-                else w.obj for w in weighed]
+            return weighed.after_claim(key, fresh)
+        return [fresh(w.obj) if w.obj.key() == key else w.obj
+                for w in weighed]
 
     def _selections(self, spec_obj, uuid, chosen, weighed: list,
                     alternates_wanted: int, enabled: list) -> list:
-        host = self.host_manager.current(chosen.obj)
+        host = chosen.obj
         limits = chosen.limits
         if limits is None:
             limits = request_limits.collect(host, spec_obj, enabled)
