@@ -115,11 +115,13 @@ re-reading aggregates changed by other workers.
         default=10,
         min=1,
         help="""
-How many candidate nodes one instance may try to claim before the
-request fails with NoValidHost.  A claim fails when another worker or
-scheduler filled the node between this worker's choice and its claim
-(the inventory checks every claim); the next-best candidate is tried
-then.  Conflicts are counted in ``scheduler_claim_conflicts_total``.
+How many times one request may be placed before it fails with
+NoValidHost.  The claims of a request's instances are made together,
+after every instance was given a node; they fail when another worker
+or scheduler filled one of those nodes between this worker's choice
+and the claims (the inventory checks every claim).  The node is then
+refreshed and the request placed again.  Conflicts are counted in
+``scheduler_claim_conflicts_total``.
 
 Related options:
 
