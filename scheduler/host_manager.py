@@ -112,6 +112,8 @@ class HostManager:
         self._aggregates: list = []
         self._host_aggregates: dict = {}
         self._dirty_reports: dict = {}
+        #: host -> its nodes' keys (the keys of ``_reports``).
+        self._nodes_of: dict = {}
         self._usage_reports: dict = {}
         self._down: set = set()
         self._aggregates_stamp: tuple | None = None
@@ -156,6 +158,8 @@ class HostManager:
         pending = self.usage_db.pending_claims()
         with self._lock:
             self._reports.update(reports)
+            for key in reports:
+                self._nodes_of.setdefault(key[0], set()).add(key)
             self._set_usage_rows(usage_rows)
             self._set_pending(pending, [row_key(r) for r in usage_rows])
             for key in list(self._reports):
@@ -178,12 +182,9 @@ class HostManager:
             usage_reports, self._usage_reports = self._usage_reports, {}
         try:
             if reports:
-                self.db.host_reports_save([
-                    {'host': s.host, 'nodename': s.nodename,
-                     'uuid': s.obj_get('uuid'), 'disabled': s.disabled,
-                     'updated_at': timeutils.utcnow(),
-                     'report': s.report.obj_to_primitive()}
-                    for s in reports.values()])
+                now = timeutils.utcnow()
+                self.db.host_reports_save([dict(row, updated_at=now)
+                                           for row in reports.values()])
             if usage_reports:
                 confirmed = self.usage_db.apply_reports(
                     list(usage_reports.values()))
@@ -211,7 +212,11 @@ class HostManager:
             new = not back and key not in self._reports
             self._down.discard(key)
             self._reports[key] = view
-            self._dirty_reports[key] = view
+            self._nodes_of.setdefault(key[0], set()).add(key)
+            # The inventory's row, not the wire object: a versioned
+            # object's containers point back to it, and a cycle kept for
+            # seconds outlives the young collections that free it now.
+            self._dirty_reports[key] = _report_row(report)
             if self._usage_changed(key, view):
                 self._usage_reports[key] = _node_report(view)
             self._compose(key)
@@ -252,6 +257,10 @@ class HostManager:
                               self._pending, self._dirty_reports,
                               self._usage_reports):
                     table.pop(key, None)
+                nodes = self._nodes_of.get(key[0], set())
+                nodes.discard(key)
+                if not nodes:
+                    self._nodes_of.pop(key[0], None)
                 self._view_removed(key)
                 self._down.discard(key)
         for key in gone:
@@ -352,6 +361,7 @@ class HostManager:
                 self._view_removed(key)
             return
         view = report.copy()
+        view._reported = report
         self._attach_aggregates(view)
         listed = set(report.instance_uuids)
         unlisted = [c for c in self._pending.get(key, {}).values()
@@ -660,21 +670,53 @@ class HostManager:
         return list(self._aggregates)
 
     def _set_aggregates(self, aggregates: list) -> None:
-        by_host: dict = {}
-        for agg in aggregates:
+        """Make ``aggregates`` the aggregates; re-attach the hosts whose
+        aggregates changed, and only those.
+
+        An aggregate equal to one already known (same uuid or name,
+        hosts and metadata) keeps the known object, so re-reading every
+        aggregate from the inventory changes no view; a change costs in
+        proportion to the hosts of the aggregates that changed.
+        """
+        known = {}
+        for agg in self._aggregates:
+            known[('uuid', agg.obj_get('uuid'))] = agg
+            known[('name', agg.name)] = agg
+        aggregates = [_same_or_new(known, agg) for agg in aggregates]
+        new_ids = {id(agg) for agg in aggregates}
+        old_ids = {id(agg) for agg in self._aggregates}
+        removed = [a for a in self._aggregates if id(a) not in new_ids]
+        added = [a for a in aggregates if id(a) not in old_ids]
+        position = {id(agg): i for i, agg in enumerate(aggregates)}
+        added_to: dict = {}
+        for agg in added:
             for host in agg.hosts:
-                by_host.setdefault(host, []).append(agg)
+                added_to.setdefault(host, []).append(agg)
+        affected = set(added_to)
+        for agg in removed:
+            affected.update(agg.hosts)
         with self._lock:
-            old = self._host_aggregates
+            by_host = self._host_aggregates
             self._aggregates_stamp = None
             self._aggregates = aggregates
-            self._host_aggregates = by_host
-            for key, state in self._states.items():
-                self._attach_aggregates(state)
-                if self._watchers and not _same_objects(
-                        old.get(state.host, ()), by_host.get(state.host, ())):
+            for host in affected:
+                now = sorted([a for a in by_host.get(host, ())
+                              if id(a) in new_ids] + added_to.get(host, []),
+                             key=lambda a: position[id(a)])
+                if now:
+                    by_host[host] = now
+                else:
+                    by_host.pop(host, None)
+                for key in self._nodes_of.get(host, ()):
+                    state = self._states.get(key)
+                    if state is None:
+                        continue
+                    # Views are replaced, never changed in place.
+                    view = state.copy()
+                    self._attach_aggregates(view)
+                    self._states[key] = view
                     for watcher in self._watchers:
-                        watcher.view_changed(key, state)
+                        watcher.view_changed(key, view)
 
     def _attach_aggregates(self, state) -> None:
         state.set_aggregates(self._host_aggregates.get(state.host, []))
@@ -709,16 +751,25 @@ class HostManager:
 
     def _keys_of(self, host: str) -> list:
         with self._lock:
-            return [key for key in self._reports if key[0] == host]
+            return sorted(self._nodes_of.get(host, ()))
 
     def host_names(self, states: list | None = None) -> list:
         states = self.get_up_host_states() if states is None else states
         return sorted({s.host for s in states})
 
 
-def _same_objects(first, second) -> bool:
-    return len(first) == len(second) and all(
-        a is b for a, b in zip(first, second))
+def _same_or_new(known: dict, agg):
+    """The known aggregate ``agg`` equals, or ``agg`` itself."""
+    old = known.get(('uuid', agg.obj_get('uuid'))) \
+        if agg.obj_get('uuid') else None
+    if old is None:
+        old = known.get(('name', agg.name))
+    if (old is not None and old.name == agg.name
+            and old.obj_get('uuid') == agg.obj_get('uuid')
+            and list(old.hosts) == list(agg.hosts)
+            and dict(old.metadata) == dict(agg.metadata)):
+        return old
+    return agg
 
 
 def _pool_key(key) -> tuple:
@@ -732,12 +783,22 @@ def row_key(row: dict) -> tuple:
 
 
 def _reported_values(view) -> dict:
-    return {'memory_mb_used': view.report.memory_mb_used,
-            'vcpus_used': view.report.vcpus_used,
-            'local_gb_used': view.report.local_gb_used,
-            'num_instances': view.report.num_instances,
-            'updated_at': view.report.updated_at} \
-        if hasattr(view, 'report') else {}
+    reported = getattr(view, 'reported_view', None)
+    if reported is None:
+        return {}
+    view = reported()
+    return {'memory_mb_used': view.memory_mb_used,
+            'vcpus_used': view.vcpus_used,
+            'local_gb_used': view.local_gb_used,
+            'num_instances': view.num_instances,
+            'updated_at': view.updated_at}
+
+
+def _report_row(report) -> dict:
+    """What ``host_reports_save`` writes of a report (less the time)."""
+    return {'host': report.host, 'nodename': report.nodename,
+            'uuid': report.obj_get('uuid'), 'disabled': report.disabled,
+            'report': report.obj_to_primitive()}
 
 
 def _node_report(view):
@@ -745,7 +806,7 @@ def _node_report(view):
         host=view.host, nodename=view.nodename,
         memory_mb_used=view.memory_mb_used, vcpus_used=view.vcpus_used,
         local_gb_used=view.local_gb_used, num_instances=view.num_instances,
-        updated_at=view.report.updated_at or timeutils.utcnow(),
+        updated_at=view.updated_at or timeutils.utcnow(),
         instance_uuids=frozenset(view.instance_uuids))
 
 

@@ -16,10 +16,31 @@ from scheduler.objects import host_state as host_state_obj
 from scheduler.resources import aggregates as aggregates_res
 from scheduler.resources import liveness
 
-#: Fields whose values are mutable containers, copied per view.
+#: Fields whose values are mutable containers, copied per view (as
+#: plain lists and dicts).
 _CONTAINERS = ('cpu_info', 'supported_instances', 'instance_uuids',
                'metrics', 'pci_pools', 'stats',
                'instance_image_properties')
+
+
+def _plain(value):
+    """``value`` with its lists and dicts as plain ones, recursively.
+
+    A versioned object's list and dict fields are coerced containers
+    that point back to the object (for change tracking): a view that
+    kept one would keep the whole wire object alive.
+    """
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
+
+
+#: What a view holds besides the report's fields.
+_OWN = ('received_at', 'aggregates', 'availability_zones', 'aggregate_keys',
+        '_metadata', '_ratios', '_reported')
+_SLOTS = tuple(host_state_obj.HostState.fields) + _OWN
 
 
 class HostView(host_state_obj.HostResources):
@@ -29,22 +50,24 @@ class HostView(host_state_obj.HostResources):
     allocation ratios) is computed here once per report or aggregate
     change and kept as plain attributes: filters and weighers read them
     for every host of every request.
+
+    A view holds plain values in slots, not the versioned object it was
+    made from: a service keeps one or two views per node, and at
+    100,000 nodes the wire objects alone would cost most of a gigabyte.
+    ``report`` rebuilds the compute's report when something asks for
+    it.  Attributes a plugin sets of its own still work (the mixin
+    gives every view a ``__dict__``).
     """
 
-    # Plain attributes here, shadowing the mixin's properties.
-    availability_zones: frozenset = frozenset()
-    aggregate_keys: frozenset = frozenset()
+    __slots__ = _SLOTS
 
     def __init__(self, report: host_state_obj.HostState,
                  received_at: float | None = None):
         report.set_defaults()
-        #: The report as the compute sent it, without our claims: what
-        #: the inventory saves.
-        self.report = report
         for name in host_state_obj.HostState.fields:
             value = getattr(report, name)
             if name in _CONTAINERS:
-                value = copy.copy(value)
+                value = _plain(value)
             elif name == 'numa_topology' and value is not None:
                 value = value.obj_clone()
                 for cell in value.cells:
@@ -53,7 +76,30 @@ class HostView(host_state_obj.HostResources):
             setattr(self, name, value)
         self.received_at = liveness.now() if received_at is None \
             else received_at
+        #: The view of the report this one was composed from (None: this
+        #: is that view).
+        self._reported = None
         self.set_aggregates([])
+
+    def reported_view(self) -> 'HostView':
+        """The view of the compute's last report, without the claims
+        and usage the scheduler laid over it."""
+        return self._reported if self._reported is not None else self
+
+    @property
+    def report(self) -> host_state_obj.HostState:
+        """The compute's last report as a ``HostState`` (rebuilt, not
+        kept: changing it changes no view)."""
+        source = self.reported_view()
+        values = {}
+        for name in host_state_obj.HostState.fields:
+            value = getattr(source, name)
+            if name in _CONTAINERS:
+                value = copy.copy(value)
+            elif name == 'numa_topology' and value is not None:
+                value = value.obj_clone()
+            values[name] = value
+        return host_state_obj.HostState(**values)
 
     def set_aggregates(self, aggregates: list) -> None:
         """Attach the host's aggregates; derived values are computed once."""
@@ -78,7 +124,12 @@ class HostView(host_state_obj.HostResources):
         replaces, never mutates, instance lists and PCI pools); only the
         NUMA cells, whose usage is changed in place, are cloned.
         """
-        new = copy.copy(self)
+        new = object.__new__(type(self))
+        for name in _SLOTS:
+            setattr(new, name, getattr(self, name))
+        extra = getattr(self, '__dict__', None)
+        if extra:
+            new.__dict__.update(extra)
         if self.numa_topology is not None:
             new.numa_topology = self.numa_topology.obj_clone()
         return new

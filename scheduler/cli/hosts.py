@@ -171,7 +171,7 @@ def _instances(states: list, placements: list) -> list:
     whether the node's last report lists it.
     """
     reported = {(s.nodename, uuid) for s in states
-                for uuid in s.report.instance_uuids}
+                for uuid in s.reported_view().instance_uuids}
     rows = []
     for inst in placements:
         rows.append({

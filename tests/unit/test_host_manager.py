@@ -71,6 +71,45 @@ def test_aggregates_are_attached_to_their_hosts():
     assert [a.name for a in manager.aggregates()] == ['Trove', 'az']
 
 
+def _aggregate(*args, **kwargs):
+    """An aggregate object, as an operator's update casts it."""
+    return objects.Aggregate(**fixtures.aggregate(*args, **kwargs))
+
+
+def test_an_aggregate_change_touches_only_the_hosts_it_concerns():
+    aggs = [fixtures.aggregate('az', ['h1', 'h2'], zone='az1'),
+            fixtures.aggregate('fast', ['h3'])]
+    manager = fixtures.manager_with(
+        [fixtures.report('h1'), fixtures.report('h2'),
+         fixtures.report('h3')], aggs)
+    before = {s.host: s for s in manager.get_all_host_states()}
+    manager.update_aggregates([_aggregate(
+        'fast', ['h2', 'h3'], metadata={'cpu_allocation_ratio': '2.0'})])
+    after = {s.host: s for s in manager.get_all_host_states()}
+    # h1 is in neither the old nor the new "fast": its view is untouched.
+    assert after['h1'] is before['h1']
+    # The others got new views; the old ones were not changed in place.
+    assert after['h2'] is not before['h2']
+    assert [a.name for a in before['h2'].aggregates] == ['az']
+    assert [a.name for a in after['h2'].aggregates] == ['az', 'fast']
+    assert after['h3'].allocation_ratio('cpu') == 2.0
+    assert before['h3'].allocation_ratio('cpu') != 2.0
+    # Re-reading the same aggregates from the inventory changes nothing.
+    manager._aggregates_stamp = None
+    manager.refresh_aggregates()
+    assert {s.host: s for s in manager.get_all_host_states()} == after
+
+
+def test_host_leaving_every_aggregate_loses_its_zone():
+    manager = fixtures.manager_with(
+        [fixtures.report('h1'), fixtures.report('h2')],
+        [fixtures.aggregate('az', ['h1', 'h2'], zone='az1')])
+    manager.update_aggregates([_aggregate('az', ['h2'], zone='az1')])
+    assert manager.get_host_state('h1').aggregates == []
+    assert manager.get_host_state('h1').availability_zones == frozenset()
+    assert manager.get_host_state('h2').availability_zones == {'az1'}
+
+
 # --- claims ------------------------------------------------------------------
 
 def _placement(manager, n=1):
