@@ -112,6 +112,8 @@ class HostManager:
         self._aggregates: list = []
         self._host_aggregates: dict = {}
         self._dirty_reports: dict = {}
+        #: Nodes whose saved report only needs a new time.
+        self._touched: set = set()
         #: host -> its nodes' keys (the keys of ``_reports``).
         self._nodes_of: dict = {}
         self._usage_reports: dict = {}
@@ -180,11 +182,14 @@ class HostManager:
         with self._lock:
             reports, self._dirty_reports = self._dirty_reports, {}
             usage_reports, self._usage_reports = self._usage_reports, {}
+            touched, self._touched = self._touched - set(reports), set()
         try:
+            now = timeutils.utcnow()
             if reports:
-                now = timeutils.utcnow()
                 self.db.host_reports_save([dict(row, updated_at=now)
                                            for row in reports.values()])
+            if touched:
+                self.db.host_reports_touch(sorted(touched), now)
             if usage_reports:
                 confirmed = self.usage_db.apply_reports(
                     list(usage_reports.values()))
@@ -196,6 +201,7 @@ class HostManager:
             # Keep what was not written for the next flush.
             LOG.exception('Could not write to the inventory; will retry')
             with self._lock:
+                self._touched.update(touched)
                 for key, state in reports.items():
                     self._dirty_reports.setdefault(key, state)
                 for key, rep in usage_reports.items():
@@ -204,7 +210,23 @@ class HostManager:
     # -- reports from computes ------------------------------------------
 
     def update_from_report(self, report) -> None:
-        """Take a compute's report as the new state of its node."""
+        """Take a compute's report as the new state of its node.
+
+        A report that says what the last one said (a quiet node's
+        periodic report) only tells that the node is alive: its views
+        get the new time, and the inventory only the time, at the next
+        flush.  Anything else builds the node's views anew.
+        """
+        key = (report.host, report.nodename)
+        with self._lock:
+            old = self._reports.get(key)
+        if old is not None and old.says_the_same(report):
+            with self._lock:
+                if (self._reports.get(key) is old and key not in self._down
+                        and key not in self._usage_reports
+                        and not self._usage_changed(key, old)):
+                    self._alive(key, old)
+                    return
         view = host_view.HostView(report)
         key = view.key()
         with self._lock:
@@ -224,6 +246,24 @@ class HostManager:
             LOG.info('Host %s/%s is reporting again; scheduling to it', *key)
         elif new:
             LOG.info('New host %s/%s reported', *key)
+
+    def _alive(self, key, report_view) -> None:
+        """Node ``key`` reported again, with nothing new: new views with
+        the time of this report (views are replaced, never changed)."""
+        now = liveness.now()
+        fresh = report_view.copy()
+        fresh.received_at = now
+        self._reports[key] = fresh
+        self._touched.add(key)
+        state = self._states.get(key)
+        if state is None:
+            return
+        view = state.copy()
+        view.received_at = now
+        view._reported = fresh
+        self._states[key] = view
+        for watcher in self._watchers:
+            watcher.view_changed(key, view)
 
     def _usage_changed(self, key, view) -> bool:
         """Whether the report says more than the node's usage row has."""
@@ -253,6 +293,7 @@ class HostManager:
         gone = [key for key in down if key not in kept]
         with self._lock:
             for key in gone:
+                self._touched.discard(key)
                 for table in (self._reports, self._states, self._usage,
                               self._pending, self._dirty_reports,
                               self._usage_reports):

@@ -12,6 +12,9 @@ works on either.
 
 import copy
 
+from oslo_versionedobjects import base as ovo_base
+from oslo_versionedobjects import fields as ovo_fields
+
 from scheduler.objects import host_state as host_state_obj
 from scheduler.resources import aggregates as aggregates_res
 from scheduler.resources import liveness
@@ -35,6 +38,39 @@ def _plain(value):
     if isinstance(value, dict):
         return {key: _plain(item) for key, item in value.items()}
     return value
+
+
+def _equal(mine, theirs) -> bool:
+    """Equality of a view's plain values and a report's: containers item
+    by item, versioned objects (NUMA cells, PCI pools) field by field,
+    a field the report left unset counting as its default (the view's
+    copy has the defaults set)."""
+    if isinstance(mine, ovo_base.VersionedObject) or isinstance(
+            theirs, ovo_base.VersionedObject):
+        if type(mine) is not type(theirs):
+            return False
+        for name, field in mine.fields.items():
+            values = []
+            for obj in (mine, theirs):
+                if obj.obj_attr_is_set(name):
+                    values.append(getattr(obj, name))
+                elif field.default is not ovo_fields.UnspecifiedDefault:
+                    values.append(field.default)
+                else:
+                    values.append(_UNSET)
+            if not _equal(*values):
+                return False
+        return True
+    if isinstance(mine, (list, tuple)) and isinstance(theirs, (list, tuple)):
+        return len(mine) == len(theirs) and all(
+            _equal(a, b) for a, b in zip(mine, theirs))
+    if isinstance(mine, dict) and isinstance(theirs, dict):
+        return mine.keys() == theirs.keys() and all(
+            _equal(value, theirs[key]) for key, value in mine.items())
+    return mine == theirs
+
+
+_UNSET = object()
 
 
 #: What a view holds besides the report's fields.
@@ -80,6 +116,16 @@ class HostView(host_state_obj.HostResources):
         #: is that view).
         self._reported = None
         self.set_aggregates([])
+
+    def says_the_same(self, report: host_state_obj.HostState) -> bool:
+        """Whether ``report`` says what this view's report said, its time
+        aside: most periodic reports of a quiet node do."""
+        report.set_defaults()
+        for name in host_state_obj.HostState.fields:
+            if name != 'updated_at' and not _equal(
+                    getattr(self, name), getattr(report, name)):
+                return False
+        return True
 
     def reported_view(self) -> 'HostView':
         """The view of the compute's last report, without the claims

@@ -30,6 +30,7 @@ from scheduler.db.engine import reset_engine
 from scheduler.db.hosts import host_delete
 from scheduler.db.hosts import host_reports_get_all
 from scheduler.db.hosts import host_reports_save
+from scheduler.db.hosts import host_reports_touch
 from scheduler.db.instances import ACTIVE
 from scheduler.db.instances import CLAIMED
 from scheduler.db.instances import instance_get_all
@@ -41,5 +42,6 @@ __all__ = [
     'aggregate_metadata_set', 'aggregate_metadata_unset',
     'aggregate_update', 'aggregate_upsert', 'aggregates_stamp',
     'get_engine', 'host_delete', 'host_reports_get_all',
-    'host_reports_save', 'instance_get_all', 'make_engine', 'reset_engine',
+    'host_reports_save', 'host_reports_touch', 'instance_get_all',
+    'make_engine', 'reset_engine',
 ]

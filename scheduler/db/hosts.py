@@ -5,6 +5,7 @@ Timestamps are naive UTC datetimes, in and out; an aware datetime
 given to ``host_reports_save`` is converted to UTC first.
 """
 
+import datetime
 from typing import Iterable, Sequence
 
 from oslo_serialization import jsonutils
@@ -119,6 +120,19 @@ def host_reports_save(reports: list[dict]) -> None:
             session.execute(sa.insert(models.Host), kept_rows)
         if new_rows:
             session.execute(sa.insert(models.Host), new_rows)
+
+
+@engine.retry_on_deadlock
+def host_reports_touch(keys: list, when: datetime.datetime) -> None:
+    """Give the stored reports of nodes ``keys`` (``(host, nodename)``)
+    the time ``when``: they reported again with nothing new.  A row
+    already newer keeps its time."""
+    table = models.Host
+    with transaction() as session:
+        for chunk in chunks(sorted(keys)):
+            session.execute(sa.update(table).where(
+                sa.tuple_(table.host, table.nodename).in_(chunk),
+                table.updated_at < when).values(updated_at=when))
 
 
 def host_reports_get_all() -> list[dict]:

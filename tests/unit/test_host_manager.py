@@ -21,7 +21,9 @@ from scheduler.db import models
 from scheduler.drivers import filter_scheduler
 from scheduler import exception
 from scheduler import host_manager
+from scheduler import host_view
 from scheduler import objects
+from scheduler.resources import liveness
 from tests.unit import fixtures
 
 
@@ -42,6 +44,59 @@ def test_a_new_report_replaces_the_old_state():
     states = manager.get_all_host_states()
     assert len(states) == 1
     assert (states[0].memory_mb, states[0].free_ram_mb) == (8192, 7168)
+
+
+def _numa_pci_report(host, **fields):
+    return fixtures.report(
+        host, numa_topology=objects.NUMATopology(cells=[objects.NUMACell(
+            id=0, cpuset={0, 1, 2, 3}, memory=2048)]),
+        pci_pools=[objects.PciDevicePool(vendor_id='8086',
+                                         product_id='154d', numa_node=0,
+                                         count=2)], **fields)
+
+
+def test_a_quiet_nodes_report_only_says_it_is_alive():
+    clock = [1000.0]
+    liveness.set_clock(lambda: clock[0])
+    try:
+        manager = fixtures.manager_with([_numa_pci_report('h1')])
+        manager.flush()
+        before = manager.get_host_state('h1')
+        saved = manager.db.host_reports_get_all()[0]['updated_at']
+        clock[0] += 30
+        # The same report again (a newer time of its own): nothing new.
+        manager.update_from_report(_numa_pci_report('h1'))
+        after = manager.get_host_state('h1')
+        assert after is not before and before.received_at == 1000.0
+        assert after.received_at == 1030.0
+        assert after.reported_view().received_at == 1030.0
+        assert (after.free_ram_mb, after.numa_topology.cells[0].id) == (
+            before.free_ram_mb, 0)
+        assert manager._touched == {('h1', 'h1')}
+        assert not manager._dirty_reports
+        manager.flush()
+        assert manager.db.host_reports_get_all()[0]['updated_at'] > saved
+        # A report that says something new is taken whole.
+        manager.update_from_report(_numa_pci_report('h1',
+                                                    memory_mb_used=512))
+        assert ('h1', 'h1') in manager._dirty_reports
+        manager.flush()
+        assert manager.get_host_state('h1').free_ram_mb == 4096 - 512
+    finally:
+        liveness.set_clock(None)
+
+
+def test_a_view_tells_a_report_that_says_something_new():
+    view = host_view.HostView(_numa_pci_report('h1'))
+    assert view.says_the_same(_numa_pci_report('h1'))
+    assert not view.says_the_same(_numa_pci_report('h1', num_io_ops=1))
+    assert not view.says_the_same(fixtures.report('h1'))
+    other_numa = _numa_pci_report('h1')
+    other_numa.numa_topology.cells[0].memory = 4096
+    assert not view.says_the_same(other_numa)
+    other_pci = _numa_pci_report('h1')
+    other_pci.pci_pools[0].count = 1
+    assert not view.says_the_same(other_pci)
 
 
 def test_nodes_of_one_host_are_kept_apart():

@@ -108,6 +108,15 @@ def _host_reports():
         assert row['disabled'] is (index % 10 == 0)
         assert row['updated_at'] == later
     assert first['node0000']['updated_at'] == T0
+    # Quiet nodes: only their time moves, and never backwards.
+    touched = later + datetime.timedelta(minutes=1)
+    api.host_reports_touch([('compute001', 'node0002'),
+                            ('compute001', 'node0003')], touched)
+    api.host_reports_touch([('compute001', 'node0002')], T0)
+    times = {r['nodename']: r['updated_at']
+             for r in api.host_reports_get_all()}
+    assert (times['node0002'], times['node0003'], times['node0004']) == (
+        touched, touched, later)
     assert api.host_delete('compute000') == 2
     assert api.host_delete('newcomer', 'newcomer') == 1
     assert len(api.host_reports_get_all()) == 998
