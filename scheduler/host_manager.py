@@ -805,6 +805,8 @@ def _same_or_new(known: dict, agg):
         if agg.obj_get('uuid') else None
     if old is None:
         old = known.get(('name', agg.name))
+    if old is agg:
+        return agg
     if (old is not None and old.name == agg.name
             and old.obj_get('uuid') == agg.obj_get('uuid')
             and list(old.hosts) == list(agg.hosts)
