@@ -303,6 +303,7 @@ def measure(worker, driver, zones: dict, hosts: int, k: int, paths: list,
 
     def check(side: str, chosen: list, spec_obj) -> None:
         zone = spec_obj.availability_zone
+        # A request left short (no valid host) counts too.
         if len(chosen) != k or any(zone not in zones[h] for h in chosen):
             stray[side] += 1
 
@@ -336,6 +337,7 @@ def measure(worker, driver, zones: dict, hosts: int, k: int, paths: list,
     for key in samples:
         del samples[key][:]
     del given[:], passed['nova'][:], passed['ours'][:]
+    stray.update(nova=0, ours=0)
     tasks = [run_nova] + [
         (lambda first, count, c=c, f=f: f(c, first, count))
         for c in paths for f in (run_fw, run_select)]
