@@ -1,16 +1,28 @@
 #!/usr/bin/env python3
-"""Plot select_destinations latency against fleet size, as an SVG.
+"""Plot decision latency against fleet size, as an SVG.
 
     python tools/bench/plot_latency.py            # or: tox -e benchplot
+    python tools/bench/plot_latency.py --nova-json /tmp/nova.json
 
-Times the in-process filter scheduler (the configured default filters
-and every weigher) at several fleet sizes and writes
-``doc/images/latency-vs-hosts.svg`` with the median and p95 lines, plus
-the numbers as a Markdown table in ``doc/images/latency-vs-hosts.md``.
+Writes ``doc/images/latency-vs-hosts.svg`` (median milliseconds per
+request, log scale) and the same numbers as a Markdown table in
+``doc/images/latency-vs-hosts.md``.  The curves:
+
+* this code's ``select_destinations`` in process, k=1, on the columnar
+  path and host by host (``[filter_scheduler] columnar`` on and off),
+  claims included: measured here, or taken from ``--nova-json``;
+* with ``--nova-json`` (what ``tox -e bench-nova -- --json PATH``
+  writes): nova 34's filter-and-weigh and ours on the same fleet, from
+  that interleaved run;
+* the previous release's curve, from
+  ``doc/images/latency-previous.json`` (figures recorded when it was
+  current, kept so that each plot shows where the code came from).
+
 Drawn with plain SVG so that no plotting library is needed.
 """
 
 import argparse
+import json
 import math
 import os
 import platform
@@ -26,106 +38,163 @@ from scheduler import config  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 SIZES = [250, 500, 1000, 2500, 5000, 10000]
-WIDTH, HEIGHT, MARGIN = 640, 400, 60
+WIDTH, HEIGHT, MARGIN = 780, 440, 60
+COLOURS = ['#1f77b4', '#2ca02c', '#d62728', '#9467bd', '#8c564b',
+           '#7f7f7f']
 
 
-def measure(sizes: list, requests: int) -> list:
-    rows = []
+def measure(sizes: list, requests: int) -> dict:
+    """Our k=1 medians, columnar and host by host: ``{name: curve}``."""
+    curves: dict = {}
     for hosts in sizes:
         driver, _load = bench_select.inprocess_driver(hosts)
-        samples, _wall = bench_select.time_inprocess(driver, requests)
-        ms = sorted(x * 1000 for x in samples)
-        rows.append({'hosts': hosts, 'median': statistics.median(ms),
-                     'p95': ms[min(len(ms) - 1,
-                                   int(round(0.95 * len(ms))) - 1)]})
-        print('%6d hosts: median %.2f ms, p95 %.2f ms'
-              % (hosts, rows[-1]['median'], rows[-1]['p95']))
-    return rows
+        for columnar, name in ((True, 'select_destinations, columnar'),
+                               (False, 'select_destinations, host by '
+                                       'host')):
+            samples, _wall = bench_select.time_inprocess(
+                driver, requests, 1, columnar)
+            median = statistics.median(x * 1000 for x in samples)
+            curve = curves.setdefault(name, {'hosts': [], 'median': []})
+            curve['hosts'].append(hosts)
+            curve['median'].append(median)
+            print('%6d hosts, %s: median %.2f ms' % (hosts, name, median))
+    return curves
 
 
-def nice_ticks(top: float, count: int = 5) -> list:
-    """Round tick values from 0 up to ``top`` (1, 2 or 5 times 10^n)."""
-    raw = top / count
-    magnitude = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1
-    step = next(m * magnitude for m in (1, 2, 5, 10)
-                if m * magnitude >= raw)
-    return [i * step for i in range(int(top // step) + 1)]
+def from_nova_json(path: str) -> dict:
+    """The k=1 curves of a ``bench_nova.py --json`` file."""
+    with open(path) as f:
+        data = json.load(f)
+    curves: dict = {}
+    for key, curve in sorted(data['curves'].items()):
+        if not key.startswith('k=1,'):
+            continue
+        path_name = 'columnar' if key.endswith('columnar') else \
+            'host by host'
+        curves['nova %s filter and weigh' % data.get('nova', '')] = {
+            'hosts': curve['hosts'], 'median': curve['nova_median_ms']}
+        curves['select_destinations, %s' % path_name] = {
+            'hosts': curve['hosts'],
+            'median': curve['ours_select_median_ms']}
+        curves['filter and weigh, %s' % path_name] = {
+            'hosts': curve['hosts'],
+            'median': curve['ours_filter_weigh_median_ms']}
+    return curves
 
 
-def svg(rows: list, title: str) -> str:
-    max_x = max(r['hosts'] for r in rows)
-    max_y = max(r['p95'] for r in rows) * 1.1
-    plot_w, plot_h = WIDTH - 2 * MARGIN, HEIGHT - 2 * MARGIN
+def previous(path: str) -> dict:
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        data = json.load(f)
+    return {data['name']: {'hosts': data['hosts'],
+                           'median': data['median']}}
+
+
+def svg(curves: dict, title: str) -> str:
+    max_x = max(max(c['hosts']) for c in curves.values())
+    values = [v for c in curves.values() for v in c['median'] if v > 0]
+    low = 10 ** math.floor(math.log10(min(values)))
+    high = 10 ** math.ceil(math.log10(max(values)))
+    plot_w, plot_h = WIDTH - 2 * MARGIN - 200, HEIGHT - 2 * MARGIN
 
     def x(v):
         return MARGIN + plot_w * v / max_x
 
     def y(v):
-        return HEIGHT - MARGIN - plot_h * v / max_y
+        span = math.log10(high) - math.log10(low)
+        return HEIGHT - MARGIN - plot_h * (
+            math.log10(max(v, low)) - math.log10(low)) / span
 
     out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
            'font-family="sans-serif" font-size="12">' % (WIDTH, HEIGHT),
            '<rect width="100%" height="100%" fill="white"/>',
            '<text x="%d" y="24" font-size="14">%s</text>' % (MARGIN, title)]
+    right = MARGIN + plot_w
     out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>'
-               % (MARGIN, HEIGHT - MARGIN, WIDTH - MARGIN, HEIGHT - MARGIN))
+               % (MARGIN, HEIGHT - MARGIN, right, HEIGHT - MARGIN))
     out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>'
                % (MARGIN, MARGIN, MARGIN, HEIGHT - MARGIN))
-    for value in nice_ticks(max_y):
+    decade = low
+    while decade <= high:
         out.append('<text x="%d" y="%.1f" text-anchor="end">%g</text>'
-                   % (MARGIN - 6, y(value) + 4, value))
+                   % (MARGIN - 6, y(decade) + 4, decade))
         out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" '
-                   'stroke="#ddd"/>' % (MARGIN, y(value), WIDTH - MARGIN,
-                                        y(value)))
-    for value in nice_ticks(max_x):
+                   'stroke="#ddd"/>' % (MARGIN, y(decade), right,
+                                        y(decade)))
+        decade *= 10
+    step = 10 ** math.floor(math.log10(max_x))
+    step = step // 2 if max_x / step < 4 else step
+    for value in range(0, int(max_x) + 1, max(1, int(step))):
         out.append('<text x="%.1f" y="%d" text-anchor="middle">%g</text>'
                    % (x(value), HEIGHT - MARGIN + 18, value))
     out.append('<text x="%d" y="%d" text-anchor="middle">hosts</text>'
-               % (WIDTH // 2, HEIGHT - 16))
+               % (MARGIN + plot_w // 2, HEIGHT - 16))
     out.append('<text x="16" y="%d" transform="rotate(-90 16 %d)" '
-               'text-anchor="middle">ms per request</text>'
+               'text-anchor="middle">median ms per request (log)</text>'
                % (HEIGHT // 2, HEIGHT // 2))
-    for key, colour in (('median', '#1f77b4'), ('p95', '#d62728')):
-        points = ' '.join('%.1f,%.1f' % (x(r['hosts']), y(r[key]))
-                          for r in rows)
+    for n, (name, curve) in enumerate(curves.items()):
+        colour = COLOURS[n % len(COLOURS)]
+        points = ' '.join('%.1f,%.1f' % (x(h), y(m))
+                          for h, m in zip(curve['hosts'], curve['median']))
         out.append('<polyline points="%s" fill="none" stroke="%s" '
                    'stroke-width="2"/>' % (points, colour))
-        for r in rows:
+        for h, m in zip(curve['hosts'], curve['median']):
             out.append('<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>'
-                       % (x(r['hosts']), y(r[key]), colour))
-    out.append('<text x="%d" y="%d" fill="#1f77b4">median</text>'
-               % (WIDTH - MARGIN - 90, MARGIN + 10))
-    out.append('<text x="%d" y="%d" fill="#d62728">p95</text>'
-               % (WIDTH - MARGIN - 90, MARGIN + 26))
+                       % (x(h), y(m), colour))
+        out.append('<text x="%d" y="%d" fill="%s" font-size="11">%s</text>'
+                   % (right + 10, MARGIN + 14 + 16 * n, colour, name))
     out.append('</svg>')
     return '\n'.join(out) + '\n'
+
+
+def markdown(curves: dict, where: str, source: str) -> str:
+    sizes = sorted({h for c in curves.values() for h in c['hosts']})
+    names = list(curves)
+    lines = ['Generated by tools/bench/plot_latency.py (%s; %s). Median '
+             'milliseconds per request, one instance.' % (where, source),
+             '', '| hosts | ' + ' | '.join(names) + ' |',
+             '| ---: |' + ' ---: |' * len(names)]
+    for hosts in sizes:
+        cells = []
+        for name in names:
+            curve = curves[name]
+            cells.append('%.2f' % curve['median'][curve['hosts'].index(hosts)]
+                         if hosts in curve['hosts'] else '')
+        lines.append('| %d | %s |' % (hosts, ' | '.join(cells)))
+    return '\n'.join(lines) + '\n'
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--requests', type=int, default=100)
     parser.add_argument('--hosts', type=int, action='append')
+    parser.add_argument('--nova-json', metavar='PATH',
+                        help='curves from a bench_nova.py --json run '
+                             'instead of measuring here')
     parser.add_argument('--output-dir',
                         default=os.path.join(REPO, 'doc', 'images'))
     args = parser.parse_args()
     config.parse_args([], default_config_files=[], setup_logging=False)
-    rows = measure(args.hosts or SIZES, args.requests)
+    curves = previous(os.path.join(args.output_dir,
+                                   'latency-previous.json'))
+    if args.nova_json:
+        curves.update(from_nova_json(args.nova_json))
+        source = 'figures of tools/bench/bench_nova.py, interleaved'
+    else:
+        curves.update(measure(args.hosts or SIZES, args.requests))
+        source = '%d requests per size' % args.requests
     os.makedirs(args.output_dir, exist_ok=True)
     where = '%s, Python %s, %d cores' % (platform.machine(),
                                          platform.python_version(),
                                          os.cpu_count() or 0)
-    title = 'select_destinations in process (%s)' % where
+    title = 'Scheduling one instance, in process (%s)' % where
     with open(os.path.join(args.output_dir, 'latency-vs-hosts.svg'),
               'w') as f:
-        f.write(svg(rows, title))
+        f.write(svg(curves, title))
     with open(os.path.join(args.output_dir, 'latency-vs-hosts.md'),
               'w') as f:
-        f.write('Generated by tools/bench/plot_latency.py (%s, %d requests '
-                'per size).\n\n| hosts | median ms | p95 ms |\n'
-                '| ---: | ---: | ---: |\n' % (where, args.requests))
-        for r in rows:
-            f.write('| %d | %.2f | %.2f |\n' % (r['hosts'], r['median'],
-                                                r['p95']))
+        f.write(markdown(curves, where, source))
 
 
 if __name__ == '__main__':
