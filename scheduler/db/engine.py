@@ -83,13 +83,13 @@ def _sqlite_engine(url: sa.URL) -> sa.Engine:
     oslo.db's engine factory does the SQLite basics, as on the other
     backends: foreign keys on (the aggregate tables rely on ON DELETE
     CASCADE), the synchronous mode, its exception filters (a duplicate
-    key is ``DBDuplicateEntry`` everywhere), one shared connection for
-    an in-memory database and no pooled connection for a file, so a
-    forked worker never inherits one.  Added here:
+    key is ``DBDuplicateEntry`` everywhere) and one shared connection
+    for an in-memory database.  Added here:
 
     * the file's directory is created: the default file lives under
       ``state_path``, which may not exist yet;
-    * no yield at connection check-in (see below);
+    * no yield at connection check-in (see below), and a pool of
+      connections for a file (``_queue_pool``);
     * every transaction takes the write lock at BEGIN (IMMEDIATE).  In
       SQLite's default deferred transactions a reader that then writes
       cannot wait for another writer and fails at once with "database
@@ -112,6 +112,8 @@ def _sqlite_engine(url: sa.URL) -> sa.Engine:
         sqlite_synchronous=CONF.database.sqlite_synchronous,
         connection_debug=CONF.database.connection_debug,
         connection_trace=CONF.database.connection_trace)
+    if not in_memory:
+        engine.pool = _queue_pool(engine.pool)
 
     @sa.event.listens_for(engine, 'connect')
     def _connect(dbapi_connection, _record):
@@ -132,6 +134,25 @@ def _sqlite_engine(url: sa.URL) -> sa.Engine:
         connection.exec_driver_sql('BEGIN IMMEDIATE')
 
     return engine
+
+
+def _queue_pool(old: sa.pool.Pool) -> sa.pool.QueuePool:
+    """A pool of a few connections in place of oslo.db's ``NullPool``.
+
+    oslo.db opens a new connection for every transaction on a SQLite
+    file: with its PRAGMAs, half a millisecond, twice per request.  A
+    pool is safe here: a forked worker drops its parent's engine
+    (``reset_engine(close=False)``) before it touches the database, and
+    SQLAlchemy opens file databases with ``check_same_thread=False``.
+    The new pool keeps the old one's creator and event listeners
+    (oslo.db's foreign keys and synchronous mode), as
+    ``Pool.recreate`` does.
+    """
+    return sa.pool.QueuePool(
+        old._creator, pool_size=5, max_overflow=10, recycle=old._recycle,
+        echo=old.echo, logging_name=old._orig_logging_name,
+        reset_on_return=old._reset_on_return, pre_ping=old._pre_ping,
+        _dispatch=old.dispatch, dialect=old._dialect)
 
 
 def _engine_and_maker() -> tuple[sa.Engine, orm.sessionmaker]:

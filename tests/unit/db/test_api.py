@@ -430,3 +430,18 @@ def test_the_aggregates_stamp_changes_with_every_aggregate_write():
     api.aggregate_delete(agg['id'])
     assert changed()
     assert api.aggregates_stamp() == stamps[-1], 'reading changes nothing'
+
+
+def test_a_sqlite_file_keeps_its_connections_with_their_settings():
+    engine = api.get_engine()
+    with engine.connect() as conn:
+        first = conn.connection.dbapi_connection
+    with engine.connect() as conn:
+        # The same connection again: no reconnect (and PRAGMAs) per
+        # transaction.
+        assert conn.connection.dbapi_connection is first
+        pragmas = [conn.exec_driver_sql('PRAGMA %s' % name).scalar()
+                   for name in ('foreign_keys', 'journal_mode',
+                                'busy_timeout')]
+    # oslo.db's foreign keys and our WAL and busy timeout, all kept.
+    assert pragmas == [1, 'wal', 30000]
