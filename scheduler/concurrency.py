@@ -161,12 +161,26 @@ def run_blocking(func, *args, **kwargs):
     return tpool.execute(func, *args, **kwargs)
 
 
+#: How long a green thread may keep the CPU between two safe points
+#: before ``cooperative_yield`` hands it over.
+_SLICE = 0.005
+_last_switch = [0.0]
+
+
 def cooperative_yield() -> None:
     """Let other requests and reports run: a safe point in a long loop.
 
-    ``time.sleep(0)`` switches green threads when the process is
-    monkey-patched and releases the GIL under the threading executor,
-    so one long request (many instances, many hosts) cannot hold every
-    other caller and every compute report behind it.
+    Under eventlet, ``time.sleep(0)`` switches green threads, so one
+    long request (many instances, many hosts) cannot hold every other
+    caller and every compute report behind it; it does so once the
+    CPU was held for ``_SLICE``, not at every safe point (each switch
+    costs a trip through the hub).  Native threads need nothing: the
+    interpreter switches them every few milliseconds by itself, and a
+    ``sleep(0)`` there is a system call that may give the core away.
     """
-    time.sleep(0)
+    if not _patched:
+        return
+    now = time.monotonic()
+    if now - _last_switch[0] >= _SLICE:
+        time.sleep(0)
+        _last_switch[0] = time.monotonic()

@@ -266,46 +266,83 @@ def _naive(value: datetime.datetime | None) -> datetime.datetime | None:
 
 
 def _take(conn: sa.Connection, claims: Sequence[Placement], sign: int = 1,
-          check: bool = True) -> dict | None:
+          check: bool = True, seq=None) -> dict | None:
     """Add (or with ``sign=-1`` give back) claims' usage on their node.
 
     ``claims`` are on one node.  With ``check``, the UPDATE only happens
     if all of them fit under the smallest limit any of them sets, and,
     when the first one names a generation, if the row is still at it.
-    Returns None when nothing was updated; else, for a checked claim,
-    the row as updated (read back where the database cannot return it
-    from the UPDATE), and an empty dict for an unchecked change.
+    ``seq``: the usage sequence number to give the row, if the caller
+    took one for its whole transaction (else the next one).  Returns
+    None when nothing was updated; else, for a checked claim, the row
+    as updated (read back where the database cannot return it from the
+    UPDATE), and an empty dict for an unchecked change.
     """
     first = claims[0]
-    stmt = sa.update(_USAGE).where(_USAGE.host == first.host,
-                                   _USAGE.nodename == first.nodename)
-    total = {field: sum(getattr(c, field) for c in claims)
-             for _name, _rep, _claimed, field in _CHECKED}
+    params = {'k_host': first.host, 'k_node': first.nodename,
+              'add_instances': sign * len(claims)}
+    for _name, _rep, _claimed, field in _CHECKED:
+        params['add_' + field] = sign * sum(getattr(c, field)
+                                            for c in claims)
+    limited = []
     if check:
-        for limit_name, reported, claimed, field in _CHECKED:
+        for limit_name, _rep, _claimed, _field in _CHECKED:
             limits = [c.limits[limit_name] for c in claims
                       if c.limits.get(limit_name) is not None]
-            if not limits:
-                continue
-            stmt = stmt.where(getattr(_USAGE, reported)
-                              + getattr(_USAGE, claimed)
-                              + total[field] <= min(limits))
+            if limits:
+                limited.append(limit_name)
+                params['limit_' + limit_name] = min(limits)
         if first.generation is not None:
-            stmt = stmt.where(_USAGE.generation == first.generation)
-    values = {claimed: getattr(_USAGE, claimed) + sign * total[field]
-              for _name, _rep, claimed, field in _CHECKED}
-    values['claimed_instances'] = _USAGE.claimed_instances + sign * len(
-        claims)
-    values.update(_bump(conn))
-    stmt = stmt.values(**values)
-    if check and conn.dialect.update_returning:
-        table = _USAGE.__table__
-        row = conn.execute(stmt.returning(
-            *[table.c[name] for name in _USAGE_COLUMNS])).first()
+            params['k_generation'] = first.generation
+    native_seq = conn.dialect.supports_sequences
+    if not native_seq:
+        params['k_seq'] = _next_seq(conn) if seq is None else seq
+    returning = check and conn.dialect.update_returning
+    stmt = _take_statement(tuple(limited), 'k_generation' in params,
+                           native_seq, returning)
+    if returning:
+        row = conn.execute(stmt, params).first()
         return None if row is None else dict(row._mapping)
-    if conn.execute(stmt).rowcount != 1:
+    if conn.execute(stmt, params).rowcount != 1:
         return None
     return _usage_row(conn, first.host, first.nodename) if check else {}
+
+
+_TAKE_STATEMENTS: dict = {}
+
+
+def _take_statement(limited: tuple, generation: bool, native_seq: bool,
+                    returning: bool) -> sa.Update:
+    """``_take``'s UPDATE, built once per shape with bound parameters:
+    building the expression anew for every claim cost more than running
+    it."""
+    key = (limited, generation, native_seq, returning)
+    stmt = _TAKE_STATEMENTS.get(key)
+    if stmt is not None:
+        return stmt
+    stmt = sa.update(_USAGE).where(_USAGE.host == sa.bindparam('k_host'),
+                                   _USAGE.nodename == sa.bindparam('k_node'))
+    values = {}
+    for limit_name, reported, claimed, field in _CHECKED:
+        added = sa.bindparam('add_' + field, type_=sa.Integer)
+        values[claimed] = getattr(_USAGE, claimed) + added
+        if limit_name in limited:
+            stmt = stmt.where(
+                getattr(_USAGE, reported) + getattr(_USAGE, claimed) + added
+                <= sa.bindparam('limit_' + limit_name, type_=sa.Float))
+    if generation:
+        stmt = stmt.where(_USAGE.generation == sa.bindparam('k_generation'))
+    values['claimed_instances'] = _USAGE.claimed_instances + sa.bindparam(
+        'add_instances', type_=sa.Integer)
+    values['generation'] = _USAGE.generation + 1
+    values['seq'] = (models.USAGE_SEQUENCE.next_value() if native_seq
+                     else sa.bindparam('k_seq', type_=sa.BigInteger))
+    stmt = stmt.values(**values)
+    if returning:
+        table = _USAGE.__table__
+        stmt = stmt.returning(*[table.c[name] for name in _USAGE_COLUMNS])
+    _TAKE_STATEMENTS[key] = stmt
+    return stmt
 
 
 def claim(request: ClaimRequest, replace: bool = False) -> dict:
@@ -348,9 +385,13 @@ def _claim_many(requests: Sequence[ClaimRequest]) -> list[dict]:
     with engine.get_engine().begin() as conn:
         # The UPDATEs first: on nodes that have their row (nearly
         # always) they are the whole check, one round trip per node.
+        # One sequence number for the transaction where it costs a
+        # statement (SQLite's counter row); a native sequence is read in
+        # the UPDATE itself.
+        seq = None if conn.dialect.supports_sequences else _next_seq(conn)
         after = {}
         for key in sorted(by_node):
-            after[key] = _take(conn, by_node[key])
+            after[key] = _take(conn, by_node[key], seq=seq)
             if after[key] is None:
                 if conn.execute(sa.select(_USAGE.id).where(
                         _USAGE.host == key[0],
