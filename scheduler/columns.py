@@ -247,6 +247,7 @@ class Snapshot:
         self.views = views
         #: Rows of every host, in the HostManager's order.
         self.ordered = ordered
+        self._has_values: dict = {}
 
     def column(self, name: str) -> np.ndarray:
         return self.arrays.data[name]
@@ -263,6 +264,15 @@ class Snapshot:
                     column[row] = aggregate_number(view, key)
             self.arrays.agg[key] = column
         return column
+
+    def has_aggregate_values(self, key: str) -> bool:
+        """Whether any host's aggregates set metadata ``key`` (asked
+        once per request and key)."""
+        found = self._has_values.get(key)
+        if found is None:
+            found = self._has_values[key] = bool(
+                (~np.isnan(self.aggregate_column(key))).any())
+        return found
 
     def put(self, row: int, view) -> None:
         """Replace ``row``'s values by ``view``'s (a claimed host)."""
@@ -339,8 +349,11 @@ class Columns:
                             bool)
         return table[getattr(self, name)]
 
-    def aggregate_number(self, key: str) -> np.ndarray:
-        """``aggregate_number`` of metadata ``key`` per candidate."""
+    def aggregate_number(self, key: str) -> np.ndarray | None:
+        """``aggregate_number`` of metadata ``key`` per candidate; None
+        when no host has the key set (most keys, most of the time)."""
+        if not self.snapshot.has_aggregate_values(key):
+            return None
         return self.snapshot.aggregate_column(key)[self.rows]
 
     def views(self) -> list:
@@ -352,18 +365,32 @@ class Columns:
 def vector_form(plugin, name: str, per_host: tuple):
     """``plugin``'s bound method ``name`` if it stands for ``per_host``:
     defined by the class that defines the last of those, or a subclass."""
-    mro = type(plugin).__mro__
+    key = (type(plugin), name, per_host)
+    found = _VECTOR_FORMS.get(key)
+    if found is None:
+        found = _VECTOR_FORMS[key] = _has_vector_form(type(plugin), name,
+                                                      per_host)
+    return getattr(plugin, name) if found else None
+
+
+#: (class, method, per-host methods) -> whether the class's ``method``
+#: stands for them: asked for every filter and weigher of every
+#: instance, answered once per class.
+_VECTOR_FORMS: dict = {}
+
+
+def _has_vector_form(cls: type, name: str, per_host: tuple) -> bool:
+    mro = cls.__mro__
 
     def owner(attr):
-        for depth, cls in enumerate(mro):
-            if attr in vars(cls):
+        for depth, klass in enumerate(mro):
+            if attr in vars(klass):
                 return depth
         return len(mro)
 
     depth = owner(name)
-    if depth == len(mro) or any(owner(a) < depth for a in per_host):
-        return None
-    return getattr(plugin, name)
+    return not (depth == len(mro) or any(owner(a) < depth
+                                         for a in per_host))
 
 
 _FILTER_METHODS = ('host_passes', 'filter_all', 'prepare', 'passes')

@@ -124,9 +124,10 @@ class BaseHostWeigher:
         """``weight_multipliers`` over columns (``scheduler.columns``):
         the configured multiplier, or the host's aggregate override."""
         default = float(self.configured_multiplier())
-        if self.multiplier_option is None:
+        override = None if self.multiplier_option is None else \
+            columns.aggregate_number(self.multiplier_option)
+        if override is None:
             return np.full(len(columns), default)
-        override = columns.aggregate_number(self.multiplier_option)
         return np.where(np.isnan(override), default, override)
 
     def _weigh_object(self, host_state, spec_obj) -> float:
