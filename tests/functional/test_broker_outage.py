@@ -268,3 +268,31 @@ def test_cli_says_in_one_line_that_the_bus_is_unreachable(
         assert gone.accepted == 1, 'the check logged in, nothing else did'
         assert 'the call was not taken within %d s' % FIRST_CALL_TIMEOUT \
             in done.stderr
+
+
+def test_aggregate_command_ends_when_the_bus_takes_no_cast(tmp_path,
+                                                           rabbit_url):
+    """``aggregate create`` saves, then announces the change with a cast:
+    a broker gone after the check is one warning line, not a hang (the
+    schedulers read the change at their next periodic task)."""
+    gone = tcp_proxy.TCPProxy(limit=1).start()
+    config = daemons.write_multi_config(
+        str(tmp_path / 'manage.conf'),
+        '[DEFAULT]\ntransport_url = %s\n\n[scheduler]\ntopic = %s\n\n'
+        '[database]\nconnection = sqlite:///%s\n'
+        % (gone.url(), daemons.unique_topic('nobody'),
+           tmp_path / 'inventory.sqlite'))
+    manage = [daemons.console_script('scheduler-manage'), '--config-file',
+              config]
+    try:
+        subprocess.run(manage + ['db', 'sync'], check=True,
+                       capture_output=True, timeout=60)
+        done = subprocess.run(manage + ['aggregate', 'create', 'az-x',
+                                        '--zone', 'x'],
+                              capture_output=True, text=True, timeout=60)
+    finally:
+        gone.stop()
+    assert done.returncode == 0, done.stderr
+    assert 'az-x' in done.stdout
+    assert done.stderr.count('\n') == 1, done.stderr
+    assert 'Saved, but could not notify the schedulers' in done.stderr
