@@ -66,7 +66,7 @@ def queue_name(topic: str, server: str) -> str:
 def probe_server(server: str) -> str:
     """The server name whose routing key says the hosts' keys are bound.
 
-    Not a host name: host names have no dots.
+    Never a simulated host's name, which ends in ``-<number>``.
     """
     return '%s.bindings' % server
 
@@ -164,7 +164,9 @@ class BindingGuard:
             return True
         except oslo_messaging.MessageUndeliverable:
             pass
-        except oslo_messaging.MessagingException as e:
+        except Exception as e:
+            # The broker is unreachable (oslo.messaging or kombu says so
+            # in its own words): the reconnection is logged already.
             LOG.debug('Could not probe the fleet queue bindings: %s', e)
             return False
         queue = queue_name(self.topic, self.server)
