@@ -17,6 +17,14 @@ _DEFAULT_LOG_LEVELS = [
     'oslo.service=INFO', 'iso8601=WARN', 'eventlet.wsgi.server=WARN',
 ]
 
+#: A command-line tool's loggers without ``--debug``: its own warnings
+#: only, and none of oslo.messaging's connection retries (ERROR lines
+#: while a broker is unreachable), which the command's one-line error
+#: already sums up.
+_LIBRARY_LOGGERS = ('oslo.messaging', 'oslo_messaging')
+_QUIET_TOOL_LEVELS = ['scheduler=WARN'] + [
+    '%s=CRITICAL' % name for name in _LIBRARY_LOGGERS]
+
 _logging_registered = False
 
 #: Our default for ``[oslo_messaging_rabbit]
@@ -45,8 +53,8 @@ def parse_args(argv: list, default_config_files: list | None = None,
     register_logging_options()
     if command_line_tool:
         CONF.set_default('use_stderr', True)
-        logging.set_defaults(default_log_levels=_DEFAULT_LOG_LEVELS + [
-            'scheduler=WARN'])
+        logging.set_defaults(default_log_levels=_DEFAULT_LOG_LEVELS
+                             + _QUIET_TOOL_LEVELS)
     oslo_messaging.set_transport_defaults(control_exchange='scheduler')
     # oslo.messaging's options ([DEFAULT] transport_url,
     # [oslo_messaging_notifications], ...), so that config files may set
@@ -65,6 +73,8 @@ def parse_args(argv: list, default_config_files: list | None = None,
         setup_logging_or_exit()
     if setup_logging and command_line_tool and CONF.debug:
         logging.getLogger('scheduler').logger.setLevel(logging.DEBUG)
+        for name in _LIBRARY_LOGGERS:
+            logging.getLogger(name).logger.setLevel(logging.INFO)
 
 
 def setup_logging_or_exit() -> None:

@@ -1,9 +1,11 @@
 """Transport, serializer, servers and clients: the bus, in one place."""
 
+import threading
+import time
 import urllib.parse
+import weakref
 
 import kombu
-import time
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -254,9 +256,10 @@ def check_broker(conf: cfg.ConfigOpts | None = None,
                  timeout: float = 5) -> None:
     """Raise ``BrokerUnreachable`` unless the broker takes a connection.
 
-    oslo.messaging retries a connection for ever (the reply queue of a
-    call has no retry limit): a command-line tool asks first, so that a
-    broker that is down is one line, not a hang.
+    A command-line tool asks first: a broker that is down is then one
+    line with the reason (refused, timed out, login failed) at once,
+    rather than a ``MessageBusUnreachable`` at the end of the command's
+    timeout (``call``).
     """
     conf = conf or cfg.CONF
     if not is_amqp(conf):
@@ -268,6 +271,82 @@ def check_broker(conf: cfg.ConfigOpts | None = None,
         raise exception.BrokerUnreachable(
             url=urls.masked_url(conf.transport_url),
             reason=str(e) or type(e).__name__)
+
+
+class MessageBusUnreachable(oslo_messaging.MessagingTimeout):
+    """A call's timeout ran out before the message bus took the call.
+
+    A ``MessagingTimeout``, so callers that handle a scheduler that does
+    not answer handle this too; its own type lets a tool say that the
+    bus, not the scheduler, is the problem.
+    """
+
+
+class _ReplyQueueOpener:
+    """Opens one transport's reply queue in a thread of its own.
+
+    oslo.messaging's AMQP driver opens the queue its replies come back
+    on at a process's first call, on a connection that waits for the
+    broker without a limit (and under a lock every later call takes).
+    Opened here in the background instead, a call gives up at its
+    deadline while the queue goes on being opened for the calls after
+    it; once open it stays open, and the driver reconnects it by itself.
+    """
+
+    def __init__(self, open_queue):
+        self._open_queue = open_queue
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+
+    def wait(self, timeout: float) -> bool:
+        """Whether the queue is open within ``timeout`` seconds.
+
+        Raises what opening it raised (a refused login, for example);
+        the next call then tries again.
+        """
+        with self._lock:
+            failed = self._done.is_set() and self._error is not None
+            if self._thread is None or failed:
+                self._done.clear()
+                self._error = None
+                self._thread = threading.Thread(
+                    target=self._run, name='rpc-reply-queue', daemon=True)
+                self._thread.start()
+        if not self._done.wait(max(timeout, 0.0)):
+            return False
+        if self._error is not None:
+            raise self._error
+        return True
+
+    def _run(self) -> None:
+        try:
+            self._open_queue()
+        except Exception as e:  # handed to the waiting caller
+            self._error = e
+        self._done.set()
+
+
+_OPENERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_OPENERS_LOCK = threading.Lock()
+
+
+def _reply_queue_open(transport, timeout: float) -> bool:
+    """Whether ``transport`` can take a call's reply within ``timeout``.
+
+    Only oslo.messaging's AMQP drivers open a reply queue (their
+    ``_get_reply_q``); other drivers have nothing to wait for.
+    """
+    driver = getattr(transport, '_driver', None)
+    open_queue = getattr(driver, '_get_reply_q', None)
+    if open_queue is None:
+        return True
+    with _OPENERS_LOCK:
+        opener = _OPENERS.get(driver)
+        if opener is None:
+            opener = _OPENERS[driver] = _ReplyQueueOpener(open_queue)
+    return opener.wait(timeout)
 
 
 #: Seconds between two attempts to publish a call while the broker is
@@ -285,21 +364,26 @@ def call(cctxt, ctxt, method: str, **kwargs):
     one.  Here each attempt publishes once (``retry=0``), attempts
     repeat every ``SEND_RETRY_INTERVAL`` seconds, and each waits for the
     reply only for what is left of the caller's timeout (the client's,
-    else ``[DEFAULT] rpc_response_timeout``).  Past it the caller gets
-    ``MessagingTimeout``, as for a scheduler that does not answer.  A
-    call that could not be published was not sent, so repeating it
-    cannot run it twice.
-
-    Not bounded: the very first call of a process opens oslo's reply
-    listener, which waits for the broker without a limit.
+    else ``[DEFAULT] rpc_response_timeout``).  The reply queue a
+    process's first call needs is opened in the background
+    (``_ReplyQueueOpener``), so the first call is bounded too.  Past
+    the deadline the caller gets ``MessageBusUnreachable`` (a
+    ``MessagingTimeout``) when the bus never took the call, and
+    ``MessagingTimeout`` when no scheduler answered it.  A call that
+    could not be published was not sent, so repeating it cannot run it
+    twice.
     """
     timeout = cctxt.timeout or cfg.CONF.rpc_response_timeout
     deadline = time.monotonic() + timeout
+    if not _reply_queue_open(cctxt.transport, timeout):
+        raise MessageBusUnreachable(
+            'Could not send %s within %ss: the message bus is unreachable '
+            '(no connection for the reply)' % (method, timeout))
     failures = 0
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise oslo_messaging.MessagingTimeout(
+            raise MessageBusUnreachable(
                 'Could not send %s within %ss: the message bus is '
                 'unreachable (%d attempts)' % (method, timeout, failures))
         try:

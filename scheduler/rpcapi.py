@@ -26,9 +26,16 @@ class SchedulerAPI:
 
     VERSION = '1.4'
 
-    def __init__(self, transport=None, timeout: int | None = None):
+    def __init__(self, transport=None, timeout: int | None = None,
+                 cast_retry: int | None = None):
+        """``cast_retry``: how often a state-changing cast is tried again
+        while the broker is unreachable.  None (oslo.messaging's
+        default) waits until it is back, as a compute's reports should;
+        a command-line tool sets a small number, so that it ends.
+        """
         self._transport = transport
         self._timeout = timeout
+        self._cast_retry = cast_retry
         self._client = None
         self._cast_clients: dict = {}
         self._server_manifest: dict | None = None
@@ -206,12 +213,13 @@ class SchedulerAPI:
                 self._cast_clients[topic] = rpc.get_client(
                     rpc.own_exchange_target(topic, version='1.4'),
                     transport=self._transport, timeout=self._timeout)
-            self._cast_clients[topic].prepare(fanout=True).cast(
-                ctxt, method, **kwargs)
+            self._cast_clients[topic].prepare(
+                fanout=True, retry=self._cast_retry).cast(
+                    ctxt, method, **kwargs)
             return
         if not client.can_send_version(legacy_version):
             LOG.debug('Not sending %s: the scheduler API is capped below '
                       '%s', method, legacy_version)
             return
-        client.prepare(fanout=True, version=legacy_version).cast(
-            ctxt, method, **kwargs)
+        client.prepare(fanout=True, version=legacy_version,
+                       retry=self._cast_retry).cast(ctxt, method, **kwargs)

@@ -29,13 +29,18 @@ LOG = logging.getLogger(__name__)
 COLUMNS = ['id', 'uuid', 'name', 'availability_zone', 'hosts', 'metadata']
 
 
+#: Tries of the announcement after the first while the broker is
+#: unreachable (oslo.messaging waits 1 s, then 3 s): the command ends.
+ANNOUNCE_RETRY = 2
+
+
 def _announce(changed: dict | None = None, deleted: dict | None = None):
     """Tell running schedulers; the inventory is already right."""
     from scheduler import rpc
     from scheduler import rpcapi
     try:
         rpc.check_broker(timeout=5)
-        api = rpcapi.SchedulerAPI(timeout=10)
+        api = rpcapi.SchedulerAPI(timeout=10, cast_retry=ANNOUNCE_RETRY)
         ctxt = ctx_mod.get_admin_context()
         if changed is not None:
             api.update_aggregates(ctxt, [_obj(changed)])

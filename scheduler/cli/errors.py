@@ -13,6 +13,7 @@ import sqlalchemy as sa
 
 from scheduler.cli import output
 from scheduler import exception
+from scheduler import rpc
 from scheduler import urls
 
 CONF = cfg.CONF
@@ -25,6 +26,11 @@ def _first_line(error: BaseException) -> str:
 
 def describe(error: BaseException, timeout: float | None) -> str:
     """The one line that says what failed, with secrets masked."""
+    if isinstance(error, rpc.MessageBusUnreachable):
+        return ('cannot reach the message bus at %s: the call was not '
+                'taken within %s s (is the broker running, and is '
+                '[DEFAULT] transport_url right?)'
+                % (urls.masked_url(CONF.transport_url), _seconds(timeout)))
     if isinstance(error, oslo_messaging.MessagingTimeout):
         return ('no scheduler answered on topic %s at transport %s within '
                 '%s s (is scheduler-service running with the same '

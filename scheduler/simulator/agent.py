@@ -323,6 +323,11 @@ class FleetEndpoint:
             return
         compute.terminate_instance(instance_uuid, ctxt)
 
+    @oslo_messaging.expose
+    def bindings_probe(self, ctxt):
+        """The fleet's own probe: it arrived, so the bindings are there
+        (``routing.BindingGuard``)."""
+
 
 class Progress:
     """Counts reports and says, now and then, how the fleet is doing."""
@@ -373,6 +378,9 @@ class Fleet:
     #: How long to wait for a scheduler's answer before the aggregates
     #: are cast (and between two tries).
     PROBE_TIMEOUT = 5
+    #: Seconds between two checks that the broker still routes every
+    #: host's casts to the fleet's queue (``routing.BindingGuard``).
+    BINDING_CHECK_EVERY = 2.0
 
     def __init__(self, spec: fleet_mod.FleetSpec,
                  control_dir: str | None = None,
@@ -390,6 +398,7 @@ class Fleet:
         self._transport = None
         self._servers: list = []
         self._bound = False
+        self.bindings: routing.BindingGuard | None = None
         self._stopping = threading.Event()
         self._threads: list = []
         self.progress = Progress(self.STARTUP_PROGRESS_EVERY)
@@ -445,6 +454,8 @@ class Fleet:
         self.progress.every = self.PROGRESS_EVERY
         self._spawn(self._report_loop, 'fleet-reporter', interval)
         self._spawn(self._aggregates_loop, 'fleet-aggregates', interval)
+        if self.bindings is not None:
+            self._spawn(self._bindings_loop, 'fleet-bindings')
 
     def _spawn(self, target, name: str, *args) -> None:
         thread = threading.Thread(target=target, args=args, name=name,
@@ -461,6 +472,8 @@ class Fleet:
         self._bound = True
         bound = routing.bind_hosts(CONF, topic, self.server_name,
                                    self.hosts, stopping=self._stopping)
+        self.bindings = routing.BindingGuard(CONF, transport, topic,
+                                             self.server_name, self.hosts)
         LOG.info('One RPC server (%(queue)s) serves the casts of '
                  '%(count)d simulated host(s)',
                  {'queue': routing.queue_name(topic, self.server_name),
@@ -536,6 +549,14 @@ class Fleet:
                              'timeout': self.PROBE_TIMEOUT})
                 warned = True
             self._stopping.wait(max(interval, self.PROBE_TIMEOUT))
+
+    def _bindings_loop(self) -> None:
+        """Bind the hosts' routing keys again whenever they are lost."""
+        while not self._stopping.wait(self.BINDING_CHECK_EVERY):
+            try:
+                self.bindings.check(stopping=self._stopping)
+            except Exception:
+                LOG.exception('Checking the fleet queue bindings failed')
 
     def report_all(self) -> int:
         """Report every host that is not silenced; return how many did."""

@@ -20,6 +20,15 @@ The bindings are made with kombu on one short-lived connection (the
 only other connection the process opens besides its transport's) and
 go away with the queue, which the fleet deletes when it stops.
 
+They also go when the broker loses the queue (a restart, for a
+non-durable queue, or someone deleting it): oslo.messaging declares the
+queue again when it reconnects, with its own binding only, and every
+build cast to a simulated host would then be unroutable.  So
+``bind_hosts`` binds one more key last, the fleet's probe key, and
+``BindingGuard`` casts to it every few seconds with the mandatory flag:
+a cast the broker cannot route means the keys are gone, and they are
+bound again.
+
 Drivers other than RabbitMQ (``fake://`` in the demo and unit tests,
 all in one process, no connections) get one RPC server per host on the
 shared transport instead: ``needs_server_per_host()`` says which.
@@ -27,7 +36,10 @@ shared transport instead: ``needs_server_per_host()`` says which.
 
 from oslo_config import cfg
 from oslo_log import log as logging
+import oslo_messaging
 
+from scheduler import compute_rpcapi
+from scheduler import context as ctx_mod
 from scheduler import rpc
 
 LOG = logging.getLogger(__name__)
@@ -51,14 +63,24 @@ def queue_name(topic: str, server: str) -> str:
     return '%s.%s' % (topic, server)
 
 
+def probe_server(server: str) -> str:
+    """The server name whose routing key says the hosts' keys are bound.
+
+    Never a simulated host's name, which ends in ``-<number>``.
+    """
+    return '%s.bindings' % server
+
+
 def bind_hosts(conf: cfg.ConfigOpts, topic: str, server: str,
                hosts, stopping=None) -> int:
     """Route ``<topic>.<host>`` for every host to the server's queue.
 
     The server must have started (its queue and the exchange exist).
     Bindings go out in batches without waiting for each reply; the
-    broker confirms each batch.  Returns how many hosts were bound;
-    stops early when ``stopping`` (a threading.Event) is set.
+    broker confirms each batch.  The probe key (``probe_server``) is
+    bound last, once every host's is.  Returns how many hosts were
+    bound; stops early, without the probe key, when ``stopping`` (a
+    threading.Event) is set.
     """
     queue = queue_name(topic, server)
     exchange = exchange_name(conf)
@@ -78,6 +100,10 @@ def bind_hosts(conf: cfg.ConfigOpts, topic: str, server: str,
                     # every binding before it, or the channel failed.
                     channel.queue_declare(queue=queue, passive=True)
             channel.queue_declare(queue=queue, passive=True)
+            if stopping is None or not stopping.is_set():
+                channel.queue_bind(
+                    queue=queue, exchange=exchange,
+                    routing_key='%s.%s' % (topic, probe_server(server)))
         finally:
             channel.close()
     LOG.debug('Bound %(count)d host routing keys to queue %(queue)s on '
@@ -100,3 +126,62 @@ def delete_queue(conf: cfg.ConfigOpts, topic: str, server: str) -> None:
     except Exception as e:
         LOG.warning('Could not delete the fleet queue %(queue)s: %(error)s',
                     {'queue': queue, 'error': e})
+
+
+class BindingGuard:
+    """Binds the hosts' routing keys again when the broker lost them.
+
+    ``check()`` casts ``bindings_probe`` to the fleet's probe key with
+    the mandatory flag, on the fleet's own transport: the fleet's
+    endpoint receives it and does nothing.  When the broker cannot
+    route it, the queue was declared again without the fleet's keys:
+    they are bound again, probe key last.  One cast per check, whatever
+    the fleet's size; the hosts are bound again only when lost.
+    """
+
+    def __init__(self, conf: cfg.ConfigOpts, transport, topic: str,
+                 server: str, hosts):
+        self.conf = conf
+        self.topic = topic
+        self.server = server
+        self.hosts = list(hosts)
+        #: How many times the keys were found lost and bound again.
+        self.rebinds = 0
+        target = oslo_messaging.Target(topic=topic,
+                                       server=probe_server(server),
+                                       version='1.0')
+        self._probe = rpc.get_client(target, transport=transport).prepare(
+            transport_options=compute_rpcapi.MANDATORY, retry=0)
+
+    def check(self, stopping=None) -> bool:
+        """Whether the keys were in place; binds them again if not.
+
+        Errors (the broker unreachable, the queue not declared again
+        yet) are logged; the next check tries again.
+        """
+        try:
+            self._probe.cast(ctx_mod.get_admin_context(), 'bindings_probe')
+            return True
+        except oslo_messaging.MessageUndeliverable:
+            pass
+        except Exception as e:
+            # The broker is unreachable (oslo.messaging or kombu says so
+            # in its own words): the reconnection is logged already.
+            LOG.debug('Could not probe the fleet queue bindings: %s', e)
+            return False
+        queue = queue_name(self.topic, self.server)
+        try:
+            bound = bind_hosts(self.conf, self.topic, self.server,
+                               self.hosts, stopping=stopping)
+        except Exception as e:  # the queue may not be back yet
+            LOG.warning('The queue %(queue)s has lost the routing keys of '
+                        'its hosts, and binding them again failed: '
+                        '%(error)s; trying again later',
+                        {'queue': queue, 'error': e})
+            return False
+        self.rebinds += 1
+        LOG.warning('The queue %(queue)s had lost the routing keys of its '
+                    'hosts (the broker restarted, or the queue was deleted '
+                    'and declared again): bound %(count)d host(s) again',
+                    {'queue': queue, 'count': bound})
+        return False

@@ -50,6 +50,13 @@ class Cluster:
         os.makedirs(self.control_dir, exist_ok=True)
         self.daemons: list = []
         self.server_names: set = set()
+        #: Fleet RPC server names of the simulators started (their
+        #: queues are deleted at the end, should a simulator not).
+        self.fleet_names: set = set()
+        #: Configuration text every daemon of the cluster gets too.
+        self.shared_config = ''
+        #: Exchanges to delete at the end, besides the topics' own.
+        self.exchanges: set = set()
         # Kept: a test may point the computes at a proxy later.
         self._broker_url = transport_url.replace('rabbit://', 'amqp://', 1)
         self.scheduler = None
@@ -80,8 +87,30 @@ class Cluster:
         lines += ['', '[compute]', 'topic = %s' % self.compute_topic, '',
                   '[database]', 'connection = %s' % database_url, '']
         path = str(self.tmp / ('%s.conf' % name))
-        return daemons.write_multi_config(path, '\n'.join(lines) + '\n'
-                                          + extra)
+        return daemons.write_multi_config(
+            path, '\n'.join(lines) + '\n' + self.shared_config + extra)
+
+    def private_exchange(self, rabbit_opts: dict | None = None) -> str:
+        """Put every party on a control exchange of its own; return it.
+
+        ``rabbit_opts`` go to ``[oslo_messaging_rabbit]`` of every
+        daemon and of this process (the caller).  A party with durable
+        or quorum queues cannot share an exchange another declared
+        non-durable: RabbitMQ refuses the second declaration.  The
+        exchange is deleted with the cluster.
+        """
+        exchange = daemons.unique_topic('exchange')
+        self.exchanges.add(exchange)
+        self.conf_fixture.config(control_exchange=exchange)
+        lines = ['[DEFAULT]', 'control_exchange = %s' % exchange, '',
+                 '[oslo_messaging_rabbit]']
+        for key, value in (rabbit_opts or {}).items():
+            self.conf_fixture.config(group='oslo_messaging_rabbit',
+                                     **{key: value})
+            lines.append('%s = %s' % (key, str(value).lower()
+                                      if isinstance(value, bool) else value))
+        self.shared_config += '\n'.join(lines) + '\n\n'
+        return exchange
 
     def start_scheduler(self, database_url: str, name: str = 'sched',
                         scheduler_opts: dict | None = None, extra: str = '',
@@ -128,13 +157,16 @@ class Cluster:
             str(self.tmp / ('%s.conf' % name)),
             '[DEFAULT]\ntransport_url = %s\nhost = %s\nlog_file = %s\n'
             'debug = %s\n\n[scheduler]\ntopic = %s\nreport_interval = %d\n'
-            '\n[compute]\ntopic = %s\n'
+            '\n[compute]\ntopic = %s\n\n%s'
             % (self.transport_url, name, self.tmp / ('%s.log' % name),
                str(debug).lower(), self.topic, report_interval,
-               self.compute_topic))
+               self.compute_topic, self.shared_config))
         args = ['--config-file', path, '--control-dir', self.control_dir]
         args += ['--fleet', fleet] if fleet else ['--hosts', str(hosts)]
         args += list(extra_args)
+        if '--server-name' not in args:
+            args += ['--server-name', daemons.unique_topic('fleet')]
+        self.fleet_names.add(args[args.index('--server-name') + 1])
         daemon = daemons.Daemon('scheduler-compute-sim', args,
                                 str(self.tmp / ('%s.log' % name)))
         self.daemons.append(daemon)
@@ -148,21 +180,28 @@ class Cluster:
         self._delete_queues()
 
     def _delete_queues(self) -> None:
-        """Delete the RPC queues the services declared on the shared broker.
+        """Delete the RPC queues and exchanges the cluster declared.
 
-        oslo.messaging's topic queues outlive their consumers; the
-        fanout ones go by themselves, and the simulator deletes its own.
+        oslo.messaging's topic queues (quorum queues too) and the
+        exchanges named like a topic outlive their consumers; the fanout
+        ones go by themselves.  A simulator deletes its own queue when
+        it stops cleanly; it is deleted here too in case it did not.
         """
         bases = [self.topic + suffix for suffix in ('', '_reports', '_ops')]
-        names = bases + ['%s.%s' % (base, server) for base in bases
-                         for server in self.server_names]
-        names.append(self.compute_topic)
+        queues = bases + ['%s.%s' % (base, server) for base in bases
+                          for server in self.server_names]
+        queues.append(self.compute_topic)
+        queues += ['%s.%s' % (self.compute_topic, fleet)
+                   for fleet in self.fleet_names]
+        exchanges = bases[1:] + sorted(self.exchanges)
         try:
             with kombu.Connection(self._broker_url,
                                   connect_timeout=5) as conn:
                 channel = conn.default_channel
-                for name in names:
+                for name in queues:
                     channel.queue_delete(queue=name)
+                for name in exchanges:
+                    channel.exchange_delete(exchange=name)
         except Exception as e:  # never fail a test on its clean-up
             print('could not delete the queues of %s: %s' % (self.topic, e))
 

@@ -23,10 +23,14 @@ class TCPProxy:
     """Forwards 127.0.0.1:``port`` to ``upstream`` while started."""
 
     def __init__(self, upstream: tuple = ('127.0.0.1', 5672),
-                 port: int = 0, ssl_context: ssl.SSLContext | None = None):
+                 port: int = 0, ssl_context: ssl.SSLContext | None = None,
+                 limit: int | None = None):
         self.upstream = upstream
         self.port = port
         self.ssl_context = ssl_context
+        #: Forward this many connections, then close every new one at
+        #: once (a broker that goes away after the first login).
+        self.limit = limit
         #: TLS handshakes that failed (wrong CA, plain AMQP, ...).
         self.handshake_errors: list = []
         self._lock = threading.Lock()
@@ -72,6 +76,9 @@ class TCPProxy:
                 client, _addr = listener.accept()
             except OSError:
                 return  # stopped
+            if self.limit is not None and self.accepted >= self.limit:
+                _close(client)
+                continue
             if self.ssl_context is not None:
                 try:
                     client.settimeout(10)

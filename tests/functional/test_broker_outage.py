@@ -5,6 +5,8 @@ reaches RabbitMQ through ``tcp_proxy.TCPProxy``; stopping the proxy cuts
 its connections and refuses new ones, as a broker that went down.
 """
 
+import socket
+import subprocess
 import threading
 import time
 import uuid as uuid_lib
@@ -16,6 +18,7 @@ import pytest
 from scheduler import objects
 from scheduler import rpc
 from scheduler import rpcapi
+from tests.functional import caller
 from tests.functional import daemons
 from tests.functional import tcp_proxy
 from tests.functional.test_scheduler_service import make_spec
@@ -162,3 +165,134 @@ def test_builds_around_a_broker_outage_are_delivered_or_named(
     log = daemon.log()
     for uuid in uuids:
         assert 'Build of instance %s not delivered' % uuid in log
+
+
+def _caller_config(tmp_path, transport_url: str, topic: str) -> str:
+    return daemons.write_multi_config(
+        str(tmp_path / 'caller.conf'),
+        '[DEFAULT]\ntransport_url = %s\nlog_file = %s\n\n[scheduler]\n'
+        'topic = %s\n' % (transport_url, tmp_path / 'caller.log', topic))
+
+
+#: A call with this timeout must end well within the test's patience;
+#: generous on a busy machine (before, the first call never ended).
+FIRST_CALL_TIMEOUT = 3
+PATIENCE = FIRST_CALL_TIMEOUT + 10
+
+
+def test_first_call_of_a_fresh_process_ends_within_its_timeout(
+        cluster, conf, tmp_path, proxy):
+    """Item 4: even the first call of a process, whose reply queue is
+    not open yet, gets MessagingTimeout while the broker is down; once
+    it is back the same process is answered."""
+    db = _sqlite(tmp_path)
+    cluster.start_scheduler(db)
+    cluster.start_sim(hosts=1)
+    hosts = wait_for_hosts(conf, db, 1)
+    proxy.stop()
+    child = caller.CallerProcess(
+        _caller_config(tmp_path, proxy.url(), cluster.topic),
+        FIRST_CALL_TIMEOUT)
+    try:
+        first = child.call(guard=PATIENCE)
+        assert first is not None, 'the first call still hangs'
+        assert first['error'] == 'MessageBusUnreachable', first
+        assert first['timeout'] is True, 'it is a MessagingTimeout'
+        proxy.start()
+        answered = daemons.wait_for(
+            lambda: (child.call(guard=PATIENCE) or {}).get('host'), 60,
+            what='the same process to be answered once the broker is back')
+        assert answered in hosts
+    finally:
+        child.stop()
+
+
+@pytest.fixture
+def black_hole():
+    """A loopback port that takes TCP connections and never answers."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(('127.0.0.1', 0))
+    listener.listen(64)  # never accepted: the kernel completes handshakes
+    yield 'rabbit://guest:guest@127.0.0.1:%d/' % listener.getsockname()[1]
+    listener.close()
+
+
+@pytest.mark.parametrize('executor', ['eventlet', 'threading'])
+def test_first_call_to_a_broker_that_never_answers(tmp_path, black_hole,
+                                                   executor):
+    child = caller.CallerProcess(
+        _caller_config(tmp_path, black_hole, daemons.unique_topic('nobody')),
+        FIRST_CALL_TIMEOUT, executor=executor)
+    try:
+        first = child.call(guard=PATIENCE)
+        assert first is not None, 'the first call still hangs'
+        assert first['error'] == 'MessageBusUnreachable', first
+        assert first['elapsed'] < PATIENCE
+    finally:
+        child.stop()
+
+
+@pytest.mark.parametrize('unreachable', ['black_hole', 'closed_port',
+                                         'gone_after_the_check'])
+def test_cli_says_in_one_line_that_the_bus_is_unreachable(
+        tmp_path, request, unreachable):
+    """``scheduler-manage`` checks the broker first (one line at once);
+    a broker that takes that check and then no call is one line too,
+    within the command's timeout, instead of a hang."""
+    gone = None
+    if unreachable == 'black_hole':
+        url = request.getfixturevalue('black_hole')
+    elif unreachable == 'closed_port':
+        closed = tcp_proxy.TCPProxy().start()
+        closed.stop()  # the port is free again: nothing listens
+        url = closed.url()
+    else:
+        request.getfixturevalue('rabbit_url')
+        gone = tcp_proxy.TCPProxy(limit=1).start()
+        url = gone.url()
+    try:
+        done = subprocess.run(
+            [daemons.console_script('scheduler-manage'), '--config-file',
+             _caller_config(tmp_path, url, daemons.unique_topic('nobody')),
+             'select', '--timeout', str(FIRST_CALL_TIMEOUT)],
+            capture_output=True, text=True, timeout=60)
+    finally:
+        if gone is not None:
+            gone.stop()
+    assert done.returncode == 1
+    assert done.stderr.count('\n') == 1, done.stderr
+    assert done.stderr.startswith('scheduler-manage: cannot reach the '
+                                  'message bus at rabbit://guest:***@'), \
+        done.stderr
+    if gone is not None:
+        assert gone.accepted == 1, 'the check logged in, nothing else did'
+        assert 'the call was not taken within %d s' % FIRST_CALL_TIMEOUT \
+            in done.stderr
+
+
+def test_aggregate_command_ends_when_the_bus_takes_no_cast(tmp_path,
+                                                           rabbit_url):
+    """``aggregate create`` saves, then announces the change with a cast:
+    a broker gone after the check is one warning line, not a hang (the
+    schedulers read the change at their next periodic task)."""
+    gone = tcp_proxy.TCPProxy(limit=1).start()
+    config = daemons.write_multi_config(
+        str(tmp_path / 'manage.conf'),
+        '[DEFAULT]\ntransport_url = %s\n\n[scheduler]\ntopic = %s\n\n'
+        '[database]\nconnection = sqlite:///%s\n'
+        % (gone.url(), daemons.unique_topic('nobody'),
+           tmp_path / 'inventory.sqlite'))
+    manage = [daemons.console_script('scheduler-manage'), '--config-file',
+              config]
+    try:
+        subprocess.run(manage + ['db', 'sync'], check=True,
+                       capture_output=True, timeout=60)
+        done = subprocess.run(manage + ['aggregate', 'create', 'az-x',
+                                        '--zone', 'x'],
+                              capture_output=True, text=True, timeout=60)
+    finally:
+        gone.stop()
+    assert done.returncode == 0, done.stderr
+    assert 'az-x' in done.stdout
+    assert done.stderr.count('\n') == 1, done.stderr
+    assert 'Saved, but could not notify the schedulers' in done.stderr

@@ -12,6 +12,7 @@ test only).
 """
 
 import logging
+import threading
 import time
 
 import oslo_messaging
@@ -181,8 +182,9 @@ def test_the_callers_address_reaches_the_ip_scheduler(
 class _Unreachable:
     """A call context whose broker is down for the first ``down`` sends."""
 
-    def __init__(self, down: int, timeout=None):
+    def __init__(self, down: int, timeout=None, transport=None):
         self.down, self.timeout, self.sent = down, timeout, []
+        self.transport = transport
 
     def prepare(self, retry=None, timeout=None):
         assert retry == 0
@@ -209,3 +211,48 @@ def test_a_call_the_broker_never_takes_times_out(monkeypatch):
     with pytest.raises(oslo_messaging.MessagingTimeout) as info:
         rpc.call(_Unreachable(down=10 ** 6, timeout=0.2), {}, 'explain')
     assert 'unreachable' in str(info.value)
+
+
+class _SlowReplyQueue:
+    """A transport whose driver opens its reply queue once let to."""
+
+    def __init__(self, error=None):
+        self.let = threading.Event()
+        self.opened = 0
+        self.error = error
+        self._driver = self
+
+    def _get_reply_q(self):
+        self.let.wait(30)
+        if self.error is not None:
+            raise self.error
+        self.opened += 1
+        return 'reply_x'
+
+
+def test_a_first_call_without_a_reply_queue_times_out(monkeypatch):
+    """The reply queue is opened in the background: the call gives up at
+    its deadline, and a later call goes through once the queue is open."""
+    transport = _SlowReplyQueue()
+    with pytest.raises(rpc.MessageBusUnreachable) as info:
+        rpc.call(_Unreachable(down=0, timeout=0.2, transport=transport), {},
+                 'select_destinations')
+    assert 'no connection for the reply' in str(info.value)
+    assert isinstance(info.value, oslo_messaging.MessagingTimeout)
+    transport.let.set()
+    cctxt = _Unreachable(down=0, timeout=5, transport=transport)
+    assert rpc.call(cctxt, {}, 'explain') == 'explain'
+    assert rpc.call(cctxt, {}, 'explain') == 'explain'
+    assert transport.opened == 1, 'opened once, by one thread'
+
+
+def test_a_reply_queue_that_cannot_open_says_why_and_is_tried_again():
+    transport = _SlowReplyQueue(error=oslo_messaging.MessageDeliveryFailure(
+        'login refused'))
+    transport.let.set()
+    cctxt = _Unreachable(down=0, timeout=5, transport=transport)
+    with pytest.raises(oslo_messaging.MessageDeliveryFailure):
+        rpc.call(cctxt, {}, 'explain')
+    transport.error = None
+    assert rpc.call(cctxt, {}, 'explain') == 'explain'
+    assert transport.opened == 1

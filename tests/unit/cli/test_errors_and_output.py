@@ -11,6 +11,7 @@ from scheduler.cli import output
 from scheduler.cli import requests as requests_cli
 from scheduler.db import api as db_api
 from scheduler import exception
+from scheduler import rpc
 from tests.unit import cli
 
 
@@ -27,6 +28,15 @@ def test_no_scheduler_answering_is_one_line(conf):
         'no scheduler answered on topic nobody-here at transport '
         'rabbit://guest:***@127.0.0.1:5672/ within 7 s')
     assert 's3cret' not in line
+
+
+def test_a_call_the_bus_never_took_is_one_line(conf):
+    conf.config(transport_url='rabbit://guest:s3cret@127.0.0.1:5672/')
+    line = errors.describe(rpc.MessageBusUnreachable('no reply queue'), 3)
+    assert line.startswith(
+        'cannot reach the message bus at rabbit://guest:***@127.0.0.1:5672/'
+        ': the call was not taken within 3 s')
+    assert 's3cret' not in line and '\n' not in line
 
 
 def test_unreachable_broker_is_one_line_and_exit_1(manage, conf):

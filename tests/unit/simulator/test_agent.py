@@ -354,12 +354,13 @@ class TestFleetEndpoint:
         assert "names node 'elsewhere'" in caplog.text
         assert 'which no simulated host runs' in caplog.text
 
-    def test_only_the_two_casts_are_public(self, sim_fleet):
+    def test_only_the_two_casts_and_the_probe_are_public(self, sim_fleet):
         endpoint = agent.FleetEndpoint(sim_fleet)
         public = {name for name in dir(endpoint)
                   if not name.startswith('_')
                   and inspect.ismethod(getattr(endpoint, name))}
-        assert public == {'run_instance', 'terminate_instance'}
+        assert public == {'run_instance', 'terminate_instance',
+                          'bindings_probe'}
 
 
 class TestReporting:
