@@ -286,6 +286,7 @@ def bench_rabbit(hosts: int, requests: int, concurrency: int) -> None:
               ' empty, %.0f MB with the fleet'
               % ('over RabbitMQ, %d hosts:' % hosts, hosts, cast_s,
                  hosts / cast_s, rss_empty, _rss_mb(proc.pid)))
+        _next_to_noop(hosts, api, ctxt, requests)
         _timed_calls('over RabbitMQ, %d hosts, 1 caller' % hosts, api, ctxt,
                      requests, 1)
         _timed_calls('over RabbitMQ, %d hosts, %d callers'
@@ -294,6 +295,30 @@ def bench_rabbit(hosts: int, requests: int, concurrency: int) -> None:
         proc.terminate()
         proc.wait(60)
         rpc.cleanup()
+
+
+def _next_to_noop(hosts: int, api, ctxt, requests: int) -> None:
+    """select_destinations beside a call that does nothing
+    (``get_version_info``) on the same service and queue, one after the
+    other from one caller: the ratio of their medians is what the
+    decision adds to a round trip through the broker."""
+    noop, select = [], []
+    for i in range(requests):
+        t0 = time.perf_counter()
+        api.get_version_info(ctxt)
+        t1 = time.perf_counter()
+        api.select_destinations(ctxt, make_spec(i), [str(uuid.uuid4())],
+                                return_alternates=True)
+        t2 = time.perf_counter()
+        noop.append(t1 - t0)
+        select.append(t2 - t1)
+    summarize('over RabbitMQ, %d hosts, no-op call' % hosts, noop,
+              sum(noop))
+    summarize('over RabbitMQ, %d hosts, select, same run' % hosts, select,
+              sum(select))
+    print('%-44s %.2f x the no-op call (medians)'
+          % ('over RabbitMQ, %d hosts: select is' % hosts,
+             statistics.median(select) / statistics.median(noop)))
 
 
 def _timed_calls(label: str, api, ctxt, requests: int,
