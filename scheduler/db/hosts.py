@@ -130,7 +130,10 @@ def host_reports_touch(keys: list, when: datetime.datetime) -> None:
     table = models.Host
     with transaction() as session:
         for chunk in chunks(sorted(keys)):
+            # The host list lets every backend use the (host, nodename)
+            # index; the pairs pick the nodes.
             session.execute(sa.update(table).where(
+                table.host.in_(sorted({host for host, _node in chunk})),
                 sa.tuple_(table.host, table.nodename).in_(chunk),
                 table.updated_at < when).values(updated_at=when))
 
