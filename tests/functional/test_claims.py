@@ -219,9 +219,10 @@ def test_kill_9_loses_nothing_a_caller_was_promised(cluster, conf, request,
             memory_mb=SLOT_MB))['passed'] == hosts,
         60, what='every simulated host to report')
     _use_inventory(conf, url)
-    # A caller whose request died with the worker waits for its timeout;
-    # one that gives up early was promised nothing (and its request,
-    # expired in the queue, is never served).
+    # A caller whose request died with the worker waits for its timeout.
+    # One that gives up early was promised nothing: its request expires
+    # in the queue, or, if a worker had taken it, its claims count in
+    # ``held`` below.
     callers = Callers(cluster, threads=16, timeout=KILLED_CALL_TIMEOUT)
     try:
         workers = _workers_of(cluster.scheduler.proc.pid)
