@@ -27,6 +27,37 @@ ALLOWED_EXMODS = [exception.__name__]
 
 _TRANSPORTS: dict = {}
 
+#: Longest an idle RabbitMQ consumer waits on its socket before it looks
+#: again whether its server (or reply listener) was told to stop.
+CONSUMER_IDLE_WAIT = 0.5
+
+
+def bound_consumer_idle_wait() -> None:
+    """Let a stopped RPC server or reply listener go within 0.5 s.
+
+    oslo.messaging's AMQP consumers back off while idle: they wait for
+    a message 1 ms, then 2, 4 ... and at most 5 s at a time, and see a
+    ``stop()`` only when that wait ends.  An idle service stopped its
+    three servers one after the other: SIGTERM took 4 to 8 s (up to
+    15 s) for nothing, and closing a caller's transport up to 5 s more.
+    The back-off has no option; its ceiling is a module constant read
+    at every wait, lowered here.  An idle consumer then wakes twice a
+    second instead of every 5 s (a socket read timing out, a heartbeat
+    check): an idle worker used 0.6% of a core instead of 0.45%.
+    Without that constant (another oslo.messaging) nothing is changed,
+    and tests/unit/test_rpc.py fails.
+    """
+    try:
+        from oslo_messaging._drivers import amqpdriver
+        # The rabbit driver bounds one of its options by this ceiling
+        # when first imported: it must see the original.
+        from oslo_messaging._drivers import impl_rabbit  # noqa: F401
+    except ImportError:
+        return
+    name = 'ACK_REQUEUE_EVERY_SECONDS_MAX'
+    if getattr(amqpdriver, name, 0) > CONSUMER_IDLE_WAIT:
+        setattr(amqpdriver, name, CONSUMER_IDLE_WAIT)
+
 
 def get_transport(conf: cfg.ConfigOpts | None = None,
                   url: str | None = None) -> oslo_messaging.Transport:
@@ -39,12 +70,14 @@ def get_transport(conf: cfg.ConfigOpts | None = None,
     conf = conf or cfg.CONF
     key = url or conf.transport_url or ''
     if key not in _TRANSPORTS:
+        bound_consumer_idle_wait()
         _TRANSPORTS[key] = oslo_messaging.get_rpc_transport(
             conf, url=url, allowed_remote_exmods=ALLOWED_EXMODS)
     return _TRANSPORTS[key]
 
 
 def get_notification_transport(conf: cfg.ConfigOpts | None = None):
+    bound_consumer_idle_wait()
     return oslo_messaging.get_notification_transport(
         conf or cfg.CONF, allowed_remote_exmods=ALLOWED_EXMODS)
 
@@ -185,6 +218,32 @@ def get_server(target: oslo_messaging.Target, endpoints: list,
         access_policy=policy)
     server.dispatcher = Dispatcher(endpoints, serializer, policy)
     return server
+
+
+def stop_servers(servers: list) -> None:
+    """Stop ``servers`` side by side, then let their calls in flight end.
+
+    Each ``stop()`` returns when its consumer has let go (up to
+    ``CONSUMER_IDLE_WAIT``): side by side, a process pays that once,
+    not once per server.  Once every ``stop()`` returned nothing new is
+    taken; ``wait()`` then lets the calls in flight finish and reply.
+    Errors are logged, not raised: a shutdown goes on.
+    """
+    def run(action: str, server) -> None:
+        try:
+            getattr(server, action)()
+        except Exception:
+            LOG.exception('Error in %s() of an RPC server', action)
+
+    for action in ('stop', 'wait'):
+        threads = [threading.Thread(target=run, args=(action, server),
+                                    name='rpc-server-%s-%d' % (action,
+                                                               index))
+                   for index, server in enumerate(servers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
 
 
 def reports_topic(conf: cfg.ConfigOpts | None = None) -> str:

@@ -95,16 +95,7 @@ class Service(service.Service):
     def stop(self, graceful: bool = True) -> None:
         """Stop taking requests, let in-flight ones finish, save state."""
         LOG.info('Stopping %s on %s', self.binary, self.host)
-        for server in self.servers:
-            try:
-                server.stop()
-            except Exception:
-                LOG.exception('Error stopping an RPC server')
-        for server in self.servers:
-            try:
-                server.wait()
-            except Exception:
-                LOG.exception('Error stopping an RPC server')
+        rpc.stop_servers(self.servers)
         self.servers = []
         try:
             self.manager.driver.host_manager.flush()

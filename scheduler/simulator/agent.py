@@ -604,43 +604,8 @@ class Fleet:
         for thread in self._threads:
             thread.join(timeout=30)
         self._threads = []
-        _side_by_side(_halt, self._servers)
+        rpc.stop_servers(self._servers)
         self._servers = []
         if self._bound:
             routing.delete_queue(CONF, CONF.compute.topic, self.server_name)
             self._bound = False
-
-
-def _side_by_side(action, servers: list) -> None:
-    """Run ``action`` on every server at once, wait for all, raise the
-    first error.
-
-    Stopping a server waits for its consumer's poll timeout (up to
-    seconds): one after the other, a fleet of 50 would take that long
-    50 times.
-    """
-    errors: list = []
-
-    def run(server):
-        try:
-            action(server)
-        except Exception as e:
-            errors.append(e)
-
-    threads = [threading.Thread(target=run, args=(server,),
-                                name='rpc-server-%d' % index)
-               for index, server in enumerate(servers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-
-
-def _halt(server) -> None:
-    try:
-        server.stop()
-        server.wait()
-    except Exception:
-        LOG.exception('Error stopping an RPC server of the fleet')

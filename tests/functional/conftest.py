@@ -61,6 +61,7 @@ class Cluster:
         self._broker_url = transport_url.replace('rabbit://', 'amqp://', 1)
         self.scheduler = None
         self.sim = None
+        self._queues_deleted = False
         # The test process is the caller (a conductor).
         conf_fixture.config(transport_url=transport_url)
         conf_fixture.config(topic=self.topic, group='scheduler')
@@ -120,19 +121,28 @@ class Cluster:
         daemon = daemons.Daemon('scheduler-service', ['--config-file', path],
                                 str(self.tmp / ('%s.log' % name)))
         self.daemons.append(daemon)
+        self._queues_deleted = False
         self.scheduler = daemon
         self.server_names.add(name)
         if wait:
-            daemons.wait_for(lambda: self._answers(daemon), 60,
-                             what='scheduler-service to answer')
-            # Another service on the topic may have answered: wait for
-            # this one's workers too.
-            workers = int((scheduler_opts or {}).get('workers', 1))
-            started = 'Starting scheduler-service on host %s,' % name
-            daemons.wait_for(
-                lambda: daemon.log().count(started) >= workers, 60,
-                what='%d worker(s) of %s to start' % (workers, name))
+            self.wait_ready(daemon, name,
+                            int((scheduler_opts or {}).get('workers', 1)))
         return daemon
+
+    def wait_ready(self, daemon: daemons.Daemon, name: str,
+                   workers: int = 1) -> None:
+        """Wait until the service answers and its workers have started.
+
+        For services started with ``wait=False``, side by side.
+        """
+        daemons.wait_for(lambda: self._answers(daemon), 60,
+                         what='scheduler-service to answer')
+        # Another service on the topic may have answered: wait for
+        # this one's workers too.
+        started = 'Starting scheduler-service on host %s,' % name
+        daemons.wait_for(
+            lambda: daemon.log().count(started) >= workers, 60,
+            what='%d worker(s) of %s to start' % (workers, name))
 
     def _answers(self, daemon) -> bool:
         if not daemon.alive():
@@ -170,14 +180,21 @@ class Cluster:
         daemon = daemons.Daemon('scheduler-compute-sim', args,
                                 str(self.tmp / ('%s.log' % name)))
         self.daemons.append(daemon)
+        self._queues_deleted = False
         self.sim = daemon
         return daemon
 
     def stop_all(self) -> None:
+        """Stop every daemon (side by side) and delete the queues, once."""
+        if not self.daemons and self._queues_deleted:
+            return
+        for daemon in reversed(self.daemons):
+            daemon.terminate()
         for daemon in reversed(self.daemons):
             daemon.stop()
         self.daemons.clear()
         self._delete_queues()
+        self._queues_deleted = True
 
     def _delete_queues(self) -> None:
         """Delete the RPC queues and exchanges the cluster declared.
@@ -209,6 +226,8 @@ class Cluster:
 @pytest.fixture
 def cluster(tmp_path, rabbit_url, conf):
     c = Cluster(tmp_path, rabbit_url, conf)
+    daemons.add_stopper(c.stop_all)
     yield c
+    daemons.remove_stopper(c.stop_all)
     c.stop_all()
     rpc.cleanup()

@@ -55,6 +55,7 @@ class Daemon:
         env['PYTHONPATH'] = REPO_ROOT + os.pathsep + env.get('PYTHONPATH',
                                                              '')
         self._out = open(log_path + '.out', 'w')
+        self._terminated = False
         self.proc = subprocess.Popen(
             [console_script(name)] + args, stdin=subprocess.DEVNULL,
             stdout=self._out, stderr=subprocess.STDOUT, env=env,
@@ -71,14 +72,20 @@ class Daemon:
                     text += f.read()
         return text
 
+    def terminate(self) -> None:
+        """SIGTERM, once: oslo.service ends a graceful stop at the second."""
+        if not self._terminated and self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            self._terminated = True
+
     def stop(self, timeout: float = 30) -> int:
         """SIGTERM and wait; SIGKILL if it does not stop in ``timeout`` s.
 
         The SIGKILL goes to the daemon's whole process group (it has its
         own session): workers it forked must not outlive the test.
         """
+        self.terminate()
         if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -113,6 +120,28 @@ def wait_for(predicate, timeout: float, interval: float = 0.2,
         time.sleep(interval)
     raise AssertionError('timed out after %ss waiting for %s (last error: %r)'
                          % (timeout, what, last_error))
+
+
+#: How to stop the daemons of the running test (its cluster's
+#: ``stop_all``).  A fixture whose resource they use to the end (a
+#: throw-away database, a proxy to the broker) calls them before it
+#: takes the resource away: pytest tears such a fixture down first when
+#: the test asked for it after the cluster.
+_STOPPERS: list = []
+
+
+def add_stopper(stop) -> None:
+    _STOPPERS.append(stop)
+
+
+def remove_stopper(stop) -> None:
+    _STOPPERS.remove(stop)
+
+
+def stop_daemons_first() -> None:
+    """Stop the running test's daemons before a resource they use goes."""
+    for stop in reversed(_STOPPERS):
+        stop()
 
 
 def unique_topic(prefix: str) -> str:

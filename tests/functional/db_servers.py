@@ -13,6 +13,7 @@ from typing import Iterator
 import pytest
 import sqlalchemy as sa
 
+from tests.functional import daemons
 from tests.functional import services
 
 POSTGRESQL_SERVER = 'postgresql+psycopg2://postgres@127.0.0.1:5432'
@@ -46,9 +47,13 @@ def _throwaway_database(server: str, admin_db: str, label: str,
     try:
         yield f'{server}/{name}{query}'
     finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(drop_sql.format(name=name)))
-        admin.dispose()
+        try:
+            # Not dropped under running daemons: they write to the end.
+            daemons.stop_daemons_first()
+        finally:
+            with admin.connect() as conn:
+                conn.execute(sa.text(drop_sql.format(name=name)))
+            admin.dispose()
 
 
 @pytest.fixture

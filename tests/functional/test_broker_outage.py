@@ -33,6 +33,8 @@ def _sqlite(tmp_path) -> str:
 def proxy(rabbit_url):
     p = tcp_proxy.TCPProxy().start()
     yield p
+    # The daemons behind it stop while they still reach the broker.
+    daemons.stop_daemons_first()
     p.stop()
 
 

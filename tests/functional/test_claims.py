@@ -16,6 +16,7 @@ import oslo_messaging
 import pytest
 
 from scheduler.db import api as db_api
+from scheduler.db import migration
 from scheduler.db import usage
 from scheduler import exception
 from scheduler import objects
@@ -30,6 +31,13 @@ K = HOSTS * SLOTS_PER_HOST
 
 #: Claims must not expire while a test runs (no compute confirms them).
 SCHEDULER_OPTS = {'service_down_time': 120, 'workers': 2}
+#: Concurrent callers, and requests per round: every slot is raced for
+#: by more callers at once than there are slots, and the requests left
+#: once they are full must all be refused.
+CALLERS = 50
+REQUESTS = 2 * K
+#: Seconds a caller waits while a worker is killed under it.
+KILLED_CALL_TIMEOUT = 5
 
 
 def _fleet(tmp_path, hosts: int = HOSTS, slots: int = SLOTS_PER_HOST) -> str:
@@ -50,7 +58,7 @@ def _use_inventory(conf, url: str) -> None:
 class Callers:
     """Concurrent conductor-style callers; what each was promised."""
 
-    def __init__(self, cluster, threads: int = 50, timeout: int = 60):
+    def __init__(self, cluster, threads: int = CALLERS, timeout: int = 60):
         self.cluster = cluster
         self.pool = concurrent.futures.ThreadPoolExecutor(threads)
         self.api = rpcapi.SchedulerAPI(timeout=timeout)
@@ -110,11 +118,21 @@ def _free_everything(cluster, results: dict) -> None:
 
 
 def _start(cluster, url: str, services: int = 2, **opts) -> None:
+    """Start the services and the fleet side by side; wait for all.
+
+    The schema is made first, as ``scheduler-manage db sync`` would:
+    services that each create it at once on an empty MariaDB database
+    collide ("Table 'hosts' already exists").
+    """
+    migration.db_sync(connection=url)
     scheduler_opts = dict(SCHEDULER_OPTS, **opts)
-    for index in range(services):
-        cluster.start_scheduler(url, name='sched-%d' % index,
-                                scheduler_opts=scheduler_opts)
+    names = ['sched-%d' % index for index in range(services)]
+    started = [cluster.start_scheduler(url, name=name,
+                                       scheduler_opts=scheduler_opts,
+                                       wait=False) for name in names]
     cluster.start_sim(fleet=_fleet(cluster.tmp))
+    for name, daemon in zip(names, started):
+        cluster.wait_ready(daemon, name, scheduler_opts['workers'])
     daemons.wait_for(
         lambda: cluster.api.explain(cluster.admin_ctxt, fixtures.request(
             memory_mb=SLOT_MB))['passed'] == HOSTS,
@@ -122,11 +140,13 @@ def _start(cluster, url: str, services: int = 2, **opts) -> None:
 
 
 def _exactly_k_twice(cluster, url: str, conf) -> None:
+    """Exactly K, then, once the computes freed it all, exactly K again:
+    every worker sees capacity coming back as it sees it going."""
     _use_inventory(conf, url)
     callers = Callers(cluster)
     try:
         for _round in range(2):
-            results = callers.place(200)
+            results = callers.place(REQUESTS)
             _assert_exactly_k(results)
             _free_everything(cluster, results)
     finally:
@@ -199,7 +219,11 @@ def test_kill_9_loses_nothing_a_caller_was_promised(cluster, conf, request,
             memory_mb=SLOT_MB))['passed'] == hosts,
         60, what='every simulated host to report')
     _use_inventory(conf, url)
-    callers = Callers(cluster, threads=16, timeout=10)
+    # A caller whose request died with the worker waits for its timeout.
+    # One that gives up early was promised nothing: its request expires
+    # in the queue, or, if a worker had taken it, its claims count in
+    # ``held`` below.
+    callers = Callers(cluster, threads=16, timeout=KILLED_CALL_TIMEOUT)
     try:
         workers = _workers_of(cluster.scheduler.proc.pid)
         assert len(workers) == 2, workers
@@ -222,6 +246,8 @@ def test_kill_9_loses_nothing_a_caller_was_promised(cluster, conf, request,
         assert held >= len(promised)
         cluster.start_scheduler(url, name='sched-1',
                                 scheduler_opts=SCHEDULER_OPTS)
+        # Every one of these must be answered: no short timeout.
+        callers.api = rpcapi.SchedulerAPI(timeout=60)
         rest = _placed(callers.place(capacity))
         assert len(rest) == capacity - held
         per_host = {}

@@ -205,6 +205,8 @@ def broker_users(rabbit_url):
             _rabbitmqctl('add_user', name, password)
         yield vhost, users
     finally:
+        # The daemons log in as these users: they stop first.
+        daemons.stop_daemons_first()
         for name, _password in users.values():
             subprocess.run(['rabbitmqctl', '-q', 'delete_user', name],
                            capture_output=True, timeout=60)

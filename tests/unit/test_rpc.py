@@ -12,6 +12,8 @@ test only).
 """
 
 import logging
+import subprocess
+import sys
 import threading
 import time
 
@@ -256,3 +258,60 @@ def test_a_reply_queue_that_cannot_open_says_why_and_is_tried_again():
     transport.error = None
     assert rpc.call(cctxt, {}, 'explain') == 'explain'
     assert transport.opened == 1
+
+
+def test_a_stopped_consumer_lets_go_within_the_idle_wait():
+    """An idle AMQP consumer sees stop() within CONSUMER_IDLE_WAIT.
+
+    oslo.messaging's consumers wait up to 5 s at a time while idle and
+    see a stop() only after: an idle scheduler-service took 8 s to stop
+    on SIGTERM (tools/bench/bench_stop.py measures it).  The rabbit
+    driver must still load in a fresh process (it bounds one of its
+    options by the original ceiling when imported).
+    """
+    script = (
+        'from oslo_config import cfg\n'
+        'import oslo_messaging\n'
+        'from scheduler import rpc\n'
+        'transport = rpc.get_transport(cfg.CONF, '
+        'url="rabbit://guest:guest@127.0.0.1:1/")\n'
+        'from oslo_messaging._drivers import amqpdriver\n'
+        'print(amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MAX,'
+        ' cfg.CONF.oslo_messaging_rabbit.kombu_reconnect_delay)\n'
+        'transport.cleanup()\n')
+    done = subprocess.run([sys.executable, '-c', script],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    ceiling, reconnect_delay = map(float, done.stdout.split())
+    assert ceiling == rpc.CONSUMER_IDLE_WAIT
+    assert reconnect_delay == 1.0
+
+
+class _Server:
+    """Records stop() and wait(); stop() returns only once every server
+    of the barrier is stopping, as consumers that let go side by side."""
+
+    def __init__(self, name, barrier, events, fail=False):
+        self.name, self.barrier, self.events = name, barrier, events
+        self.fail = fail
+
+    def stop(self):
+        self.events.append(('stop', self.name))
+        self.barrier.wait(timeout=5)
+        if self.fail:
+            raise RuntimeError('broken server')
+
+    def wait(self):
+        self.events.append(('wait', self.name))
+
+
+def test_servers_stop_side_by_side_then_let_calls_in_flight_end():
+    events = []
+    barrier = threading.Barrier(3)
+    servers = [_Server('requests', barrier, events),
+               _Server('reports', barrier, events, fail=True),
+               _Server('operators', barrier, events)]
+    rpc.stop_servers(servers)  # one broken server stops no other
+    assert not barrier.broken, 'stopped one after the other'
+    assert [kind for kind, _ in events] == ['stop'] * 3 + ['wait'] * 3
+    assert {name for _, name in events[3:]} == {s.name for s in servers}
