@@ -7,6 +7,7 @@ them.
 """
 
 import os
+import subprocess
 
 import kombu
 from oslo_config import cfg
@@ -37,6 +38,39 @@ def rabbit_url():
     return services.require_rabbit()
 
 
+#: Topics the session's clusters used: their fanout queues are deleted
+#: at the end of the session.
+_TOPICS: set = set()
+
+
+@pytest.fixture(scope='session', autouse=True)
+def _delete_fanout_queues():
+    """Delete the fanout queues of every cluster of the session.
+
+    oslo.messaging names them ``<topic>_fanout_<random>`` and lets them
+    expire half an hour after their last consumer; the names are only
+    known to the broker, so they are listed once, at the end.
+    """
+    yield
+    if not _TOPICS:
+        return
+    prefixes = tuple('%s_' % topic for topic in _TOPICS)
+    try:
+        listed = subprocess.run(
+            ['rabbitmqctl', '-q', 'list_queues', 'name',
+             '--no-table-headers'], capture_output=True, text=True,
+            timeout=60, check=True).stdout.split()
+        doomed = [name for name in listed
+                  if name.startswith(prefixes) and '_fanout_' in name]
+        with kombu.Connection(
+                services.RABBIT_URL.replace('rabbit://', 'amqp://', 1),
+                connect_timeout=5) as conn:
+            for name in doomed:
+                conn.default_channel.queue_delete(queue=name)
+    except Exception as e:  # never fail a session on its clean-up
+        print('could not delete the fanout queues: %s' % e)
+
+
 class Cluster:
     """One scheduler service plus a simulated fleet, on private topics."""
 
@@ -46,6 +80,7 @@ class Cluster:
         self.conf_fixture = conf_fixture
         self.topic = daemons.unique_topic('scheduler')
         self.compute_topic = daemons.unique_topic('compute')
+        _TOPICS.update((self.topic, self.compute_topic))
         self.control_dir = str(tmp_path / 'control')
         os.makedirs(self.control_dir, exist_ok=True)
         self.daemons: list = []
@@ -201,8 +236,10 @@ class Cluster:
 
         oslo.messaging's topic queues (quorum queues too) and the
         exchanges named like a topic outlive their consumers; the fanout
-        ones go by themselves.  A simulator deletes its own queue when
-        it stops cleanly; it is deleted here too in case it did not.
+        queues, whose names only the broker knows, are deleted at the
+        end of the session (``_delete_fanout_queues``).  A simulator
+        deletes its own queue when it stops cleanly; it is deleted here
+        too in case it did not.
         """
         bases = [self.topic + suffix for suffix in ('', '_reports', '_ops')]
         queues = bases + ['%s.%s' % (base, server) for base in bases
