@@ -82,7 +82,6 @@ import bench_select  # noqa: E402
 from oslo_config import cfg  # noqa: E402
 
 from scheduler import columns  # noqa: E402
-from scheduler import config  # noqa: E402
 from scheduler import filters  # noqa: E402
 from scheduler import request_limits  # noqa: E402
 
@@ -456,11 +455,7 @@ def main() -> None:
                         help='also write the figures here as JSON')
     parser.add_argument('--config-file', action='append', default=[])
     args = parser.parse_args()
-    conf_args = []
-    for path in args.config_file:
-        conf_args += ['--config-file', path]
-    config.parse_args(conf_args, default_config_files=[],
-                      setup_logging=False)
+    bench_select.load_config(args.config_file)
     paths = {'on': [True], 'off': [False],
              'both': [True, False]}[args.columnar]
     worker = NovaWorker(ensure_nova_venv(args.nova_venv),

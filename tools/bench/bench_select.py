@@ -345,6 +345,16 @@ def _timed_calls(label: str, api, ctxt, requests: int,
     summarize(label, samples, time.perf_counter() - start)
 
 
+def load_config(paths: list) -> None:
+    """The scheduler's options from ``paths`` (``--config-file``), no
+    default files, no logging setup: what the benches run with."""
+    conf_args = []
+    for path in paths:
+        conf_args += ['--config-file', path]
+    config.parse_args(conf_args, default_config_files=[],
+                      setup_logging=False)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--mode', choices=['inprocess', 'rabbit', 'all'],
@@ -361,11 +371,7 @@ def main() -> None:
     parser.add_argument('--concurrency', type=int, default=8)
     parser.add_argument('--config-file', action='append', default=[])
     args = parser.parse_args()
-    conf_args = []
-    for path in args.config_file:
-        conf_args += ['--config-file', path]
-    config.parse_args(conf_args, default_config_files=[],
-                      setup_logging=False)
+    load_config(args.config_file)
     for hosts in args.hosts or [1000, 10000]:
         if args.mode in ('inprocess', 'all'):
             bench_inprocess(hosts, args.requests, args.instances or [1, 10],

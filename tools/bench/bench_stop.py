@@ -85,7 +85,10 @@ def _delete_queues(topic: str, compute_topic: str) -> None:
             conn.default_channel.queue_delete(queue=name)
 
 
-def one_service(tmp: str, workers: int, idle: float) -> float:
+def _start_service(tmp: str, workers: int = 1) -> tuple:
+    """A scheduler-service on a topic of its own, answering: ``(process,
+    topic, log path)``; this process's ``[scheduler] topic`` points at
+    it."""
     topic = 'bench-stop-%s' % uuid.uuid4().hex[:8]
     log = os.path.join(tmp, '%s.log' % topic)
     path = _write(os.path.join(tmp, '%s.conf' % topic), (
@@ -100,6 +103,16 @@ def one_service(tmp: str, workers: int, idle: float) -> float:
     CONF.set_override('topic', topic, group='scheduler')
     try:
         _wait(_answers, 60, 'scheduler-service to answer')
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        _delete_queues(topic, 'unused')
+        raise
+    return proc, topic, log
+
+
+def one_service(tmp: str, workers: int, idle: float) -> float:
+    proc, topic, log = _start_service(tmp, workers)
+    try:
         _wait(lambda: _log_count(log, 'Starting scheduler-service')
               >= workers, 60, 'every worker to start')
         time.sleep(idle)
@@ -137,20 +150,8 @@ def one_sim(tmp: str, idle: float) -> float:
 def caller_cleanup(tmp: str, idle: float) -> float:
     """A caller's transport closed ``idle`` s after its last call."""
     from scheduler import rpc
-    topic = 'bench-stop-%s' % uuid.uuid4().hex[:8]
-    log = os.path.join(tmp, '%s.log' % topic)
-    path = _write(os.path.join(tmp, '%s.conf' % topic), (
-        '[DEFAULT]\ntransport_url = %s\nhost = bench\nlog_file = %s\n'
-        'state_path = %s\n\n[scheduler]\ntopic = %s\n\n'
-        '[database]\nconnection = sqlite:///%s/%s.sqlite\n'
-        % (RABBIT, log, tmp, topic, tmp, topic)))
-    proc = subprocess.Popen(
-        [os.path.join(BIN, 'scheduler-service'), '--config-file', path],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT, start_new_session=True)
-    CONF.set_override('topic', topic, group='scheduler')
+    proc, topic, _log = _start_service(tmp)
     try:
-        _wait(_answers, 60, 'scheduler-service to answer')
         time.sleep(idle)
         start = time.monotonic()
         rpc.cleanup()
