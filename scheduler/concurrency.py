@@ -18,6 +18,7 @@ shared state is guarded by locks that work in both (``native_lock``).
 """
 
 import gc
+import logging
 import os
 import time
 import warnings
@@ -47,6 +48,7 @@ NO_PATCH_ENV = 'SCHEDULER_NO_MONKEY_PATCH'
 EXECUTOR_ENV = 'SCHEDULER_EXECUTOR'
 
 _patched = False
+_log_locks_renewed_after_fork = False
 
 
 def configured_runtime(argv: list | None = None) -> str:
@@ -184,3 +186,39 @@ def cooperative_yield() -> None:
     if now - _last_switch[0] >= _SLICE:
         time.sleep(0)
         _last_switch[0] = time.monotonic()
+
+
+def own_log_locks_after_fork() -> None:
+    """Give each process the launcher forks its own logging locks.
+
+    Under eventlet, oslo.log makes every log handler's lock a pipe that
+    holds one token byte (so that green and native threads can share
+    it), and nothing renews it in a forked child: the parent and all
+    its workers shared one lock.  A worker killed while it wrote a log
+    line (kill -9, the OOM killer) took the token with it, and every
+    process of the service then blocked at its next log line: the other
+    workers stopped answering, and the parent neither restarted the
+    worker nor handled SIGTERM.  Call it before the launcher forks.
+    """
+    global _log_locks_renewed_after_fork
+    if _patched and not _log_locks_renewed_after_fork:
+        os.register_at_fork(after_in_child=_renew_log_locks)
+        _log_locks_renewed_after_fork = True
+
+
+def _renew_log_locks() -> None:
+    """In a forked child: a new lock for every handler of every logger.
+
+    A handler makes its own kind of lock (oslo.log's pipe under
+    eventlet); the inherited one is dropped, which closes this
+    process's copy of the pipe and leaves the parent's alone.
+    """
+    loggers = [logging.getLogger()] + [
+        logger for logger in logging.Logger.manager.loggerDict.values()
+        if isinstance(logger, logging.Logger)]
+    renewed: set = set()
+    for logger in loggers:
+        for handler in logger.handlers:
+            if id(handler) not in renewed:
+                renewed.add(id(handler))
+                handler.createLock()

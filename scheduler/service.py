@@ -119,6 +119,7 @@ class Service(service.Service):
 
 def launch(server: Service, workers: int | None = None):
     """Run ``server`` in ``workers`` processes; SIGHUP mutates config."""
+    concurrency.own_log_locks_after_fork()
     return service.launch(CONF, server,
                           workers=workers or CONF.scheduler.workers,
                           restart_method='mutate')

@@ -1,0 +1,81 @@
+"""The runtime's process-wide fixes, checked in a process of their own.
+
+Each check runs a small script in a fresh interpreter: monkey patching
+and ``os.fork`` hooks cannot be undone in the test process.
+"""
+
+import os
+import subprocess
+import sys
+
+from scheduler import concurrency
+from scheduler import service
+
+#: oslo.log set up under eventlet as scheduler-service does it; a
+#: forked child dies with SIGKILL while it holds the log handler's lock
+#: (a worker killed in the middle of a log line); then the parent tries
+#: to take that lock.
+WORKER_KILLED_MID_LINE = '''
+import os, signal, sys
+from scheduler import concurrency
+concurrency.monkey_patch()
+import logging
+from oslo_config import cfg
+from oslo_log import log
+log.register_options(cfg.CONF)
+cfg.CONF([], project='scheduler-test')
+log.setup(cfg.CONF, 'scheduler-test')
+handler = logging.getLogger().handlers[0]
+if sys.argv[1] == 'renew':
+    concurrency.own_log_locks_after_fork()
+pid = os.fork()
+if pid == 0:
+    handler.lock.acquire()
+    os.kill(os.getpid(), signal.SIGKILL)
+os.waitpid(pid, 0)
+free = handler.lock.acquire(blocking=False)
+print(type(handler.lock).__name__, free, flush=True)
+# Without the lock, exiting (logging.shutdown) would wait for ever.
+os._exit(0)
+'''
+
+
+def _parent_after_killed_child(mode: str) -> list:
+    env = dict(os.environ)
+    env.pop(concurrency.NO_PATCH_ENV, None)
+    done = subprocess.run(
+        [sys.executable, '-c', WORKER_KILLED_MID_LINE, mode], env=env,
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_a_worker_killed_mid_log_line_blocks_no_other_process():
+    """Each forked worker logs under its own lock.
+
+    oslo.log's pipe lock was shared by the parent and every worker: a
+    worker killed with SIGKILL while writing a line froze them all
+    (the parent then ignored SIGTERM).
+    """
+    assert _parent_after_killed_child('renew') == ['_ReallyPipeMutex',
+                                                   'True']
+
+
+def test_without_renewal_the_lock_is_shared_across_fork():
+    """What the fix is for: oslo.log alone leaves the lock shared.
+
+    When this fails, oslo.log renews its locks in forked children and
+    ``own_log_locks_after_fork`` may go.
+    """
+    assert _parent_after_killed_child('keep') == ['_ReallyPipeMutex',
+                                                  'False']
+
+
+def test_the_launcher_forks_only_after_renewal_is_set_up(monkeypatch):
+    calls = []
+    monkeypatch.setattr(concurrency, 'own_log_locks_after_fork',
+                        lambda: calls.append('renew'))
+    monkeypatch.setattr(service.service, 'launch',
+                        lambda *args, **kwargs: calls.append('launch'))
+    service.launch(object(), workers=2)
+    assert calls == ['renew', 'launch']
