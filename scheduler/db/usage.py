@@ -488,7 +488,13 @@ def _drop(session: orm.Session, uuids: Sequence[str],
     _lock_usage(session, [(r.host, r.nodename) for r in rows if r.pending])
     dropped = []
     for row in rows:
-        session.refresh(row, with_for_update=True)
+        try:
+            session.refresh(row, with_for_update=True)
+        except sa.exc.InvalidRequestError:
+            # Gone since it was read: another worker dropped it first
+            # (every worker hears of a deletion, and each releases it).
+            session.expunge(row)
+            continue
         if (only_pending_older_than is not None
                 and not (row.pending and row.status == instances.CLAIMED)):
             continue

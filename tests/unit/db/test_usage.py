@@ -8,7 +8,9 @@ import datetime
 
 from oslo_utils import timeutils
 import pytest
+import sqlalchemy as sa
 
+from scheduler.db import models
 from scheduler.db import usage
 from tests.unit import fixtures
 
@@ -180,6 +182,23 @@ def test_changed_since_returns_rows_in_sequence_order():
         ('h2', 1), ('h1', 2)]
     assert [r['seq'] for r in changed] == sorted(r['seq'] for r in changed)
     assert usage.changed_since(changed[-1]['seq']) == []
+
+
+def test_a_placement_another_worker_dropped_first_is_skipped(monkeypatch):
+    _claim(1)
+    _claim(2)
+    lock = usage._lock_usage
+
+    def other_worker_drops_the_first(session, keys):
+        # Between this worker's read and its lock, another worker's
+        # release of the same instance commits.
+        session.execute(sa.delete(models.Instance).where(
+            models.Instance.instance_uuid == fixtures.uuid(1)))
+        return lock(session, keys)
+
+    monkeypatch.setattr(usage, '_lock_usage', other_worker_drops_the_first)
+    dropped = usage.release([fixtures.uuid(1), fixtures.uuid(2)])
+    assert [d['instance_uuid'] for d in dropped] == [fixtures.uuid(2)]
 
 
 def test_a_compute_releases_only_its_own_placements():
