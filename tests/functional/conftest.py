@@ -121,7 +121,11 @@ class Cluster:
                  '[scheduler]']
         lines += ['%s = %s' % kv for kv in sched.items()]
         lines += ['', '[compute]', 'topic = %s' % self.compute_topic, '',
-                  '[database]', 'connection = %s' % database_url, '']
+                  '[database]', 'connection = %s' % database_url,
+                  # Every worker may hold max_pool_size + max_overflow
+                  # connections (oslo.db: 5 + 50); four workers under 50
+                  # callers went past the shared PostgreSQL's 100.
+                  'max_overflow = 10', '']
         path = str(self.tmp / ('%s.conf' % name))
         return daemons.write_multi_config(
             path, '\n'.join(lines) + '\n' + self.shared_config + extra)
