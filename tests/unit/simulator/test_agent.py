@@ -407,42 +407,33 @@ class TestReporting:
         assert sim_fleet.started == 5
 
 
-def test_process_refuses_more_reports_than_it_can_send(tmp_path):
+def _refused(tmp_path, *args) -> str:
+    """The simulator's stderr for ``args``, which it must refuse (2)."""
     conf_file = tmp_path / 'sim.conf'
     conf_file.write_text('[DEFAULT]\ntransport_url = fake://\n')
     proc = subprocess.run(
-        _command() + ['--config-file', str(conf_file), '--hosts', '5000',
-                      '--report-interval', '1'],
+        _command() + ['--config-file', str(conf_file)] + list(args),
         stdin=subprocess.DEVNULL, capture_output=True, text=True,
         timeout=60)
     assert proc.returncode == 2
+    return proc.stderr
+
+
+def test_process_refuses_more_reports_than_it_can_send(tmp_path):
     assert ('5000 hosts reporting every 1 s need 5000 reports/s, more '
             'than --max-report-rate 1000: set --report-interval to at '
-            'least 5') in proc.stderr
+            'least 5') in _refused(tmp_path, '--hosts', '5000',
+                                   '--report-interval', '1')
 
 
 def test_process_refuses_no_hosts(tmp_path):
-    conf_file = tmp_path / 'sim.conf'
-    conf_file.write_text('[DEFAULT]\ntransport_url = fake://\n')
-    proc = subprocess.run(
-        _command() + ['--config-file', str(conf_file), '--hosts', '0'],
-        stdin=subprocess.DEVNULL, capture_output=True, text=True,
-        timeout=60)
-    assert proc.returncode == 2
-    assert '--hosts must be at least 1' in proc.stderr
+    assert '--hosts must be at least 1' in _refused(tmp_path, '--hosts',
+                                                    '0')
 
 
 def test_process_refuses_a_large_fleet_without_routing_keys(tmp_path):
-    conf_file = tmp_path / 'sim.conf'
-    conf_file.write_text('[DEFAULT]\ntransport_url = fake://\n')
-    proc = subprocess.run(
-        _command() + ['--config-file', str(conf_file), '--hosts', '2000',
-                      '--report-interval', '60'],
-        stdin=subprocess.DEVNULL, capture_output=True, text=True,
-        timeout=60)
-    assert proc.returncode == 2
     assert 'runs one RPC server per simulated host: at most 1000' \
-        in proc.stderr
+        in _refused(tmp_path, '--hosts', '2000', '--report-interval', '60')
 
 
 def test_process_stops_promptly_during_start_up(tmp_path):
