@@ -45,10 +45,12 @@ LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
 
 #: How far behind the highest sequence number seen each refresh looks
-#: again.  Sequence numbers are handed out when a transaction writes and
-#: become visible when it commits, which may be out of order; rows
-#: committed late are caught by this window (and, if missed, by the
-#: claim's own check, which refreshes the node).
+#: again, where the inventory's sequence is native.  Its numbers are
+#: handed out when a transaction writes and become visible when it
+#: commits, which may be out of order; rows committed late are caught by
+#: this window (and, if missed, by the claim's own check, which
+#: refreshes the node).  SQLite's counter row makes commits visible in
+#: order: no window there (``usage.commits_in_seq_order``).
 _SEQ_LOOKBACK = 16
 
 
@@ -109,6 +111,8 @@ class HostManager:
         #: key -> {instance uuid: Claim} pending on the node.
         self._pending: dict = {}
         self._high_water = 0
+        #: ``_SEQ_LOOKBACK``, or 0 where commits are seen in order.
+        self._lookback: int | None = None
         self._aggregates: list = []
         self._host_aggregates: dict = {}
         self._dirty_reports: dict = {}
@@ -337,7 +341,7 @@ class HostManager:
         many nodes were refreshed.
         """
         rows = self.usage_db.changed_since(
-            max(0, self._high_water - _SEQ_LOOKBACK))
+            max(0, self._high_water - self._seq_lookback()))
         with self._lock:
             changed = [row_key(row) for row in rows
                        if self._row_is_new(row)]
@@ -348,6 +352,13 @@ class HostManager:
         if changed:
             self._reload_nodes(changed, rows)
         return len(changed)
+
+    def _seq_lookback(self) -> int:
+        if self._lookback is None:
+            in_order = getattr(self.usage_db, 'commits_in_seq_order', None)
+            self._lookback = 0 if in_order is not None and in_order() \
+                else _SEQ_LOOKBACK
+        return self._lookback
 
     def refresh_nodes(self, keys: list) -> None:
         """Re-read the usage and pending claims of ``keys`` now."""

@@ -193,6 +193,19 @@ def placements_get(instance_uuids: Sequence[str]) -> dict[str, dict]:
 
 # --- the sequence ------------------------------------------------------------
 
+def commits_in_seq_order() -> bool:
+    """Whether usage rows become visible in sequence order.
+
+    True where the sequence is the counter row (SQLite, and any database
+    without native sequences): a transaction bumps it first and holds
+    its lock until it commits, so no reader ever sees a number before a
+    smaller one.  A native sequence hands numbers out without waiting
+    for commits, and a reader must look back (``HostManager``'s
+    ``refresh_usage``).
+    """
+    return not engine.get_engine().dialect.supports_sequences
+
+
 def _next_seq(conn: sa.Connection):
     """A value (or SQL expression) for the next usage sequence number."""
     if conn.dialect.supports_sequences:
@@ -368,15 +381,24 @@ def claim_many(requests: Sequence[ClaimRequest]) -> list[dict]:
     pending.  Returns the placements, in order, each with its node's
     usage row after the claim under ``'usage'``.
     """
+    # Nearly every instance is new: its INSERT is the whole check, and
+    # the placements it may already have are looked for only when the
+    # INSERT finds one (or the request replaces them).
+    look_first = any(r.replace for r in requests)
     for _attempt in range(len(requests)):
         try:
-            return _claim_many(requests)
+            return _claim_many(requests, look_first)
         except _NoUsageRow as e:
             _create_usage_row(e.request)
-    return _claim_many(requests)
+        except db_exc.DBDuplicateEntry:
+            if look_first:
+                raise
+            look_first = True
+    return _claim_many(requests, True)
 
 
-def _claim_many(requests: Sequence[ClaimRequest]) -> list[dict]:
+def _claim_many(requests: Sequence[ClaimRequest],
+                look_first: bool) -> list[dict]:
     now = timeutils.utcnow()
     by_node: dict = {}
     for request in requests:
@@ -398,8 +420,9 @@ def _claim_many(requests: Sequence[ClaimRequest]) -> list[dict]:
                         _USAGE.nodename == key[1])).first() is None:
                     raise _NoUsageRow(by_node[key][0])
                 raise ClaimConflict(key)
-        for key in _replace_earlier(conn, requests) & set(after):
-            after[key] = _usage_row(conn, *key)
+        if look_first:
+            for key in _replace_earlier(conn, requests) & set(after):
+                after[key] = _usage_row(conn, *key)
         rows = [_pending_values(request, now) for request in requests]
         conn.execute(sa.insert(_INST), rows)
     return [dict(row, numa=request.numa, pci=request.pci,

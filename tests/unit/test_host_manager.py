@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 from scheduler.db import engine
 from scheduler.db import models
+from scheduler.db import usage
 from scheduler.drivers import filter_scheduler
 from scheduler import exception
 from scheduler import host_manager
@@ -230,6 +231,38 @@ def test_a_claim_beyond_the_limit_conflicts_and_refreshes_the_node():
     assert state.free_ram_mb == 1024
     assert fixtures.uuid(1) in state.instance_uuids
     assert _placement(manager, 2) is None
+
+
+class _RecordingStore:
+    """The SQLite usage store, recording where each refresh starts;
+    ``native`` makes it say its sequence is native (numbers may become
+    visible out of order)."""
+
+    def __init__(self, native: bool):
+        self.native = native
+        self.asked: list = []
+
+    def __getattr__(self, name):
+        return getattr(usage, name)
+
+    def commits_in_seq_order(self) -> bool:
+        return not self.native and usage.commits_in_seq_order()
+
+    def changed_since(self, seq: int) -> list:
+        self.asked.append(seq)
+        return usage.changed_since(seq)
+
+
+@pytest.mark.parametrize('native, start', [(True, 100 - 16), (False, 100)])
+def test_only_a_native_sequence_is_read_again_a_window_back(native, start):
+    assert host_manager._SEQ_LOOKBACK == 16
+    store = _RecordingStore(native)
+    manager = fixtures.manager_with([fixtures.report('h1')])
+    manager = host_manager.HostManager(inventory=manager.db,
+                                       usage_store=store)
+    manager._high_water = 100
+    manager.refresh_usage()
+    assert store.asked == [start]
 
 
 def test_every_worker_sees_the_others_claims_before_choosing():

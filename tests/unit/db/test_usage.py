@@ -130,6 +130,25 @@ def test_a_pending_instance_is_refused_elsewhere_unless_replaced():
     assert _row('h2', 'h2')['claimed_memory_mb'] == 1024
 
 
+def test_a_confirmed_instance_claimed_again_is_placed_anew():
+    # Its placement is found by the INSERT, not looked for first: the
+    # claim goes round once more with the lookup and drops it.
+    _claim(1)
+    usage.apply_reports([_report(used=1024, instances=[fixtures.uuid(1)],
+                                 at=T0 + datetime.timedelta(seconds=10))])
+    usage.apply_reports([_report('h2', 'h2')])
+    _claim(1, host='h2', node='h2')
+    placed = usage.placements_get([fixtures.uuid(1)])[fixtures.uuid(1)]
+    assert (placed['host'], placed['pending']) == ('h2', True)
+    assert _row('h2', 'h2')['claimed_memory_mb'] == 1024
+    assert _row()['claimed_memory_mb'] == 0
+
+
+def test_commits_are_seen_in_order_only_with_the_counter_row():
+    supports = usage.engine.get_engine().dialect.supports_sequences
+    assert usage.commits_in_seq_order() is (not supports)
+
+
 def test_release_gives_pending_usage_back():
     _claim(1)
     _claim(2)
