@@ -35,6 +35,11 @@ The authoring API for plugins (``scheduler/filters/base.py``,
   ``column_multipliers(columns)`` for its multipliers (the base class
   has one that honours ``multiplier_option`` and aggregate overrides).
 
+A plugin whose vector form is ``row_local`` (every in-tree one) is
+asked, for each later instance of a request, only about the node the
+previous instance was placed on: its other answers (masks, raw weights
+and multipliers) are kept from the previous instance (``_Memo``).
+
 A vector form counts only when it is defined by the same class as the
 per-host methods it stands for, or by a subclass of it: a subclass of
 ``RamFilter`` that overrides ``passes`` runs per host, as its author
@@ -393,6 +398,19 @@ def _has_vector_form(cls: type, name: str, per_host: tuple) -> bool:
                                          for a in per_host))
 
 
+def row_local(plugin, name: str) -> bool:
+    """Whether ``plugin``'s vector form ``name`` is row-local
+    (``BaseHostFilter.row_local``): the flag must come from the class
+    that defines ``name`` or a subclass of it."""
+    key = (type(plugin), 'row_local', (name,))
+    found = _VECTOR_FORMS.get(key)
+    if found is None:
+        found = _VECTOR_FORMS[key] = bool(getattr(plugin, 'row_local',
+                                                  False)) and \
+            _has_vector_form(type(plugin), 'row_local', (name,))
+    return found
+
+
 _FILTER_METHODS = ('host_passes', 'filter_all', 'prepare', 'passes')
 _WEIGH_METHODS = ('_weigh_object', 'weigh_objects')
 _MULTIPLIER_METHODS = ('weight_multiplier', 'weight_multipliers')
@@ -406,27 +424,84 @@ class Candidates:
     ``rows``), which order ties as the per-host path's re-sorted list
     does: the true order is by (-last weights, ..., -first weights,
     base order).
+
+    For a later instance of a request, ``memo`` is what the previous
+    instance's walk left (``_Memo``) and ``origin`` the positions of
+    these hosts in its arrays.  ``checked`` holds the row-local filters
+    every one of these hosts passed.
     """
 
     def __init__(self, snapshot: Snapshot, rows: np.ndarray,
-                 previous: list | None = None):
+                 previous: list | None = None,
+                 memo: '_Memo | None' = None,
+                 origin: np.ndarray | None = None,
+                 checked: frozenset = frozenset()):
         self.snapshot = snapshot
         self.rows = rows
         self.previous = previous or []
+        self.memo = memo if origin is not None else None
+        self.origin = origin
+        self.checked = checked
+        self._changed: np.ndarray | None = None
+        self._changed_columns: Columns | None = None
 
     def __len__(self) -> int:
         return len(self.rows)
 
     def take(self, positions) -> 'Candidates':
         return Candidates(self.snapshot, self.rows[positions],
-                          [p[positions] for p in self.previous])
+                          [p[positions] for p in self.previous], self.memo,
+                          None if self.origin is None
+                          else self.origin[positions], self.checked)
 
     def in_order(self) -> 'Candidates':
         """The same hosts with the true order as base order."""
         if not self.previous:
             return self
-        return Candidates(self.snapshot, self.rows[_order(self.previous,
-                                                          len(self))])
+        order = _order(self.previous, len(self))
+        return Candidates(self.snapshot, self.rows[order], None, self.memo,
+                          None if self.origin is None else self.origin[order],
+                          self.checked)
+
+    def changed_columns(self) -> 'Columns':
+        """``Columns`` of the ``changed`` hosts, shared by every
+        plugin that looks at them again (columns are gathered once)."""
+        if self._changed_columns is None:
+            self._changed_columns = Columns(self.snapshot,
+                                            self.rows[self.changed()])
+        return self._changed_columns
+
+    def changed(self) -> np.ndarray:
+        """Positions of the hosts an earlier instance's claim changed
+        since ``memo`` was taken (every position without a memo)."""
+        if self.memo is None:
+            return np.arange(len(self))
+        if self._changed is None:
+            # Nearly always one row: compared, not ``np.isin``, which
+            # costs more than the rest of a row-local weigher's work.
+            found = [np.flatnonzero(self.rows == row)
+                     for row in self.memo.changed.tolist()]
+            self._changed = np.concatenate(found) if len(found) > 1 else \
+                found[0] if found else np.zeros(0, np.int64)
+        return self._changed
+
+
+class _Memo:
+    """What one instance's filter walk and weighing leave to the next
+    instance of the same request: the row-local plugins' answers, which
+    stay true for every host but the one the instance was placed on."""
+
+    def __init__(self, changed: np.ndarray, checked: frozenset,
+                 raw: dict):
+        #: Snapshot rows changed since (the claimed node's).
+        self.changed = changed
+        #: ``id`` of the row-local filters every candidate passed.
+        self.checked = checked
+        #: ``id(weigher)`` -> ``(multipliers, raw weights)`` of the
+        #: row-local weighers, by position of the instance's candidates
+        #: (raw weights: None when every multiplier was 0, a float when
+        #: the same for every host).
+        self.raw = raw
 
 
 def _order(keys: list, n: int, among: np.ndarray | None = None
@@ -451,8 +526,16 @@ def filter_candidates(cands: Candidates, spec_obj, filters: list,
                       index: int = 0,
                       report: filters_base.FilterReport | None = None
                       ) -> Candidates:
-    """``HostFilterHandler.get_filtered_objects`` over columns."""
+    """``HostFilterHandler.get_filtered_objects`` over columns.
+
+    A row-local filter that every candidate passed for the previous
+    instance of the request looks again only at the hosts its claim
+    changed: the walk, counts and survivors are the same as if it
+    looked at every host.
+    """
     rebuild = filters_base.request_is_rebuild(spec_obj)
+    memo = cands.memo
+    checked = set()
     for flt in filters:
         if not filters_base.should_run(flt, index, rebuild):
             continue
@@ -460,9 +543,16 @@ def filter_candidates(cands: Candidates, spec_obj, filters: list,
         before = len(cands)
         filters_base.LOG.debug('Starting with %d host(s) for %s', before,
                                name)
-        mask = _filter_mask(flt, cands, spec_obj)
+        if memo is not None and id(flt) in memo.checked:
+            mask = _changed_mask(flt, cands, spec_obj)
+        else:
+            mask = _filter_mask(flt, cands, spec_obj)
         if mask is not None:
-            cands = cands.take(np.flatnonzero(mask))
+            if not mask.all():
+                cands = cands.take(np.flatnonzero(mask))
+            if vector_form(flt, 'filter_columns', _FILTER_METHODS) and \
+                    row_local(flt, 'filter_columns'):
+                checked.add(id(flt))
         else:
             cands = cands.in_order()
             views = Columns(cands.snapshot, cands.rows).views()
@@ -474,11 +564,27 @@ def filter_candidates(cands: Candidates, spec_obj, filters: list,
         if not filters_base.record_step(report, name, before, len(cands),
                                         spec_obj):
             break
+    cands.checked = frozenset(checked)
     return cands
 
 
-def _filter_mask(flt, cands: Candidates, spec_obj):
-    """The filter's mask over ``cands``, or None to run it per host."""
+def _changed_mask(flt, cands: Candidates, spec_obj):
+    """``_filter_mask`` of a row-local filter that passed every
+    candidate last time: asked only of the changed hosts."""
+    mask = np.ones(len(cands), bool)
+    changed = cands.changed()
+    if len(changed):
+        sub = _filter_mask(flt, cands, spec_obj, cands.changed_columns())
+        if sub is None:
+            return _filter_mask(flt, cands, spec_obj)
+        mask[changed] = sub
+    return mask
+
+
+def _filter_mask(flt, cands: Candidates, spec_obj,
+                 columns: Columns | None = None):
+    """The filter's mask over ``cands`` (or over ``columns``, some of
+    them), or None to run it per host."""
     method = vector_form(flt, 'filter_columns', _FILTER_METHODS)
     if method is None:
         if isinstance(flt, filters_base.RequestScopedFilter) and \
@@ -488,52 +594,109 @@ def _filter_mask(flt, cands: Candidates, spec_obj):
             # The base filter_all passes every host on SKIP.
             return np.ones(len(cands), bool)
         return None
+    if columns is None:
+        columns = Columns(cands.snapshot, cands.rows)
     if isinstance(flt, filters_base.RequestScopedFilter):
         prepared = flt.prepare(spec_obj)
         if prepared is filters_base.SKIP:
-            return np.ones(len(cands), bool)
+            return np.ones(len(columns), bool)
     else:
         prepared = spec_obj
-    mask = method(Columns(cands.snapshot, cands.rows), prepared)
+    mask = method(columns, prepared)
     return None if mask is None else np.asarray(mask, bool)
 
 
 def weigh_candidates(cands: Candidates, spec_obj,
                      weighers: list) -> 'Ranked':
     """``HostWeightHandler.get_weighed_objects`` over columns (without
-    ``explain``)."""
+    ``explain``).
+
+    A row-local weigher's raw weights for the previous instance of the
+    request are kept; only the hosts its claim changed are weighed
+    again, then every host is normalised as usual.
+    """
     n = len(cands)
     totals = np.zeros(n)
     if n <= 1:
-        return Ranked(cands, totals)
+        return Ranked(cands, totals, {})
     columns = Columns(cands.snapshot, cands.rows)
+    memo = cands.memo
+    kept: dict = {}
     ordered = None
     for weigher in weighers:
-        method = vector_form(weigher, 'column_multipliers',
-                             _MULTIPLIER_METHODS)
-        if method is not None:
-            multipliers = np.asarray(method(columns), float)
+        before = None if memo is None else memo.raw.get(id(weigher))
+        multipliers = None
+        if before is not None:
+            # Multipliers come from configuration and aggregates, which
+            # a claim does not change.
+            multipliers = before[0][cands.origin]
         else:
+            method = vector_form(weigher, 'column_multipliers',
+                                 _MULTIPLIER_METHODS)
+            if method is not None:
+                multipliers = np.asarray(method(columns), float)
+        if multipliers is None:
             if ordered is None:
                 ordered = _materialise(cands)
             multipliers = np.array(weigher.weight_multipliers(
                 ordered[1]), float)[ordered[2]]
-        if not multipliers.any():
-            continue
         method = vector_form(weigher, 'weigh_columns', _WEIGH_METHODS)
-        raw = None if method is None else method(columns, spec_obj)
-        if raw is None:
+        local = method is not None and row_local(weigher, 'weigh_columns') \
+            and vector_form(weigher, 'column_multipliers',
+                            _MULTIPLIER_METHODS) is not None
+        if not multipliers.any():
+            if local:
+                kept[id(weigher)] = (multipliers, None)
+            continue
+        raw = None
+        if method is not None:
+            if before is not None and before[1] is not None:
+                raw = _changed_raw(method, cands, spec_obj, before[1])
+            else:
+                raw = method(columns, spec_obj)
+        if raw is not None:
+            raw = float(raw) if np.ndim(raw) == 0 else _full(raw, n)
+            if local:
+                kept[id(weigher)] = (multipliers, raw)
+            if isinstance(raw, float) and weigher.minval is None and \
+                    weigher.maxval is None:
+                # The same raw weight everywhere normalises to 0.
+                continue
+            raw = _full(raw, n)
+        else:
             if ordered is None:
                 ordered = _materialise(cands)
-            raw = np.array(weigher.weigh_objects(
+            raw = _full(weigher.weigh_objects(
                 [weights_base.WeighedHost(v) for v in ordered[1]],
-                spec_obj), float)[ordered[2]]
-        raw = np.asarray(raw, float)
-        if np.ndim(raw) == 0:
-            raw = np.full(n, float(raw))
+                spec_obj), n)[ordered[2]]
         totals += multipliers * normalized(raw, weigher.minval,
                                            weigher.maxval)
-    return Ranked(cands, totals)
+    return Ranked(cands, totals, kept)
+
+
+def _full(raw, n: int) -> np.ndarray:
+    """Raw weights as an array of ``n`` floats (a scalar is everyone's)."""
+    raw = np.asarray(raw, float)
+    return np.full(n, float(raw)) if np.ndim(raw) == 0 else raw
+
+
+def _changed_raw(method, cands: Candidates, spec_obj, before):
+    """A row-local weigher's raw weights: those of the previous
+    instance (a scalar: the same for every host), the changed hosts'
+    weighed again."""
+    changed = cands.changed()
+    if not len(changed):
+        return before if np.ndim(before) == 0 else before[cands.origin]
+    sub = method(cands.changed_columns(), spec_obj)
+    if sub is None:
+        return method(Columns(cands.snapshot, cands.rows), spec_obj)
+    if np.ndim(before) == 0 and np.ndim(sub) == 0 and \
+            float(sub) == float(before):
+        return before
+    raw = np.full(len(cands), float(before)) if np.ndim(before) == 0 \
+        else before[cands.origin]
+    raw[changed] = np.asarray(sub, float)
+    return raw
 
 
 def _materialise(cands: Candidates) -> tuple:
@@ -571,9 +734,12 @@ class Ranked:
     """The weighed candidates, best first, as a lazy sequence of
     ``WeighedHost``: only as many hosts as are read are sorted."""
 
-    def __init__(self, cands: Candidates, weights: np.ndarray):
+    def __init__(self, cands: Candidates, weights: np.ndarray,
+                 raw: dict | None = None):
         self.cands = cands
         self.weights = weights
+        #: The row-local weighers' raw weights (``_Memo.raw``).
+        self.raw = raw or {}
         self._order = np.zeros(0, np.int64)
         self._items: list = []
 
@@ -623,13 +789,18 @@ class Ranked:
         (``key``) as ``current(view)`` gives it now."""
         snapshot = self.cands.snapshot
         row = snapshot.row_of(key)
+        changed = []
         if row is not None and (self.cands.rows == row).any():
             view = snapshot.views[row]
             fresh = current(view)
             if fresh is not view:
                 snapshot.put(row, fresh)
+                changed.append(row)
+        memo = _Memo(np.array(changed, np.int64), self.cands.checked,
+                     self.raw)
         return Candidates(snapshot, self.cands.rows,
-                          self.cands.previous + [self.weights])
+                          self.cands.previous + [self.weights], memo,
+                          np.arange(len(self.cands)))
 
 
 def candidates(store: ColumnStore, spec_obj) -> Candidates | None:

@@ -30,6 +30,8 @@ class AvailabilityZoneFilter(base.RequestScopedFilter):
         zones = host_state.availability_zones
         return zone in zones if zones else is_default
 
+    row_local = True
+
     def filter_columns(self, columns, prepared):
         """``passes`` over columns, once per distinct set of zones."""
         zone, is_default = prepared

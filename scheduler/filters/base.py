@@ -27,6 +27,15 @@ class BaseHostFilter:
     #: every other filter passes the host unexamined.
     run_on_rebuild = False
 
+    #: The vector form (``filter_columns``, see ``scheduler.columns``)
+    #: answers for each host from that host's columns and the request
+    #: alone, never from the hosts chosen for the request's earlier
+    #: instances.  For each later instance of a request, only the hosts
+    #: an earlier claim changed are then looked at again.  Honoured only
+    #: when set by the class that defines ``filter_columns`` or by a
+    #: subclass of it.
+    row_local = False
+
     def host_passes(self, host_state, spec_obj) -> bool:
         """Return True if ``host_state`` can take an instance of ``spec_obj``.
         """

@@ -30,6 +30,8 @@ class ComputeFilter(base.BaseHostFilter):
                 self.host_passes(host, spec_obj)
         return passed
 
+    row_local = True
+
     def filter_columns(self, columns, spec_obj):
         """``filter_all`` over columns (``scheduler.columns``)."""
         return (~columns.disabled & ~columns.forced_down

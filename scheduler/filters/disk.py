@@ -35,6 +35,8 @@ class DiskFilter(base.RequestScopedFilter):
             return False
         return self._usable_mb(host_state) >= requested_mb
 
+    row_local = True
+
     def filter_columns(self, columns, requested_mb: int):
         """``passes`` over columns (``scheduler.columns``)."""
         total = columns.local_gb * 1024

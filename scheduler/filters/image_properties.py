@@ -90,6 +90,8 @@ class ImagePropertiesFilter(base.RequestScopedFilter):
                         'hw_maxphysaddr_bits %d' % (have, bits))
         return None
 
+    row_local = True
+
     def filter_columns(self, columns, prepared):
         """Once per distinct ``supported_instances`` when the image asks
         only for an architecture, hypervisor type or VM mode; per host

@@ -23,6 +23,8 @@ class RamFilter(base.RequestScopedFilter):
         limit = self._limit(host_state)
         return limit - host_state.memory_mb_used >= requested
 
+    row_local = True
+
     def filter_columns(self, columns, requested: int):
         """``passes`` over columns (``scheduler.columns``)."""
         total = columns.memory_mb

@@ -23,6 +23,8 @@ class VCPUFilter(base.RequestScopedFilter):
             return False
         return self._limit(host_state) - host_state.vcpus_used >= requested
 
+    row_local = True
+
     def filter_columns(self, columns, requested: int):
         """``passes`` over columns (``scheduler.columns``)."""
         total = columns.vcpus

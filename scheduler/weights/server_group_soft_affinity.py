@@ -19,6 +19,8 @@ class ServerGroupSoftAffinityWeigher(non_negative.NonNegativeMultiplier,
 
     multiplier_option = 'soft_affinity_weight_multiplier'
 
+    row_local = True
+
     def weigh_columns(self, columns, spec_obj):
         """0 everywhere outside a soft-affinity group; else None (per host)."""
         if server_groups.group_of(spec_obj, POLICY) is None:

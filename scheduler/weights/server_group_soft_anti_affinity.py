@@ -19,6 +19,8 @@ class ServerGroupSoftAntiAffinityWeigher(non_negative.NonNegativeMultiplier,
 
     multiplier_option = 'soft_anti_affinity_weight_multiplier'
 
+    row_local = True
+
     def weigh_columns(self, columns, spec_obj):
         """0 everywhere outside a soft-anti-affinity group; else None
         (per host)."""

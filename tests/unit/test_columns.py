@@ -27,6 +27,7 @@ from scheduler import filters
 from scheduler.filters import ram
 from scheduler import objects
 from scheduler.resources import liveness
+from scheduler.weights import base as weights_base
 from tests.unit import fixtures
 
 NOW = 1_700_000_000.0
@@ -258,3 +259,84 @@ def test_store_follows_reports_removals_and_aggregates(conf):
         metadata={'ram_allocation_ratio': '2.0'})])
     fresh = store.snapshot()
     assert fresh.column('ram_ratio')[fresh.ordered].tolist() == [2.0, 2.0]
+
+
+class _RoomyFilter(filters.BaseHostFilter):
+    """Passes hosts with room for the flavor's RAM (counting calls)."""
+
+    row_local = True
+
+    def __init__(self):
+        self.asked: list = []
+
+    def filter_columns(self, columns, spec_obj):
+        self.asked.append(len(columns))
+        return columns.free_ram_mb >= spec_obj.flavor.memory_mb
+
+    def host_passes(self, host_state, spec_obj) -> bool:
+        return host_state.free_ram_mb >= spec_obj.flavor.memory_mb
+
+
+class _RoomyAgainFilter(_RoomyFilter):
+    """Its own vector form, without saying it is row-local."""
+
+    def filter_columns(self, columns, spec_obj):
+        return super().filter_columns(columns, spec_obj)
+
+
+class _FreeRamWeigher(weights_base.BaseHostWeigher):
+    """Weighs free RAM (counting calls)."""
+
+    row_local = True
+
+    def __init__(self):
+        self.asked: list = []
+
+    def weigh_columns(self, columns, spec_obj):
+        self.asked.append(len(columns))
+        return columns.free_ram_mb
+
+    def _weigh_object(self, host_state, spec_obj) -> float:
+        return host_state.free_ram_mb
+
+
+class _FreeRamAgainWeigher(_FreeRamWeigher):
+    def weigh_columns(self, columns, spec_obj):
+        return super().weigh_columns(columns, spec_obj)
+
+
+def _place_three(conf, columnar: bool, plugins: tuple) -> tuple:
+    conf.config(columnar=columnar, host_subset_size=1,
+                group='filter_scheduler')
+    manager = fixtures.manager_with(
+        [fixtures.report('h%d' % i, memory_mb=4096 + 1024 * i)
+         for i in range(5)])
+    driver = filter_scheduler.FilterScheduler(manager)
+    driver.enabled_filters = list(plugins[:2])
+    driver.weighers = list(plugins[2:])
+    report = filters.FilterReport()
+    placed = driver.select_destinations(
+        None, fixtures.request(memory_mb=2048, num_instances=3),
+        [fixtures.uuid(n) for n in (1, 2, 3)], report=report)
+    return [(s[0].service_host, s[0].weight) for s in placed], _walk(report)
+
+
+def test_later_instances_ask_row_local_plugins_only_about_the_claimed_host(
+        conf):
+    local, again = _RoomyFilter(), _RoomyAgainFilter()
+    weigh_local, weigh_again = _FreeRamWeigher(), _FreeRamAgainWeigher()
+    columnar = _place_three(conf, True,
+                            (local, again, weigh_local, weigh_again))
+    # h4 has the most free RAM (8 GB), then h3 (7 GB): 2 GB claimed on
+    # h4 puts h3 first, then h4 again.
+    assert [host for host, _w in columnar[0]] == ['h4', 'h3', 'h4']
+    assert local.asked == [5, 1, 1]
+    assert weigh_local.asked == [5, 1, 1]
+    # A subclass with its own vector form is asked about every host,
+    # unless it says row_local itself.
+    assert again.asked == [5, 5, 5]
+    assert weigh_again.asked == [5, 5, 5]
+    per_host = _place_three(conf, False, (
+        _RoomyFilter(), _RoomyAgainFilter(), _FreeRamWeigher(),
+        _FreeRamAgainWeigher()))
+    assert columnar == per_host
