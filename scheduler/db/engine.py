@@ -198,3 +198,56 @@ def transaction() -> Iterator[orm.Session]:
 def chunks(items: Sequence, size: int = _IN_CHUNK) -> Iterator[Sequence]:
     for start in range(0, len(items), size):
         yield items[start:start + size]
+
+
+#: (statement, dialect name) -> (SQL text, bound names in order or None,
+#: values of the statement's own literals, result value processors).
+_PRECOMPILED: dict = {}
+
+
+def _precompiled(conn: sa.Connection, stmt: sa.Executable) -> tuple:
+    key = (stmt, conn.dialect.name)
+    found = _PRECOMPILED.get(key)
+    if found is None:
+        dialect = conn.dialect
+        compiled = stmt.compile(dialect=dialect)
+        processors = [entry.type.dialect_impl(dialect).result_processor(
+            dialect, None) for entry in compiled._result_columns]
+        found = _PRECOMPILED[key] = (
+            str(compiled),
+            list(compiled.positiontup) if compiled.positional else None,
+            dict(compiled.params), processors)
+    return found
+
+
+def execute_compiled(conn: sa.Connection, stmt: sa.Executable,
+                     params: dict) -> sa.CursorResult:
+    """Run ``stmt``, compiled once per dialect, with ``params``.
+
+    For the few statements run on every request (the claim's UPDATEs,
+    the freshness query), built once at module level: SQLAlchemy's
+    per-execution cache key and parameter processing cost more than the
+    database's work on SQLite (about 110 us against 13 us for the
+    freshness query).  The text goes through ``exec_driver_sql``, so
+    oslo.db's error translation (duplicates, deadlocks, disconnects)
+    still applies.  ``params`` must be plain integers, floats and
+    strings: no type processing is done on the way in; rows are read
+    with ``fetch_compiled``, which processes values on the way out.
+    """
+    sql, names, literals, _processors = _precompiled(conn, stmt)
+    values = dict(literals, **params)
+    if names is not None:
+        return conn.exec_driver_sql(sql, tuple(values[n] for n in names))
+    return conn.exec_driver_sql(sql, values)
+
+
+def fetch_compiled(conn: sa.Connection, stmt: sa.Executable,
+                   params: dict) -> list[tuple]:
+    """``execute_compiled``'s rows, each value as its column's type
+    reads it (SQLite's timestamps are text until processed)."""
+    processors = _precompiled(conn, stmt)[3]
+    rows = execute_compiled(conn, stmt, params).fetchall()
+    if not any(processors):
+        return [tuple(row) for row in rows]
+    return [tuple(value if proc is None or value is None else proc(value)
+                  for proc, value in zip(processors, row)) for row in rows]

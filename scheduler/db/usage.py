@@ -155,11 +155,15 @@ def changed_since(seq: int) -> list[dict]:
 
     Asked before every request: plain rows, no ORM objects.
     """
-    table = _USAGE.__table__
     with engine.get_engine().connect() as conn:
-        return [dict(row._mapping) for row in conn.execute(
-            sa.select(*[table.c[name] for name in _USAGE_COLUMNS])
-            .where(table.c.seq > seq).order_by(table.c.seq))]
+        return [dict(zip(_USAGE_COLUMNS, row)) for row in
+                engine.fetch_compiled(conn, _CHANGED_SINCE, {'seq': seq})]
+
+
+_CHANGED_SINCE = sa.select(
+    *[_USAGE.__table__.c[name] for name in _USAGE_COLUMNS]).where(
+        _USAGE.__table__.c.seq > sa.bindparam('seq', type_=sa.BigInteger)
+).order_by(_USAGE.__table__.c.seq)
 
 
 def pending_claims(keys: Iterable[Key] | None = None) -> list[dict]:
@@ -210,14 +214,18 @@ def _next_seq(conn: sa.Connection):
     """A value (or SQL expression) for the next usage sequence number."""
     if conn.dialect.supports_sequences:
         return models.USAGE_SEQUENCE.next_value()
-    counter = models.UsageCounter.__table__
-    bump = sa.update(counter).where(counter.c.id == 1).values(
-        value=counter.c.value + 1)
     if conn.dialect.update_returning:
-        return conn.execute(bump.returning(counter.c.value)).scalar_one()
-    conn.execute(bump)
-    return conn.execute(sa.select(counter.c.value)
-                        .where(counter.c.id == 1)).scalar_one()
+        return engine.execute_compiled(conn, _BUMP_RETURNING,
+                                       {}).scalar_one()
+    engine.execute_compiled(conn, _BUMP, {})
+    return engine.execute_compiled(conn, _COUNTER, {}).scalar_one()
+
+
+_COUNTER_TABLE = models.UsageCounter.__table__
+_BUMP = sa.update(_COUNTER_TABLE).where(_COUNTER_TABLE.c.id == 1).values(
+    value=_COUNTER_TABLE.c.value + 1)
+_BUMP_RETURNING = _BUMP.returning(_COUNTER_TABLE.c.value)
+_COUNTER = sa.select(_COUNTER_TABLE.c.value).where(_COUNTER_TABLE.c.id == 1)
 
 
 def _bump(conn: sa.Connection) -> dict:
@@ -314,9 +322,9 @@ def _take(conn: sa.Connection, claims: Sequence[Placement], sign: int = 1,
     stmt = _take_statement(tuple(limited), 'k_generation' in params,
                            native_seq, returning)
     if returning:
-        row = conn.execute(stmt, params).first()
-        return None if row is None else dict(row._mapping)
-    if conn.execute(stmt, params).rowcount != 1:
+        rows = engine.fetch_compiled(conn, stmt, params)
+        return dict(zip(_USAGE_COLUMNS, rows[0])) if rows else None
+    if engine.execute_compiled(conn, stmt, params).rowcount != 1:
         return None
     return _usage_row(conn, first.host, first.nodename) if check else {}
 

@@ -144,6 +144,18 @@ def test_a_confirmed_instance_claimed_again_is_placed_anew():
     assert _row()['claimed_memory_mb'] == 0
 
 
+def test_changed_rows_and_a_claims_row_read_as_their_types():
+    # Both are read through precompiled statements: the timestamp must
+    # still come back as a datetime (SQLite stores it as text).
+    changed = usage.changed_since(0)
+    assert [(r['host'], r['reported_at']) for r in changed] == [('h1', T0)]
+    placed = _claim(1)
+    assert placed['usage']['reported_at'] == T0
+    assert placed['usage']['claimed_memory_mb'] == 1024
+    assert usage.changed_since(changed[-1]['seq'])[0]['seq'] == \
+        placed['usage']['seq']
+
+
 def test_commits_are_seen_in_order_only_with_the_counter_row():
     supports = usage.engine.get_engine().dialect.supports_sequences
     assert usage.commits_in_seq_order() is (not supports)
