@@ -5,8 +5,10 @@ package, so an installed service needs no ``alembic.ini``.
 """
 
 import contextlib
+import fcntl
 import os
 from typing import Iterator
+import zlib
 
 from alembic import command as alembic_command
 from alembic import config as alembic_config
@@ -52,16 +54,70 @@ def head() -> str:
     return scripts.get_current_head()
 
 
+#: Names the lock every process takes to migrate one database.
+LOCK_NAME = 'scheduler-db-sync'
+#: Seconds a process waits for another's migration before giving up.
+LOCK_TIMEOUT = 300
+
+
 def db_sync(version: str | None = None, connection: str | None = None) -> None:
     """Upgrade the schema to ``version`` (default: the newest revision).
 
     ``connection`` is a database URL; without it, ``[database]
-    connection`` is used.
+    connection`` is used.  Services starting together on an empty
+    database each call this: one migrates while the others wait for it
+    (``_sync_lock``), then find the schema at ``version`` and do
+    nothing.
     """
     config = _config()
-    with _connect(connection) as conn:
+    with _connect(connection) as conn, _sync_lock(conn):
         config.attributes['connection'] = conn
         alembic_command.upgrade(config, version or 'head')
+
+
+@contextlib.contextmanager
+def _sync_lock(conn: sa.Connection) -> Iterator[None]:
+    """Hold the database's migration lock: a PostgreSQL advisory lock,
+    a MySQL/MariaDB named lock, or for a SQLite file an exclusive lock
+    on a file beside it (an in-memory database has one process)."""
+    name = conn.dialect.name
+    if name == 'postgresql':
+        key = zlib.crc32(LOCK_NAME.encode())
+        conn.execute(sa.text('SELECT pg_advisory_lock(:key)'), {'key': key})
+        conn.commit()
+        try:
+            yield
+        finally:
+            conn.rollback()
+            conn.execute(sa.text('SELECT pg_advisory_unlock(:key)'),
+                         {'key': key})
+            conn.commit()
+    elif name in ('mysql', 'mariadb'):
+        got = conn.execute(sa.text('SELECT GET_LOCK(:name, :timeout)'),
+                           {'name': LOCK_NAME,
+                            'timeout': LOCK_TIMEOUT}).scalar()
+        conn.commit()
+        if got != 1:
+            raise RuntimeError('another process held the schema migration '
+                               'lock for %d s' % LOCK_TIMEOUT)
+        try:
+            yield
+        finally:
+            conn.rollback()
+            conn.execute(sa.text('SELECT RELEASE_LOCK(:name)'),
+                         {'name': LOCK_NAME})
+            conn.commit()
+    else:
+        path = conn.engine.url.database
+        if name != 'sqlite' or not path or path == ':memory:':
+            yield
+            return
+        with open(path + '.sync-lock', 'a') as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def db_version(connection: str | None = None) -> str | None:
