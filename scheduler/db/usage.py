@@ -215,10 +215,9 @@ def _next_seq(conn: sa.Connection):
     if conn.dialect.supports_sequences:
         return models.USAGE_SEQUENCE.next_value()
     if conn.dialect.update_returning:
-        return engine.execute_compiled(conn, _BUMP_RETURNING,
-                                       {}).scalar_one()
+        return engine.fetch_compiled(conn, _BUMP_RETURNING, {})[0][0]
     engine.execute_compiled(conn, _BUMP, {})
-    return engine.execute_compiled(conn, _COUNTER, {}).scalar_one()
+    return engine.fetch_compiled(conn, _COUNTER, {})[0][0]
 
 
 _COUNTER_TABLE = models.UsageCounter.__table__
@@ -324,7 +323,7 @@ def _take(conn: sa.Connection, claims: Sequence[Placement], sign: int = 1,
     if returning:
         rows = engine.fetch_compiled(conn, stmt, params)
         return dict(zip(_USAGE_COLUMNS, rows[0])) if rows else None
-    if engine.execute_compiled(conn, stmt, params).rowcount != 1:
+    if engine.execute_compiled(conn, stmt, params) != 1:
         return None
     return _usage_row(conn, first.host, first.nodename) if check else {}
 
