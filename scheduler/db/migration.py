@@ -75,49 +75,49 @@ def db_sync(version: str | None = None, connection: str | None = None) -> None:
         alembic_command.upgrade(config, version or 'head')
 
 
+#: dialect -> (take, give back) the migration lock, on the server.
+_SERVER_LOCKS = {
+    'postgresql': ('SELECT pg_advisory_lock(:key)',
+                   'SELECT pg_advisory_unlock(:key)'),
+    'mysql': ('SELECT GET_LOCK(:name, :timeout)',
+              'SELECT RELEASE_LOCK(:name)'),
+}
+
+
 @contextlib.contextmanager
 def _sync_lock(conn: sa.Connection) -> Iterator[None]:
     """Hold the database's migration lock: a PostgreSQL advisory lock,
     a MySQL/MariaDB named lock, or for a SQLite file an exclusive lock
     on a file beside it (an in-memory database has one process)."""
     name = conn.dialect.name
-    if name == 'postgresql':
-        key = zlib.crc32(LOCK_NAME.encode())
-        conn.execute(sa.text('SELECT pg_advisory_lock(:key)'), {'key': key})
-        conn.commit()
-        try:
-            yield
-        finally:
-            conn.rollback()
-            conn.execute(sa.text('SELECT pg_advisory_unlock(:key)'),
-                         {'key': key})
-            conn.commit()
-    elif name in ('mysql', 'mariadb'):
-        got = conn.execute(sa.text('SELECT GET_LOCK(:name, :timeout)'),
-                           {'name': LOCK_NAME,
-                            'timeout': LOCK_TIMEOUT}).scalar()
-        conn.commit()
-        if got != 1:
+    if name in _SERVER_LOCKS:
+        take, give_back = _SERVER_LOCKS[name]
+        params = {'key': zlib.crc32(LOCK_NAME.encode()), 'name': LOCK_NAME,
+                  'timeout': LOCK_TIMEOUT}
+        # pg_advisory_lock waits as long as it takes; GET_LOCK answers 1
+        # once it holds the lock (0 after the timeout, NULL on error).
+        got = conn.execute(sa.text(take), params).scalar()
+        if name == 'mysql' and got != 1:
             raise RuntimeError('another process held the schema migration '
                                'lock for %d s' % LOCK_TIMEOUT)
+        conn.commit()
         try:
             yield
         finally:
             conn.rollback()
-            conn.execute(sa.text('SELECT RELEASE_LOCK(:name)'),
-                         {'name': LOCK_NAME})
+            conn.execute(sa.text(give_back), params)
             conn.commit()
-    else:
-        path = conn.engine.url.database
-        if name != 'sqlite' or not path or path == ':memory:':
+        return
+    path = conn.engine.url.database
+    if name != 'sqlite' or not path or path == ':memory:':
+        yield
+        return
+    with open(path + '.sync-lock', 'a') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
             yield
-            return
-        with open(path + '.sync-lock', 'a') as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def db_version(connection: str | None = None) -> str | None:
