@@ -87,7 +87,7 @@ def build_host_state(spec: fleet_mod.HostSpec) -> objects.HostState:
         hypervisor_hostname=spec.name, host_ip=spec.host_ip,
         cpu_info=dict(spec.cpu_info),
         supported_instances=[list(t) for t in spec.supported_instances],
-        metrics=dict(spec.metrics)).set_defaults()
+        metrics=dict(spec.metrics), stats=dict(spec.stats)).set_defaults()
 
 
 class SilenceSwitch:

@@ -16,6 +16,7 @@ example)::
          "architecture": "x86_64", "host_ip": "127.0.1.1",
          "cpu_info": {"vendor": "Intel", "topology": {"cores": 4}},
          "metrics": {"cpu.percent": 12.5},
+         "stats": {"num_os_type_linux": 6},
          "availability_zone": "az1", "aggregates": ["ssd"]}
       ]
     }
@@ -31,10 +32,13 @@ metadata (``{}`` for none), so that a misspelt name is an error, not a
 new aggregate.  ``host_ip`` is the first address of the group, one more
 per host, loopback only; groups without it get ``127.1.0.1`` onwards.
 Allocation ratios left out are those of ``[compute]`` when the agent
-starts.  Keys that begin with ``_`` are comments and are ignored;
-any other unknown key is an error.  ``SCHEMA`` (JSON Schema, checked
-with ``jsonschema``) states every rule a value can be checked by alone;
-``parse()`` adds those that relate values to each other.
+starts.  ``stats`` are the free-form counters a compute reports (nova's
+``stats``, which ComputeCapabilitiesFilter and JsonFilter's
+``$stats.<key>`` read), as strings.  Keys that begin with ``_`` are
+comments and are ignored; any other unknown key is an error.
+``SCHEMA`` (JSON Schema, checked with ``jsonschema``) states every rule
+a value can be checked by alone; ``parse()`` adds those that relate
+values to each other.
 """
 
 import dataclasses
@@ -86,6 +90,7 @@ class HostSpec:
     metrics: dict
     supported_instances: list
     aggregates: tuple
+    stats: dict = dataclasses.field(default_factory=dict)
 
     @property
     def uuid(self) -> str:
@@ -201,6 +206,7 @@ SCHEMA = {
                 'cpu_info': {'$ref': '#/$defs/cpu_info'},
                 'metrics': {'type': 'object',
                             'additionalProperties': {'type': 'number'}},
+                'stats': {'$ref': '#/$defs/metadata'},
                 'supported_instances': {
                     'type': 'array', 'minItems': 1,
                     'description': 'a non-empty list of [architecture, '
@@ -348,6 +354,9 @@ def _group_values(group: dict) -> dict:
     if values['metrics'] is not None:
         values['metrics'] = {str(k): float(v)
                              for k, v in values['metrics'].items()}
+    if values['stats'] is not None:
+        values['stats'] = {str(k): _scalar_text(v)
+                           for k, v in values['stats'].items()}
     if values['aggregates'] is not None:
         values['aggregates'] = [name.strip()
                                 for name in values['aggregates']]
@@ -467,7 +476,7 @@ def _host_spec(name: str, values: dict, host_ip: str,
         metrics=dict(values['metrics'] or {}),
         supported_instances=values['supported_instances']
         or [[arch, hv_type.lower(), 'hvm']],
-        aggregates=aggregates)
+        aggregates=aggregates, stats=dict(values['stats'] or {}))
 
 
 def load(path: str) -> FleetSpec:

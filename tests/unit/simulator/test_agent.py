@@ -100,6 +100,13 @@ class TestInitialState:
         assert (state.cpu_allocation_ratio, state.ram_allocation_ratio,
                 state.disk_allocation_ratio) == (3.0, 1.25, 2.0)
 
+    def test_stats_are_reported_as_the_fleet_says(self):
+        spec = fleet.parse({'groups': [{
+            'prefix': 'win', 'count': 1,
+            'stats': {'num_os_type_windows': 2, 'gpu': True}}]})
+        state = agent.build_host_state(spec.hosts[0])
+        assert state.stats == {'num_os_type_windows': '2', 'gpu': 'true'}
+
     def test_snapshot_survives_the_wire(self, compute):
         primitive = compute.snapshot().obj_to_primitive()
         state = objects.HostState.obj_from_primitive(primitive)

@@ -75,6 +75,8 @@ class TestFleetFile:
         assert ops.cpu_info['features'] == 'avx2,avx512f,vmx'
         assert ops.cpu_info['arch'] == 'x86_64'
         assert ops.metrics == {'cpu.percent': 20.0}
+        assert ops.stats == {'num_os_type_linux': '4', 'io_workload': '0'}
+        assert spec.host('doc-001').stats == {}
         assert spec.host('arm-001').supported_instances == [
             ['aarch64', 'kvm', 'hvm']]
         aggregates = {a.name: a for a in spec.aggregates()}
