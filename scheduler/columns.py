@@ -56,6 +56,7 @@ keeps the views it started with.
 """
 
 import itertools
+import math
 import typing
 
 import numpy as np
@@ -658,8 +659,8 @@ def weigh_candidates(cands: Candidates, spec_obj,
             raw = float(raw) if np.ndim(raw) == 0 else _full(raw, n)
             if local:
                 kept[id(weigher)] = (multipliers, raw)
-            if isinstance(raw, float) and weigher.minval is None and \
-                    weigher.maxval is None:
+            if isinstance(raw, float) and math.isfinite(raw) and \
+                    weigher.minval is None and weigher.maxval is None:
                 # The same raw weight everywhere normalises to 0.
                 continue
             raw = _full(raw, n)
