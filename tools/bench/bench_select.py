@@ -315,9 +315,29 @@ def bench_rabbit(hosts: int, requests: int, concurrency: int,
     finally:
         proc.terminate()
         proc.wait(60)
+        _delete_queues(topic)
         rpc.cleanup()
         if finished:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _delete_queues(topic: str) -> None:
+    """Delete the queues and exchanges the service declared for
+    ``topic`` (this run's own): left behind, six queues and two
+    exchanges per run stayed on the broker for good."""
+    from scheduler import rpc
+    topics = [topic, rpc.reports_topic(), rpc.operator_topic()]
+    try:
+        with rpc.amqp_connection() as connection:
+            channel = connection.default_channel
+            for name in topics:
+                channel.queue_delete(queue=name)
+                channel.queue_delete(queue='%s.bench' % name)
+            for name in topics[1:]:
+                channel.exchange_delete(exchange=name)
+    except Exception as e:  # a clean-up never hides the figures
+        print('could not delete the queues of %s: %s' % (topic, e),
+              file=sys.stderr)
 
 
 def _service_rss_mb(pid: int) -> float:
