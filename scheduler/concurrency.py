@@ -188,6 +188,24 @@ def cooperative_yield() -> None:
         _last_switch[0] = time.monotonic()
 
 
+def slice_begins() -> None:
+    """Count the CPU slice of ``cooperative_yield`` from now.
+
+    Call it where a green thread has just got the CPU: an RPC call
+    starts in a green thread of its own (``rpc.Dispatcher``).  The
+    slice otherwise ran from the last cooperative switch of any green
+    thread, so a new request often found it spent and gave the CPU
+    away at its first safe point, before it had done anything: three
+    requests in four of a caller sending one request after the other
+    (tools/bench/bench_select.py), each a trip through the hub, and a
+    wait behind whatever else was ready.  A long request still yields
+    once it held the CPU for ``_SLICE``, counted from the latest of its
+    own last yield and the start of the calls served meanwhile.
+    """
+    if _patched:
+        _last_switch[0] = time.monotonic()
+
+
 def own_log_locks_after_fork() -> None:
     """Give each process the launcher forks its own logging locks.
 

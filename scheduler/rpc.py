@@ -173,6 +173,7 @@ class Dispatcher(oslo_messaging.RPCDispatcher):
     """
 
     def dispatch(self, incoming):
+        concurrency.slice_begins()
         message = incoming.message
         method = message.get('method')
         try:

@@ -5,6 +5,8 @@ derives from ``SchedulerObject``.  ``SchedulerObjectSerializer`` is the
 only serializer: ``scheduler.rpc`` wraps it with the request context.
 """
 
+import functools
+
 from oslo_utils import versionutils
 from oslo_versionedobjects import base as ovo_base
 from oslo_versionedobjects import exception as ovo_exc
@@ -23,6 +25,12 @@ class SchedulerObjectRegistry(ovo_base.VersionedObjectRegistry):
             setattr(objects, cls.obj_name(), cls)
 
 
+#: Where oslo.versionedobjects keeps a field's value on the object
+#: (``base._get_attrname``); tests/unit/objects checks it still does.
+_ATTR_PREFIX = '_obj_'
+_UNSET = object()
+
+
 class SchedulerObject(ovo_base.VersionedObject,
                       ovo_base.ComparableVersionedObject):
     """Base class of every object the scheduler puts on the wire."""
@@ -39,6 +47,55 @@ class SchedulerObject(ovo_base.VersionedObject,
             raise ValueError('%s data is a %s, not a dict'
                              % (cls.obj_name(), type(data).__name__))
         return super()._obj_from_primitive(context, objver, primitive)
+
+    def obj_to_primitive(self, target_version: str | None = None,
+                         version_manifest: dict | None = None) -> dict:
+        """oslo's ``obj_to_primitive``, quicker at the object's own version.
+
+        Every reply and report is serialised at the sender's own
+        versions: oslo then still parses both versions (a regular
+        expression each) to compare them, and asks
+        ``obj_what_changed`` twice, for each object and nested object.
+        The primitive is the same; a backport (another version, or a
+        manifest) is oslo's own code.
+        """
+        if ((target_version is not None and target_version != self.VERSION)
+                or version_manifest):
+            return super().obj_to_primitive(target_version, version_manifest)
+        primitive = {}
+        for name, field in self.fields.items():
+            value = getattr(self, _ATTR_PREFIX + name, _UNSET)
+            if value is not _UNSET:
+                primitive[name] = field.to_primitive(self, name, value)
+        key = self._obj_primitive_key
+        obj = {key('name'): self.obj_name(),
+               key('namespace'): self.OBJ_PROJECT_NAMESPACE,
+               key('version'): self.VERSION,
+               key('data'): primitive}
+        changes = [name for name in self.obj_what_changed()
+                   if name in primitive]
+        if changes:
+            obj[key('changes')] = changes
+        return obj
+
+    def obj_what_changed(self) -> set:
+        """oslo's ``obj_what_changed``, reading the values' storage.
+
+        ``obj_to_primitive`` asks it twice per object and nested object
+        at every serialisation, and oslo's version goes through two
+        property look-ups per field each time: serialising the three
+        Selections of a reply cost 0.14 ms, half of it here.  The
+        result is the same: fields marked changed, plus those holding a
+        versioned object that has changes of its own.
+        """
+        fields = self.fields
+        changes = {name for name in self._changed_fields if name in fields}
+        for name in fields:
+            value = getattr(self, _ATTR_PREFIX + name, None)
+            if (isinstance(value, ovo_base.VersionedObject)
+                    and value.obj_what_changed()):
+                changes.add(name)
+        return changes
 
     def obj_get(self, name: str, default=None):
         """Return a field's value, or ``default`` when it is not set."""
@@ -128,7 +185,23 @@ def obj_manifest() -> dict:
             if issubclass(classes[0], SchedulerObject)}
 
 
+@functools.lru_cache(maxsize=256)
+def _version_tuple(version: str) -> tuple:
+    return versionutils.convert_version_to_tuple(version)
+
+
 def _older(version: str, than: str) -> bool:
+    """Whether ``version`` is older than ``than``.
+
+    Asked for every object of a peer's manifest at every call that
+    carries one (select_destinations): parsing the versions each time
+    (a regular expression per version) cost 0.06 ms a request.  The
+    parsed strings are cached, boundedly, since a manifest comes from
+    the bus; anything not a string is parsed as before, and raises
+    what it raised.
+    """
+    if type(version) is str and type(than) is str:
+        return _version_tuple(version) < _version_tuple(than)
     return (versionutils.convert_version_to_tuple(version)
             < versionutils.convert_version_to_tuple(than))
 
@@ -148,10 +221,14 @@ def common_manifest(manifest: dict) -> dict:
 def needs_backport(manifest: dict) -> bool:
     """Whether a peer with object versions ``manifest`` lacks any of ours.
 
-    Peers running the same code (the usual case) skip the backport walk.
+    Peers running the same code (the usual case) skip the backport walk,
+    and send a manifest equal to ours: that one is not walked either.
     """
+    ours = obj_manifest()
+    if manifest == ours:
+        return False
     return any(name in manifest and _older(manifest[name], version)
-               for name, version in obj_manifest().items())
+               for name, version in ours.items())
 
 
 def obj_to_primitive_for(obj: SchedulerObject, manifest: dict | None) -> dict:

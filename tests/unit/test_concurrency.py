@@ -79,3 +79,34 @@ def test_the_launcher_forks_only_after_renewal_is_set_up(monkeypatch):
                         lambda *args, **kwargs: calls.append('launch'))
     service.launch(object(), workers=2)
     assert calls == ['renew', 'launch']
+
+
+def _yields(monkeypatch, since_last_switch: float,
+            slice_begins: bool) -> int:
+    """How often a first safe point gives the CPU away under eventlet,
+    ``since_last_switch`` seconds after another green thread's yield."""
+    slept = []
+    monkeypatch.setattr(concurrency, '_patched', True)
+    monkeypatch.setattr(concurrency.time, 'sleep', slept.append)
+    monkeypatch.setattr(concurrency, '_last_switch',
+                        [concurrency.time.monotonic() - since_last_switch])
+    if slice_begins:
+        concurrency.slice_begins()
+    concurrency.cooperative_yield()
+    return len(slept)
+
+
+def test_a_new_call_does_not_yield_at_its_first_safe_point(monkeypatch):
+    # The slice another green thread used up is not the new call's.
+    assert _yields(monkeypatch, 1.0, slice_begins=True) == 0
+
+
+def test_a_green_thread_that_held_the_cpu_for_its_slice_yields(monkeypatch):
+    assert _yields(monkeypatch, concurrency._SLICE, slice_begins=False) == 1
+
+
+def test_slice_begins_does_nothing_without_eventlet(monkeypatch):
+    monkeypatch.setattr(concurrency, '_patched', False)
+    monkeypatch.setattr(concurrency, '_last_switch', [0.0])
+    concurrency.slice_begins()
+    assert concurrency._last_switch == [0.0]

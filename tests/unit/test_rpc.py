@@ -104,6 +104,29 @@ def test_select_destinations_over_the_bus(start_service, fake_transport):
     assert big.free_ram_mb == 8192 - 2048
 
 
+def test_every_dispatched_call_starts_a_cpu_slice(monkeypatch):
+    # A call runs in a green thread that has just got the CPU: its
+    # first safe point must not yield the slice others used up.
+    begun = []
+    monkeypatch.setattr(concurrency, 'slice_begins',
+                        lambda: begun.append(True))
+
+    class _Endpoint:
+        target = oslo_messaging.Target(version='1.4')
+
+        @oslo_messaging.expose
+        def ping(self, ctxt):
+            return 'pong'
+
+    dispatcher = rpc.Dispatcher([_Endpoint()], rpc.ServerSerializer(),
+                                oslo_messaging.ExplicitRPCAccessPolicy)
+    incoming = type('Incoming', (), {
+        'message': {'method': 'ping', 'args': {}, 'version': '1.4'},
+        'ctxt': CTX.to_dict(), 'client_timeout': None})()
+    assert dispatcher.dispatch(incoming) == 'pong'
+    assert begun == [True]
+
+
 def test_malformed_objects_come_back_typed_and_the_service_goes_on(
         start_service, fake_transport, caplog):
     caplog.set_level(logging.WARNING, logger='scheduler')

@@ -8,6 +8,8 @@ addresses are used; every loop is bounded.
     python tools/bench/bench_select.py                     # both modes
     python tools/bench/bench_select.py --mode inprocess --hosts 1000
     python tools/bench/bench_select.py --mode rabbit --requests 200
+    python tools/bench/bench_select.py --mode rabbit --hosts 10000 \
+        --executor threading --inventory-dir /tmp
     python tools/bench/bench_select.py --mode inprocess --hosts 100000 \
         --instances 1 --columnar on --requests 50
 
@@ -18,8 +20,10 @@ filter scheduler runs the configured filters and
 weighers (the defaults unless ``--config-file`` says otherwise) on
 ``HostState`` objects in memory, claiming as it goes in an in-memory
 SQLite inventory (each claim is a real transaction).  Over RabbitMQ, a
-real ``scheduler-service`` process is fed the fleet by fanout casts and
-called through ``SchedulerAPI`` from this process.
+real ``scheduler-service`` process (``--executor`` eventlet or
+threading) is fed the fleet by fanout casts and called through
+``SchedulerAPI`` from this process; its SQLite inventory is also on
+/dev/shm unless ``--inventory-dir`` says otherwise.
 """
 
 import argparse
@@ -224,10 +228,21 @@ def _rss_mb(pid: int) -> float:
     return float('nan')
 
 
-def bench_rabbit(hosts: int, requests: int, concurrency: int) -> None:
+def bench_rabbit(hosts: int, requests: int, concurrency: int,
+                 executor: str = 'eventlet',
+                 inventory_dir: str | None = None) -> None:
+    """A ``scheduler-service`` under ``executor`` with its inventory (and
+    log) in a new directory under ``inventory_dir``: by default the
+    memory-backed file system the in-process figures use, so that the
+    two compare decisions, not disks (a claim is a commit, and on a disk
+    a commit waits for fsync).  The directory is removed after a run
+    that went well, kept (with the service's log) after one that did
+    not."""
     from scheduler import rpc
     from scheduler import rpcapi
-    tmp = tempfile.mkdtemp(prefix='sched-bench-')
+    if inventory_dir is None and os.path.isdir('/dev/shm'):
+        inventory_dir = '/dev/shm'   # where memory_inventory puts its own
+    tmp = tempfile.mkdtemp(prefix='sched-bench-', dir=inventory_dir)
     topic = 'bench-%s' % uuid.uuid4().hex[:8]
     db = 'sqlite:///%s/inventory.sqlite' % tmp
     conf_path = os.path.join(tmp, 'scheduler.conf')
@@ -235,8 +250,9 @@ def bench_rabbit(hosts: int, requests: int, concurrency: int) -> None:
         f.write('[DEFAULT]\ntransport_url = %s\nhost = bench\n'
                 'log_file = %s/scheduler.log\nstate_path = %s\n\n'
                 '[scheduler]\ntopic = %s\nservice_down_time = 600\n'
-                'periodic_task_interval = 2\n\n[database]\nconnection = %s\n'
-                % (RABBIT, tmp, tmp, topic, db))
+                'periodic_task_interval = 2\nexecutor = %s\n\n'
+                '[database]\nconnection = %s\n'
+                % (RABBIT, tmp, tmp, topic, executor, db))
     script = os.path.join(os.path.dirname(sys.executable),
                           'scheduler-service')
     proc = subprocess.Popen([script, '--config-file', conf_path],
@@ -245,6 +261,7 @@ def bench_rabbit(hosts: int, requests: int, concurrency: int) -> None:
                             stderr=subprocess.STDOUT)
     CONF.set_override('transport_url', RABBIT)
     CONF.set_override('topic', topic, group='scheduler')
+    finished = False
     try:
         api = rpcapi.SchedulerAPI(timeout=60)
         ctxt = context.get_admin_context()
@@ -260,7 +277,7 @@ def bench_rabbit(hosts: int, requests: int, concurrency: int) -> None:
                     raise SystemExit('scheduler-service did not start; see '
                                      '%s/scheduler.log' % tmp)
                 time.sleep(0.5)
-        rss_empty = _rss_mb(proc.pid)
+        rss_empty = _service_rss_mb(proc.pid)
         states, zones = make_fleet(hosts)
         api.update_aggregates(ctxt, zones)
         t0 = time.perf_counter()
@@ -286,16 +303,53 @@ def bench_rabbit(hosts: int, requests: int, concurrency: int) -> None:
         print('%-44s %d reports cast in %.1f s (%.0f/s); service RSS %.0f MB'
               ' empty, %.0f MB with the fleet'
               % ('over RabbitMQ, %d hosts:' % hosts, hosts, cast_s,
-                 hosts / cast_s, rss_empty, _rss_mb(proc.pid)))
+                 hosts / cast_s, rss_empty, _service_rss_mb(proc.pid)))
+        print('%-44s executor %s, inventory in %s'
+              % ('over RabbitMQ, %d hosts:' % hosts, executor, tmp))
         _next_to_noop(hosts, api, ctxt, requests)
         _timed_calls('over RabbitMQ, %d hosts, 1 caller' % hosts, api, ctxt,
                      requests, 1)
         _timed_calls('over RabbitMQ, %d hosts, %d callers'
                      % (hosts, concurrency), api, ctxt, requests, concurrency)
+        finished = True
     finally:
         proc.terminate()
         proc.wait(60)
+        _delete_queues(topic)
         rpc.cleanup()
+        if finished:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _delete_queues(topic: str) -> None:
+    """Delete the queues and exchanges the service declared for
+    ``topic`` (this run's own): left behind, six queues and two
+    exchanges per run stayed on the broker for good."""
+    from scheduler import rpc
+    topics = [topic, rpc.reports_topic(), rpc.operator_topic()]
+    try:
+        with rpc.amqp_connection() as connection:
+            channel = connection.default_channel
+            for name in topics:
+                channel.queue_delete(queue=name)
+                channel.queue_delete(queue='%s.bench' % name)
+            for name in topics[1:]:
+                channel.exchange_delete(exchange=name)
+    except Exception as e:  # a clean-up never hides the figures
+        print('could not delete the queues of %s: %s' % (topic, e),
+              file=sys.stderr)
+
+
+def _service_rss_mb(pid: int) -> float:
+    """The resident memory of the process that serves: ``pid`` itself
+    under eventlet with one worker, its child under the threading
+    executor (cotyledon's master forks even one worker)."""
+    try:
+        with open('/proc/%d/task/%d/children' % (pid, pid)) as f:
+            children = [int(child) for child in f.read().split()]
+    except OSError:
+        children = []
+    return max([_rss_mb(pid)] + [_rss_mb(child) for child in children])
 
 
 def _wait_until_saved(path: str, hosts: int) -> None:
@@ -329,11 +383,12 @@ def _next_to_noop(hosts: int, api, ctxt, requests: int) -> None:
     decision adds to a round trip through the broker."""
     noop, select = [], []
     for i in range(requests):
+        # The caller's own objects are made before the clock starts.
+        spec, uuids = make_spec(i), [str(uuid.uuid4())]
         t0 = time.perf_counter()
         api.get_version_info(ctxt)
         t1 = time.perf_counter()
-        api.select_destinations(ctxt, make_spec(i), [str(uuid.uuid4())],
-                                return_alternates=True)
+        api.select_destinations(ctxt, spec, uuids, return_alternates=True)
         t2 = time.perf_counter()
         noop.append(t1 - t0)
         select.append(t2 - t1)
@@ -394,6 +449,15 @@ def main() -> None:
                         default='both',
                         help='in process: [filter_scheduler] columnar')
     parser.add_argument('--concurrency', type=int, default=8)
+    parser.add_argument('--executor', choices=['eventlet', 'threading'],
+                        default='eventlet',
+                        help='over RabbitMQ: the service\'s [scheduler] '
+                             'executor')
+    parser.add_argument('--inventory-dir',
+                        help='over RabbitMQ: where the service\'s SQLite '
+                             'inventory goes (default /dev/shm, as in '
+                             'process; a directory on a disk adds its '
+                             'fsync to every claim)')
     parser.add_argument('--config-file', action='append', default=[])
     args = parser.parse_args()
     load_config(args.config_file)
@@ -403,7 +467,8 @@ def main() -> None:
                             {'on': [True], 'off': [False],
                              'both': [False, True]}[args.columnar])
         if args.mode in ('rabbit', 'all'):
-            bench_rabbit(hosts, args.requests, args.concurrency)
+            bench_rabbit(hosts, args.requests, args.concurrency,
+                         args.executor, args.inventory_dir)
 
 
 if __name__ == '__main__':
