@@ -71,6 +71,10 @@ def _delete_fanout_queues():
         print('could not delete the fanout queues: %s' % e)
 
 
+#: Seconds the broker keeps a stopped process's reply and fanout queues.
+TRANSIENT_QUEUES_TTL = 60
+
+
 class Cluster:
     """One scheduler service plus a simulated fleet, on private topics."""
 
@@ -89,9 +93,19 @@ class Cluster:
         #: queues are deleted at the end, should a simulator not).
         self.fleet_names: set = set()
         #: Configuration text every daemon of the cluster gets too.
-        self.shared_config = ''
+        #: oslo.messaging leaves a process's reply queue (and fanout
+        #: queues) on the broker for rabbit_transient_queues_ttl once it
+        #: stopped, 30 minutes by default: the broker deletes the
+        #: cluster's after a minute.
+        self.shared_config = ('[oslo_messaging_rabbit]\n'
+                              'rabbit_transient_queues_ttl = %d\n\n'
+                              % TRANSIENT_QUEUES_TTL)
+        conf_fixture.config(rabbit_transient_queues_ttl=TRANSIENT_QUEUES_TTL,
+                            group='oslo_messaging_rabbit')
         #: Exchanges to delete at the end, besides the topics' own.
         self.exchanges: set = set()
+        #: Other queues a test declared (a notification listener's).
+        self.queues: set = set()
         # Kept: a test may point the computes at a proxy later.
         self._broker_url = transport_url.replace('rabbit://', 'amqp://', 1)
         self.scheduler = None
@@ -251,6 +265,7 @@ class Cluster:
         queues.append(self.compute_topic)
         queues += ['%s.%s' % (self.compute_topic, fleet)
                    for fleet in self.fleet_names]
+        queues += sorted(self.queues)
         exchanges = bases[1:] + sorted(self.exchanges)
         try:
             with kombu.Connection(self._broker_url,

@@ -87,6 +87,9 @@ def test_two_workers_share_the_topic_and_each_sees_every_report(
 def test_notifications_are_read_from_rabbitmq(cluster, conf, tmp_path):
     db = sqlite_url(tmp_path)
     topic = daemons.unique_topic('notifications')
+    # The listener's queues, one per priority it reads, are durable.
+    cluster.queues.update('%s.%s' % (topic, priority)
+                          for priority in ('info', 'error'))
     received = []
 
     class Endpoint:
