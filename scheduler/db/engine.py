@@ -200,13 +200,15 @@ def chunks(items: Sequence, size: int = _IN_CHUNK) -> Iterator[Sequence]:
         yield items[start:start + size]
 
 
-#: (statement, dialect name) -> (SQL text, bound names in order or None,
-#: values of the statement's own literals, result value processors).
+#: (statement, dialect name, server version) -> (SQL text, bound names
+#: in order or None, values of the statement's own literals, result
+#: value processors).
 _PRECOMPILED: dict = {}
 
 
 def _precompiled(conn: sa.Connection, stmt: sa.Executable) -> tuple:
-    key = (stmt, conn.dialect.name)
+    key = (stmt, conn.dialect.name,
+           getattr(conn.dialect, 'server_version_info', None))
     found = _PRECOMPILED.get(key)
     if found is None:
         dialect = conn.dialect
