@@ -444,6 +444,9 @@ class Candidates:
         self.origin = origin
         self.checked = checked
         self._changed: np.ndarray | None = None
+        #: The memo's hosts in the memo's order (``origin`` is the
+        #: identity): nothing filtered out or reordered since.
+        self.same_as_memo = False
         self._changed_columns: Columns | None = None
 
     def __len__(self) -> int:
@@ -463,6 +466,13 @@ class Candidates:
         return Candidates(self.snapshot, self.rows[order], None, self.memo,
                           None if self.origin is None else self.origin[order],
                           self.checked)
+
+    def from_memo(self, array: np.ndarray) -> np.ndarray:
+        """``array``, by the memo's positions, by these hosts' positions:
+        itself while they are the memo's hosts in the memo's order (a
+        row-local weigher's raw weights are then updated in place: the
+        memo is read by this instance only)."""
+        return array if self.same_as_memo else array[self.origin]
 
     def changed_columns(self) -> 'Columns':
         """``Columns`` of the ``changed`` hosts, shared by every
@@ -630,7 +640,7 @@ def weigh_candidates(cands: Candidates, spec_obj,
         if before is not None:
             # Multipliers come from configuration and aggregates, which
             # a claim does not change.
-            multipliers = before[0][cands.origin]
+            multipliers = cands.from_memo(before[0])
         else:
             method = vector_form(weigher, 'column_multipliers',
                                  _MULTIPLIER_METHODS)
@@ -687,7 +697,7 @@ def _changed_raw(method, cands: Candidates, spec_obj, before):
     weighed again."""
     changed = cands.changed()
     if not len(changed):
-        return before if np.ndim(before) == 0 else before[cands.origin]
+        return before if np.ndim(before) == 0 else cands.from_memo(before)
     sub = method(cands.changed_columns(), spec_obj)
     if sub is None:
         return method(Columns(cands.snapshot, cands.rows), spec_obj)
@@ -695,7 +705,7 @@ def _changed_raw(method, cands: Candidates, spec_obj, before):
             float(sub) == float(before):
         return before
     raw = np.full(len(cands), float(before)) if np.ndim(before) == 0 \
-        else before[cands.origin]
+        else cands.from_memo(before)
     raw[changed] = np.asarray(sub, float)
     return raw
 
@@ -799,9 +809,11 @@ class Ranked:
                 changed.append(row)
         memo = _Memo(np.array(changed, np.int64), self.cands.checked,
                      self.raw)
-        return Candidates(snapshot, self.cands.rows,
-                          self.cands.previous + [self.weights], memo,
-                          np.arange(len(self.cands)))
+        cands = Candidates(snapshot, self.cands.rows,
+                           self.cands.previous + [self.weights], memo,
+                           np.arange(len(self.cands)))
+        cands.same_as_memo = True
+        return cands
 
 
 def candidates(store: ColumnStore, spec_obj) -> Candidates | None:
