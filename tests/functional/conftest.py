@@ -71,10 +71,6 @@ def _delete_fanout_queues():
         print('could not delete the fanout queues: %s' % e)
 
 
-#: Seconds the broker keeps a stopped process's reply and fanout queues.
-TRANSIENT_QUEUES_TTL = 60
-
-
 class Cluster:
     """One scheduler service plus a simulated fleet, on private topics."""
 
@@ -93,15 +89,12 @@ class Cluster:
         #: queues are deleted at the end, should a simulator not).
         self.fleet_names: set = set()
         #: Configuration text every daemon of the cluster gets too.
-        #: oslo.messaging leaves a process's reply queue (and fanout
-        #: queues) on the broker for rabbit_transient_queues_ttl once it
-        #: stopped, 30 minutes by default: the broker deletes the
-        #: cluster's after a minute.
-        self.shared_config = ('[oslo_messaging_rabbit]\n'
-                              'rabbit_transient_queues_ttl = %d\n\n'
-                              % TRANSIENT_QUEUES_TTL)
-        conf_fixture.config(rabbit_transient_queues_ttl=TRANSIENT_QUEUES_TTL,
-                            group='oslo_messaging_rabbit')
+        self.shared_config = ''
+        # The daemons' configuration files say the same
+        # (``daemons.write_multi_config``).
+        conf_fixture.config(
+            rabbit_transient_queues_ttl=daemons.TRANSIENT_QUEUES_TTL,
+            group='oslo_messaging_rabbit')
         #: Exchanges to delete at the end, besides the topics' own.
         self.exchanges: set = set()
         #: Other queues a test declared (a notification listener's).

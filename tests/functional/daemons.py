@@ -37,10 +37,20 @@ def write_config(path: str, sections: dict) -> str:
     return path
 
 
+#: Seconds the broker keeps a stopped process's reply and fanout queues
+#: (oslo.messaging's default keeps them 30 minutes).
+TRANSIENT_QUEUES_TTL = 60
+
+
 def write_multi_config(path: str, text: str) -> str:
-    """Write a config file verbatim (for multi-valued options)."""
+    """Write a config file verbatim (for multi-valued options), with
+    ``TRANSIENT_QUEUES_TTL``: every daemon and command a test starts
+    leaves its reply queue behind when it stops, which the broker then
+    deletes a minute later."""
     with open(path, 'w') as f:
         f.write(text)
+        f.write('\n[oslo_messaging_rabbit]\nrabbit_transient_queues_ttl = '
+                '%d\n' % TRANSIENT_QUEUES_TTL)
     return path
 
 
