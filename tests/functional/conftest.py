@@ -34,8 +34,13 @@ def pytest_terminal_summary(terminalreporter):
 
 
 @pytest.fixture
-def rabbit_url():
-    return services.require_rabbit()
+def rabbit_url(conf):
+    """The broker's URL; this process's reply queues, as the daemons'
+    (``daemons.write_multi_config``), go a minute after it is done."""
+    url = services.require_rabbit()
+    conf.config(rabbit_transient_queues_ttl=daemons.TRANSIENT_QUEUES_TTL,
+                group='oslo_messaging_rabbit')
+    return url
 
 
 #: Topics the session's clusters used: their fanout queues are deleted
@@ -90,11 +95,6 @@ class Cluster:
         self.fleet_names: set = set()
         #: Configuration text every daemon of the cluster gets too.
         self.shared_config = ''
-        # The daemons' configuration files say the same
-        # (``daemons.write_multi_config``).
-        conf_fixture.config(
-            rabbit_transient_queues_ttl=daemons.TRANSIENT_QUEUES_TTL,
-            group='oslo_messaging_rabbit')
         #: Exchanges to delete at the end, besides the topics' own.
         self.exchanges: set = set()
         #: Other queues a test declared (a notification listener's).
