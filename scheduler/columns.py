@@ -413,6 +413,11 @@ def row_local(plugin, name: str) -> bool:
 
 
 _FILTER_METHODS = ('host_passes', 'filter_all', 'prepare', 'passes')
+#: Up to this many changed hosts, a row-local plugin is asked about
+#: them by its per-host form (which its vector form stands for): a few
+#: microseconds a host, against some twenty for gathering columns and
+#: running array operations over a handful of rows.
+_PER_HOST_MAX = 4
 _WEIGH_METHODS = ('_weigh_object', 'weigh_objects')
 _MULTIPLIER_METHODS = ('weight_multiplier', 'weight_multipliers')
 
@@ -482,6 +487,16 @@ class Candidates:
                                             self.rows[self.changed()])
         return self._changed_columns
 
+    def changed_views(self) -> list | None:
+        """The ``changed`` hosts' views when they are few enough that
+        asking a plugin's per-host form about them costs less than
+        gathering their columns (nearly always: one host), else None."""
+        changed = self.changed()
+        if len(changed) > _PER_HOST_MAX:
+            return None
+        views = self.snapshot.views
+        return [views[row] for row in self.rows[changed].tolist()]
+
     def changed(self) -> np.ndarray:
         """Positions of the hosts an earlier instance's claim changed
         since ``memo`` was taken (every position without a memo)."""
@@ -503,7 +518,7 @@ class _Memo:
     stay true for every host but the one the instance was placed on."""
 
     def __init__(self, changed: np.ndarray, checked: frozenset,
-                 raw: dict):
+                 raw: dict, stack: '_Stack | None' = None):
         #: Snapshot rows changed since (the claimed node's).
         self.changed = changed
         #: ``id`` of the row-local filters every candidate passed.
@@ -513,6 +528,9 @@ class _Memo:
         #: (raw weights: None when every multiplier was 0, a float when
         #: the same for every host).
         self.raw = raw
+        #: The weighers' normalisation rows (``_Stack``), of which the
+        #: arrays in ``raw`` may be views.
+        self.stack = stack
 
 
 def _order(keys: list, n: int, among: np.ndarray | None = None
@@ -559,7 +577,7 @@ def filter_candidates(cands: Candidates, spec_obj, filters: list,
         else:
             mask = _filter_mask(flt, cands, spec_obj)
         if mask is not None:
-            if not mask.all():
+            if mask is not _EVERY and not mask.all():
                 cands = cands.take(np.flatnonzero(mask))
             if vector_form(flt, 'filter_columns', _FILTER_METHODS) and \
                     row_local(flt, 'filter_columns'):
@@ -579,16 +597,30 @@ def filter_candidates(cands: Candidates, spec_obj, filters: list,
     return cands
 
 
+#: ``_changed_mask``'s answer when every candidate passes.
+_EVERY = np.ones(0, bool)
+
+
 def _changed_mask(flt, cands: Candidates, spec_obj):
     """``_filter_mask`` of a row-local filter that passed every
-    candidate last time: asked only of the changed hosts."""
-    mask = np.ones(len(cands), bool)
+    candidate last time: asked only of the changed hosts (``_EVERY``
+    when they pass)."""
     changed = cands.changed()
-    if len(changed):
+    if not len(changed):
+        return _EVERY
+    views = cands.changed_views()
+    if views is not None:
+        passed = list(flt.filter_all(views, spec_obj))
+        if len(passed) == len(views):
+            return _EVERY
+        passed = {id(view) for view in passed}
+        sub = [id(view) in passed for view in views]
+    else:
         sub = _filter_mask(flt, cands, spec_obj, cands.changed_columns())
         if sub is None:
             return _filter_mask(flt, cands, spec_obj)
-        mask[changed] = sub
+    mask = np.ones(len(cands), bool)
+    mask[changed] = sub
     return mask
 
 
@@ -627,62 +659,207 @@ def weigh_candidates(cands: Candidates, spec_obj,
     again, then every host is normalised as usual.
     """
     n = len(cands)
-    totals = np.zeros(n)
     if n <= 1:
-        return Ranked(cands, totals, {})
-    columns = Columns(cands.snapshot, cands.rows)
+        return Ranked(cands, np.zeros(n), {})
     memo = cands.memo
+    if memo is not None and memo.stack is not None and \
+            memo.stack.all_kept and cands.same_as_memo:
+        again = _weigh_again(cands, spec_obj, weighers, memo)
+        if again is not None:
+            return again
+    columns = Columns(cands.snapshot, cands.rows)
     kept: dict = {}
-    ordered = None
-    for weigher in weighers:
-        before = None if memo is None else memo.raw.get(id(weigher))
-        multipliers = None
-        if before is not None:
-            # Multipliers come from configuration and aggregates, which
-            # a claim does not change.
-            multipliers = cands.from_memo(before[0])
-        else:
-            method = vector_form(weigher, 'column_multipliers',
-                                 _MULTIPLIER_METHODS)
-            if method is not None:
-                multipliers = np.asarray(method(columns), float)
-        if multipliers is None:
-            if ordered is None:
-                ordered = _materialise(cands)
-            multipliers = np.array(weigher.weight_multipliers(
-                ordered[1]), float)[ordered[2]]
-        method = vector_form(weigher, 'weigh_columns', _WEIGH_METHODS)
-        local = method is not None and row_local(weigher, 'weigh_columns') \
-            and vector_form(weigher, 'column_multipliers',
-                            _MULTIPLIER_METHODS) is not None
-        if not multipliers.any():
-            if local:
-                kept[id(weigher)] = (multipliers, None)
-            continue
-        raw = None
-        if method is not None:
-            if before is not None and before[1] is not None:
-                raw = _changed_raw(method, cands, spec_obj, before[1])
-            else:
-                raw = method(columns, spec_obj)
-        if raw is not None:
-            raw = float(raw) if np.ndim(raw) == 0 else _full(raw, n)
-            if local:
-                kept[id(weigher)] = (multipliers, raw)
-            if isinstance(raw, float) and math.isfinite(raw) and \
-                    weigher.minval is None and weigher.maxval is None:
-                # The same raw weight everywhere normalises to 0.
-                continue
-            raw = _full(raw, n)
-        else:
-            if ordered is None:
-                ordered = _materialise(cands)
-            raw = _full(weigher.weigh_objects(
-                [weights_base.WeighedHost(v) for v in ordered[1]],
-                spec_obj), n)[ordered[2]]
+    terms = [term for term in (
+        _term(weigher, cands, columns, spec_obj, kept)
+        for weigher in weighers) if term is not None]
+    if len(terms) > 1 and n <= _STACK_MAX:
+        stack = _Stack.reuse(memo.stack if memo is not None and
+                             cands.same_as_memo else None, terms)
+        for (weigher, _m, _r, keep), mult, raw in zip(
+                terms, stack.mult_rows, stack.raw_rows):
+            if keep:
+                # The next instance updates these rows in place.
+                kept[id(weigher)] = (mult, raw)
+        stack.all_kept = all(term[3] for term in terms)
+        return Ranked(cands, stack.total(), kept, stack)
+    totals = np.zeros(n)
+    for weigher, multipliers, raw, _keep in terms:
         totals += multipliers * normalized(raw, weigher.minval,
                                            weigher.maxval)
     return Ranked(cands, totals, kept)
+
+
+def _term(weigher, cands: Candidates, columns: Columns, spec_obj,
+          kept: dict) -> tuple | None:
+    """``(weigher, multipliers, raw weights, keep)`` of one weigher, or
+    None when it cannot change the ranking (every multiplier 0, or the
+    same raw weight for every host).  ``keep``: the raw weights came
+    from a row-local vector form, so the next instance may keep them
+    (and they are in ``kept`` by ``id(weigher)``, as are the skipped
+    row-local weighers')."""
+    memo = cands.memo
+    before = None if memo is None else memo.raw.get(id(weigher))
+    if before is not None:
+        # Multipliers come from configuration and aggregates, which a
+        # claim does not change.
+        multipliers = cands.from_memo(before[0])
+    else:
+        method = vector_form(weigher, 'column_multipliers',
+                             _MULTIPLIER_METHODS)
+        if method is not None:
+            multipliers = np.asarray(method(columns), float)
+        else:
+            views, back = _materialise(cands)[1:]
+            multipliers = np.array(weigher.weight_multipliers(views),
+                                   float)[back]
+    method = vector_form(weigher, 'weigh_columns', _WEIGH_METHODS)
+    local = method is not None and row_local(weigher, 'weigh_columns') \
+        and vector_form(weigher, 'column_multipliers',
+                        _MULTIPLIER_METHODS) is not None
+    if not multipliers.any():
+        if local:
+            kept[id(weigher)] = (multipliers, None)
+        return None
+    raw = None
+    if method is not None:
+        if before is not None and before[1] is not None:
+            raw = _changed_raw(weigher, method, cands, spec_obj, before[1])
+        else:
+            raw = method(columns, spec_obj)
+    n = len(cands)
+    if raw is None:
+        views, back = _materialise(cands)[1:]
+        raw = _full(weigher.weigh_objects(
+            [weights_base.WeighedHost(v) for v in views], spec_obj),
+            n)[back]
+        return weigher, multipliers, raw, False
+    raw = float(raw) if np.ndim(raw) == 0 else _full(raw, n)
+    if local:
+        kept[id(weigher)] = (multipliers, raw)
+    if isinstance(raw, float) and math.isfinite(raw) and \
+            weigher.minval is None and weigher.maxval is None:
+        # The same raw weight everywhere normalises to 0.
+        return None
+    return weigher, multipliers, _full(raw, n), local
+
+
+def _weigh_again(cands: Candidates, spec_obj, weighers: list,
+                 memo: '_Memo') -> 'Ranked | None':
+    """The usual later instance, fast: the previous instance's hosts in
+    its order, its weighers stacked (``memo.stack``) and the claim
+    changing a host or two.  Each row-local weigher is asked about the
+    changed hosts by its per-host form and its stack row updated in
+    place; the others are asked as usual and must still weigh every
+    host alike.  None when anything else happened: the caller weighs
+    as usual (rows already updated are updated again, to the same
+    values)."""
+    views = cands.changed_views()
+    if views is None:
+        return None
+    # Rarely (a weigher that weighed every host alike no longer does),
+    # the caller asks the changed hosts again.
+    positions = cands.changed().tolist()
+    weighed = [weights_base.WeighedHost(v) for v in views]
+    stack, kept = memo.stack, memo.raw
+    columns = None
+    row = 0
+    for weigher in weighers:
+        before = kept.get(id(weigher))
+        if before is None:
+            if columns is None:
+                columns = Columns(cands.snapshot, cands.rows)
+            if _term(weigher, cands, columns, spec_obj, {}) is not None:
+                return None
+            continue
+        raw = before[1]
+        if raw is None:
+            continue
+        sub = weigher.weigh_objects(weighed, spec_obj) if weighed else ()
+        if isinstance(raw, float):
+            if any(float(value) != raw for value in sub):
+                return None
+            continue
+        if row == len(stack.ids) or stack.ids[row] != id(weigher) or \
+                raw is not stack.raw_rows[row]:
+            return None
+        for position, value in zip(positions, sub):
+            raw[position] = value
+        row += 1
+    if row != len(stack.ids):
+        return None
+    return Ranked(cands, stack.total(), kept, stack)
+
+
+#: Up to this many candidates, the weighers' normalisation and sum run
+#: over all weighers at once (``_Stack``); beyond, the temporaries
+#: outgrow the CPU caches and weigher by weigher is faster.
+_STACK_MAX = 4096
+
+
+class _Stack:
+    """Raw weights and multipliers of the weighers that count, a row
+    each, in the weighers' order: clamped, normalised, multiplied and
+    summed in a few array operations instead of a few per weigher.
+
+    The arithmetic is ``normalized`` row by row and the rows are summed
+    in order (numpy reduces the first axis of a C-ordered array row
+    after row), so totals equal the weigher-by-weigher ones to the bit.
+    Kept in the ``_Memo``: the next instance of the request, over the
+    same hosts, writes its changed rows into it instead of stacking
+    again.
+    """
+
+    def __init__(self, terms: list):
+        self.ids = tuple(id(t[0]) for t in terms)
+        self.raw = np.array([t[2] for t in terms])
+        self.mult = np.array([t[1] for t in terms])
+        #: Row views, handed to the next instance as the memo's arrays.
+        self.raw_rows = list(self.raw)
+        self.mult_rows = list(self.mult)
+        low = [t[0].minval for t in terms]
+        high = [t[0].maxval for t in terms]
+        self.bounded = any(b is not None for b in low + high)
+        self.clip_low = np.array([-np.inf if b is None else b
+                                  for b in low], float)[:, None]
+        self.clip_high = np.array([np.inf if b is None else b
+                                   for b in high], float)[:, None]
+        self.low_fixed = np.array([b is not None for b in low])
+        self.high_fixed = np.array([b is not None for b in high])
+        self.work = np.empty_like(self.raw)
+        #: Whether every row is a row-local weigher's (``_weigh_again``).
+        self.all_kept = False
+
+    @classmethod
+    def reuse(cls, stack: '_Stack | None', terms: list) -> '_Stack':
+        """``stack`` brought up to ``terms`` when it holds the same
+        weighers, else a new one."""
+        if stack is None or stack.ids != tuple(id(t[0]) for t in terms):
+            return cls(terms)
+        for i, (_weigher, mult, raw, _local) in enumerate(terms):
+            if raw is not stack.raw_rows[i]:
+                stack.raw[i] = raw
+            if mult is not stack.mult_rows[i]:
+                stack.mult[i] = mult
+        return stack
+
+    def total(self) -> np.ndarray:
+        raw, work = self.raw, self.work
+        if self.bounded:
+            raw = np.clip(raw, self.clip_low, self.clip_high, out=work)
+        high = raw.max(axis=1)
+        low = raw.min(axis=1)
+        np.copyto(high, self.clip_high[:, 0], where=self.high_fixed)
+        np.copyto(low, self.clip_low[:, 0], where=self.low_fixed)
+        span = high - low
+        flat = span == 0
+        span[flat] = 1.0
+        np.subtract(raw, low[:, None], out=work)
+        np.divide(work, span[:, None], out=work)
+        if flat.any():
+            # All equal (or both bounds equal): every host normalises to 0.
+            work[flat] = 0.0
+        np.multiply(self.mult, work, out=work)
+        return np.add.reduce(work, axis=0)
 
 
 def _full(raw, n: int) -> np.ndarray:
@@ -691,22 +868,27 @@ def _full(raw, n: int) -> np.ndarray:
     return np.full(n, float(raw)) if np.ndim(raw) == 0 else raw
 
 
-def _changed_raw(method, cands: Candidates, spec_obj, before):
+def _changed_raw(weigher, method, cands: Candidates, spec_obj, before):
     """A row-local weigher's raw weights: those of the previous
     instance (a scalar: the same for every host), the changed hosts'
     weighed again."""
     changed = cands.changed()
     if not len(changed):
         return before if np.ndim(before) == 0 else cands.from_memo(before)
-    sub = method(cands.changed_columns(), spec_obj)
-    if sub is None:
-        return method(Columns(cands.snapshot, cands.rows), spec_obj)
-    if np.ndim(before) == 0 and np.ndim(sub) == 0 and \
-            float(sub) == float(before):
+    views = cands.changed_views()
+    if views is not None:
+        sub = weigher.weigh_objects(
+            [weights_base.WeighedHost(v) for v in views], spec_obj)
+    else:
+        sub = method(cands.changed_columns(), spec_obj)
+        if sub is None:
+            return method(Columns(cands.snapshot, cands.rows), spec_obj)
+    sub = np.asarray(sub, float)
+    if np.ndim(before) == 0 and (sub == float(before)).all():
         return before
     raw = np.full(len(cands), float(before)) if np.ndim(before) == 0 \
         else cands.from_memo(before)
-    raw[changed] = np.asarray(sub, float)
+    raw[changed] = sub
     return raw
 
 
@@ -746,11 +928,13 @@ class Ranked:
     ``WeighedHost``: only as many hosts as are read are sorted."""
 
     def __init__(self, cands: Candidates, weights: np.ndarray,
-                 raw: dict | None = None):
+                 raw: dict | None = None, stack: '_Stack | None' = None):
         self.cands = cands
         self.weights = weights
         #: The row-local weighers' raw weights (``_Memo.raw``).
         self.raw = raw or {}
+        #: The weighers' stacked rows (``_Memo.stack``).
+        self.stack = stack
         self._order = np.zeros(0, np.int64)
         self._items: list = []
 
@@ -808,7 +992,7 @@ class Ranked:
                 snapshot.put(row, fresh)
                 changed.append(row)
         memo = _Memo(np.array(changed, np.int64), self.cands.checked,
-                     self.raw)
+                     self.raw, self.stack)
         cands = Candidates(snapshot, self.cands.rows,
                            self.cands.previous + [self.weights], memo,
                            np.arange(len(self.cands)))

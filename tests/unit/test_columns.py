@@ -182,7 +182,13 @@ def _clock():
                                  HealthCheck.too_slow,
                                  HealthCheck.data_too_large])
 @given(fleet=fleets(), data=st.data())
-def test_columnar_and_per_host_decide_alike(conf, fleet, data):
+@pytest.mark.parametrize('stack_max', [columns._STACK_MAX, 0],
+                         ids=['stacked', 'weigher_by_weigher'])
+def test_columnar_and_per_host_decide_alike(conf, monkeypatch, stack_max,
+                                            fleet, data):
+    # Small fleets are normalised stacked, large ones weigher by
+    # weigher: the generated fleets are small, so both are forced.
+    monkeypatch.setattr(columns, '_STACK_MAX', stack_max)
     reports, ages, aggregates = fleet
     _configure(conf, data.draw)
     manager = _manager(reports, ages, aggregates)
@@ -226,6 +232,40 @@ def test_columnar_and_per_host_decide_alike(conf, fleet, data):
     assert columnar == per_host
 
 
+class _Bounded(weights_base.BaseHostWeigher):
+    def __init__(self, minval=None, maxval=None):
+        self.minval, self.maxval = minval, maxval
+
+
+@pytest.mark.parametrize('n', [2, 7, 1000])
+def test_stacked_weights_equal_weigher_by_weigher_ones_to_the_bit(n):
+    rng = np.random.default_rng(n)
+    weighers = [_Bounded(), _Bounded(minval=0), _Bounded(maxval=5.0),
+                _Bounded(minval=-1.0, maxval=1.0), _Bounded(),
+                _Bounded(minval=2.0, maxval=2.0), _Bounded()]
+    raws = [rng.standard_normal(n) * 10 ** rng.uniform(-6, 6)
+            for _ in weighers]
+    raws[4] = np.full(n, 3.25)               # all equal: normalises to 0
+    multipliers = [rng.uniform(-3, 3, n) for _ in weighers]
+    multipliers[2] = np.full(n, 1.0)
+    terms = [(w, m, r, True) for w, m, r in zip(weighers, multipliers, raws)]
+    expected = np.zeros(n)
+    for weigher, mult, raw, _local in terms:
+        expected += mult * columns.normalized(raw, weigher.minval,
+                                              weigher.maxval)
+    stack = columns._Stack(terms)
+    assert stack.total().tobytes() == expected.tobytes()
+    # Rows written in place (the next instance's changed host) count.
+    raws[1][0] = 1e9
+    stack.raw_rows[1][0] = 1e9
+    expected = np.zeros(n)
+    for weigher, mult, raw, _local in terms:
+        expected += mult * columns.normalized(raw, weigher.minval,
+                                              weigher.maxval)
+    assert columns._Stack.reuse(stack, terms).total().tobytes() == \
+        expected.tobytes()
+
+
 def test_a_subclass_overriding_the_per_host_test_loses_the_vector_form():
     class Stricter(ram.RamFilter):
         def passes(self, host_state, requested):
@@ -267,13 +307,17 @@ class _RoomyFilter(filters.BaseHostFilter):
     row_local = True
 
     def __init__(self):
+        #: Hosts asked about, per call of the vector form.
         self.asked: list = []
+        #: Hosts asked about one by one.
+        self.asked_one_by_one: list = []
 
     def filter_columns(self, columns, spec_obj):
         self.asked.append(len(columns))
         return columns.free_ram_mb >= spec_obj.flavor.memory_mb
 
     def host_passes(self, host_state, spec_obj) -> bool:
+        self.asked_one_by_one.append(host_state.host)
         return host_state.free_ram_mb >= spec_obj.flavor.memory_mb
 
 
@@ -291,12 +335,14 @@ class _FreeRamWeigher(weights_base.BaseHostWeigher):
 
     def __init__(self):
         self.asked: list = []
+        self.asked_one_by_one: list = []
 
     def weigh_columns(self, columns, spec_obj):
         self.asked.append(len(columns))
         return columns.free_ram_mb
 
     def _weigh_object(self, host_state, spec_obj) -> float:
+        self.asked_one_by_one.append(host_state.host)
         return host_state.free_ram_mb
 
 
@@ -330,12 +376,18 @@ def test_later_instances_ask_row_local_plugins_only_about_the_claimed_host(
     # h4 has the most free RAM (8 GB), then h3 (7 GB): 2 GB claimed on
     # h4 puts h3 first, then h4 again.
     assert [host for host, _w in columnar[0]] == ['h4', 'h3', 'h4']
-    assert local.asked == [5, 1, 1]
-    assert weigh_local.asked == [5, 1, 1]
+    # Every host by the vector form for the first instance; then only
+    # the host the previous instance was placed on, by the per-host
+    # form (cheaper for one host than gathering its columns).
+    assert local.asked == [5]
+    assert local.asked_one_by_one == ['h4', 'h3']
+    assert weigh_local.asked == [5]
+    assert weigh_local.asked_one_by_one == ['h4', 'h3']
     # A subclass with its own vector form is asked about every host,
     # unless it says row_local itself.
     assert again.asked == [5, 5, 5]
     assert weigh_again.asked == [5, 5, 5]
+    assert again.asked_one_by_one == weigh_again.asked_one_by_one == []
     per_host = _place_three(conf, False, (
         _RoomyFilter(), _RoomyAgainFilter(), _FreeRamWeigher(),
         _FreeRamAgainWeigher()))
