@@ -202,7 +202,7 @@ def chunks(items: Sequence, size: int = _IN_CHUNK) -> Iterator[Sequence]:
 
 #: (statement, dialect name, server version) -> (SQL text, bound names
 #: in order or None, values of the statement's own literals, result
-#: value processors).
+#: value processors, bound value processors by name).
 _PRECOMPILED: dict = {}
 
 
@@ -215,16 +215,21 @@ def _precompiled(conn: sa.Connection, stmt: sa.Executable) -> tuple:
         compiled = stmt.compile(dialect=dialect)
         processors = [entry.type.dialect_impl(dialect).result_processor(
             dialect, None) for entry in compiled._result_columns]
+        binds = {}
+        for name, bind in compiled.binds.items():
+            process = bind.type.dialect_impl(dialect).bind_processor(dialect)
+            if process is not None:
+                binds[name] = process
         found = _PRECOMPILED[key] = (
             str(compiled),
             list(compiled.positiontup) if compiled.positional else None,
-            dict(compiled.params), processors)
+            dict(compiled.params), processors, binds)
     return found
 
 
 def _run(conn: sa.Connection, stmt: sa.Executable, params: dict):
     """A cursor (or cursor result) of ``stmt`` run with ``params``."""
-    sql, names, literals, _processors = _precompiled(conn, stmt)
+    sql, names, literals, _processors, _binds = _precompiled(conn, stmt)
     values = dict(literals, **params)
     args = values if names is None else tuple(values[n] for n in names)
     if conn.dialect.name == 'sqlite':
@@ -277,3 +282,25 @@ def fetch_compiled(conn: sa.Connection, stmt: sa.Executable,
         return [tuple(row) for row in rows]
     return [tuple(value if proc is None or value is None else proc(value)
                   for proc, value in zip(processors, row)) for row in rows]
+
+
+def insert_many(conn: sa.Connection, stmt: sa.Insert, rows: list) -> None:
+    """Run ``stmt`` (an INSERT whose values are bound parameters named
+    as the keys of ``rows``) once per row, compiled once per dialect.
+
+    Unlike ``execute_compiled``, values go through their columns' bind
+    processing (SQLite's timestamps and booleans) and the statement
+    through ``exec_driver_sql`` on every database, so that a duplicate
+    key is oslo.db's ``DBDuplicateEntry`` everywhere: the claim relies
+    on it.  Saves SQLAlchemy's per-execution compilation cache lookup
+    and ``insertmanyvalues`` batching (a third of a claim on SQLite).
+    """
+    sql, names, literals, _processors, binds = _precompiled(conn, stmt)
+    values = []
+    for row in rows:
+        row = dict(literals, **row)
+        for name, process in binds.items():
+            row[name] = process(row[name])
+        values.append(row if names is None
+                      else tuple(row[n] for n in names))
+    conn.exec_driver_sql(sql, values)

@@ -431,7 +431,7 @@ def _claim_many(requests: Sequence[ClaimRequest],
             for key in _replace_earlier(conn, requests) & set(after):
                 after[key] = _usage_row(conn, *key)
         rows = [_pending_values(request, now) for request in requests]
-        conn.execute(sa.insert(_INST), rows)
+        engine.insert_many(conn, _INSERT_PENDING, rows)
     return [dict(row, numa=request.numa, pci=request.pci,
                  usage=after[(request.host, request.nodename)])
             for row, request in zip(rows, requests)]
@@ -465,6 +465,11 @@ def _replace_earlier(conn: sa.Connection,
             given_back.add((old.host, old.nodename))
         conn.execute(sa.delete(_INST).where(_INST.instance_uuid == uuid))
     return given_back
+
+
+_INSERT_PENDING = sa.insert(_INST.__table__).values(
+    {column.name: sa.bindparam(column.name)
+     for column in _INST.__table__.columns})
 
 
 def _pending_values(request: ClaimRequest,
