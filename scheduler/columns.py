@@ -138,7 +138,11 @@ class _Arrays:
                 new[:len(old)] = old
                 table[name] = new
 
-    def put(self, row: int, view, interners: dict) -> None:
+    def put(self, row: int, view, interners: dict,
+            replaces=None) -> None:
+        """``view``'s values into ``row``; ``replaces``: the view the
+        row held, whose aggregate columns stay right when ``view``
+        shares its aggregates (a claim's copy of it)."""
         numbers, flags, codes = _row(view)
         data = self.data
         for name, value in zip(NUMBERS, numbers):
@@ -147,6 +151,8 @@ class _Arrays:
             data[name][row] = value
         for name, value in zip(CODES, codes):
             data[name][row] = interners[name].code(value)
+        if replaces is not None and view.shares_aggregates(replaces):
+            return
         for key, column in self.agg.items():
             column[row] = aggregate_number(view, key)
 
@@ -191,8 +197,8 @@ class ColumnStore:
                 self._seq[row] = self._next_seq
                 self._next_seq += 1
                 self._ordered = None
-            self._views[row] = view
-            self._arrays.put(row, view, self.interners)
+            replaces, self._views[row] = self._views[row], view
+            self._arrays.put(row, view, self.interners, replaces)
 
     def view_removed(self, key) -> None:
         with self._lock:
@@ -283,7 +289,8 @@ class Snapshot:
     def put(self, row: int, view) -> None:
         """Replace ``row``'s values by ``view``'s (a claimed host)."""
         with self.store._lock:
-            self.arrays.put(row, view, self.store.interners)
+            self.arrays.put(row, view, self.store.interners,
+                            self.views[row])
         self.views[row] = view
 
     def row_of(self, key) -> int | None:
@@ -538,6 +545,15 @@ def _order(keys: list, n: int, among: np.ndarray | None = None
     """Positions sorted by descending ``keys`` (last is primary), then
     ascending position; only ``among`` when given."""
     pos = np.arange(n) if among is None else among
+    if len(keys) > 1:
+        # The earlier keys only break ties of the last: without ties
+        # (nearly always, later instances of a request), one sort.
+        primary = keys[-1] if among is None else keys[-1][among]
+        order = np.argsort(-primary, kind='stable')
+        ranked = primary[order]
+        if (ranked[1:] != ranked[:-1]).all() and \
+                not np.isnan(ranked).any():
+            return pos[order]
     sort_keys = [pos] + [-(k if among is None else k[among]) for k in keys]
     return pos[np.lexsort(sort_keys)]
 
@@ -787,6 +803,7 @@ def _weigh_again(cands: Candidates, spec_obj, weighers: list,
         row += 1
     if row != len(stack.ids):
         return None
+    stack.clamp(positions)
     return Ranked(cands, stack.total(), kept, stack)
 
 
@@ -806,7 +823,8 @@ class _Stack:
     after row), so totals equal the weigher-by-weigher ones to the bit.
     Kept in the ``_Memo``: the next instance of the request, over the
     same hosts, writes its changed rows into it instead of stacking
-    again.
+    again.  Raw weights are kept clamped (clamping twice changes
+    nothing): whoever writes into ``raw`` calls ``clamp`` after.
     """
 
     def __init__(self, terms: list):
@@ -828,6 +846,18 @@ class _Stack:
         self.work = np.empty_like(self.raw)
         #: Whether every row is a row-local weigher's (``_weigh_again``).
         self.all_kept = False
+        self.clamp()
+
+    def clamp(self, positions: list | None = None) -> None:
+        """Clamp the raw weights (of the hosts at ``positions`` only)
+        to the weighers' ``minval``/``maxval``."""
+        if not self.bounded:
+            return
+        if positions is None:
+            np.clip(self.raw, self.clip_low, self.clip_high, out=self.raw)
+        else:
+            self.raw[:, positions] = np.clip(
+                self.raw[:, positions], self.clip_low, self.clip_high)
 
     @classmethod
     def reuse(cls, stack: '_Stack | None', terms: list) -> '_Stack':
@@ -840,16 +870,18 @@ class _Stack:
                 stack.raw[i] = raw
             if mult is not stack.mult_rows[i]:
                 stack.mult[i] = mult
+        # Rows kept from the previous instance had their changed hosts
+        # written in place, unclamped.
+        stack.clamp()
         return stack
 
     def total(self) -> np.ndarray:
         raw, work = self.raw, self.work
-        if self.bounded:
-            raw = np.clip(raw, self.clip_low, self.clip_high, out=work)
         high = raw.max(axis=1)
         low = raw.min(axis=1)
-        np.copyto(high, self.clip_high[:, 0], where=self.high_fixed)
-        np.copyto(low, self.clip_low[:, 0], where=self.low_fixed)
+        if self.bounded:
+            np.copyto(high, self.clip_high[:, 0], where=self.high_fixed)
+            np.copyto(low, self.clip_low[:, 0], where=self.low_fixed)
         span = high - low
         flat = span == 0
         span[flat] = 1.0

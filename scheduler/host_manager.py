@@ -414,7 +414,8 @@ class HostManager:
             return
         view = report.copy()
         view._reported = report
-        self._attach_aggregates(view)
+        view.set_aggregates(self._host_aggregates.get(view.host, []),
+                            like=self._states.get(key))
         listed = set(report.instance_uuids)
         unlisted = [c for c in self._pending.get(key, {}).values()
                     if c.instance_uuid not in listed]

@@ -147,8 +147,21 @@ class HostView(host_state_obj.HostResources):
             values[name] = value
         return host_state_obj.HostState(**values)
 
-    def set_aggregates(self, aggregates: list) -> None:
-        """Attach the host's aggregates; derived values are computed once."""
+    def set_aggregates(self, aggregates: list,
+                       like: 'HostView | None' = None) -> None:
+        """Attach the host's aggregates; derived values are computed once.
+
+        ``like``: a view that may have these very aggregates attached
+        already (the node's previous view); its derived values are
+        shared when it has, and its allocation ratios are this view's.
+        """
+        if like is not None and self._attached_like(aggregates, like):
+            self.aggregates = like.aggregates
+            self.availability_zones = like.availability_zones
+            self._metadata = like._metadata
+            self.aggregate_keys = like.aggregate_keys
+            self._ratios = like._ratios
+            return
         self.aggregates = list(aggregates)
         self.availability_zones = frozenset(
             aggregates_res.zones_of(self.aggregates))
@@ -162,6 +175,14 @@ class HostView(host_state_obj.HostResources):
             resource: overrides.get(
                 resource, getattr(self, '%s_allocation_ratio' % resource))
             for resource in host_state_obj.RESOURCES}
+
+    def _attached_like(self, aggregates: list, like: 'HostView') -> bool:
+        mine = like.aggregates
+        return len(mine) == len(aggregates) and all(
+            a is b for a, b in zip(mine, aggregates)) and all(
+            getattr(self, '%s_allocation_ratio' % resource)
+            == getattr(like, '%s_allocation_ratio' % resource)
+            for resource in host_state_obj.RESOURCES)
 
     def copy(self) -> 'HostView':
         """A view of the same report that may be changed independently.
@@ -179,6 +200,12 @@ class HostView(host_state_obj.HostResources):
         if self.numa_topology is not None:
             new.numa_topology = self.numa_topology.obj_clone()
         return new
+
+    def shares_aggregates(self, other: 'HostView') -> bool:
+        """Whether ``other`` has these aggregates for certain (a copy
+        of this view, or this one a copy of it): cheap, and False
+        does not mean they differ."""
+        return self._metadata is other._metadata
 
     def aggregate_values(self, key: str) -> list:
         return self._metadata.get(key, [])

@@ -392,3 +392,48 @@ def test_later_instances_ask_row_local_plugins_only_about_the_claimed_host(
         _RoomyFilter(), _RoomyAgainFilter(), _FreeRamWeigher(),
         _FreeRamAgainWeigher()))
     assert columnar == per_host
+
+
+def test_an_overcommitted_host_weighs_as_clamped_for_later_instances(conf):
+    # RAM oversubscribed twice over: each instance of 1.5 GB fits on
+    # every node, and leaves the node it lands on with negative free
+    # RAM, which the RAM weigher (minval 0) clamps to 0 for the next
+    # instances, in the stacked rows too.
+    def place(columnar):
+        conf.config(columnar=columnar, host_subset_size=1,
+                    group='filter_scheduler')
+        conf.config(max_attempts=3, group='scheduler')
+        manager = fixtures.manager_with(
+            [fixtures.report('h%d' % i, memory_mb=2048,
+                             memory_mb_used=1200 - 100 * i,
+                             ram_allocation_ratio=2.0) for i in range(3)])
+        driver = filter_scheduler.FilterScheduler(manager)
+        placed = driver.select_destinations(
+            None, fixtures.request(memory_mb=1500, num_instances=3),
+            [fixtures.uuid(n) for n in (1, 2, 3)], return_alternates=True)
+        return [[(s.service_host, s.weight) for s in alts]
+                for alts in placed]
+
+    columnar = place(True)
+    assert [alts[0][0] for alts in columnar] == ['h2', 'h1', 'h0']
+    assert columnar == place(False)
+
+
+def test_order_sorts_by_every_key_when_the_last_one_ties():
+    # Later instances rank by their weights, ties broken by the earlier
+    # instances' weights, then by position; one sort when nothing ties.
+    rng = np.random.default_rng(0)
+    for _trial in range(2000):
+        n = int(rng.integers(1, 30))
+        keys = [rng.integers(0, 4, n).astype(float)
+                for _ in range(int(rng.integers(1, 5)))]
+        if rng.random() < 0.3:
+            keys[-1] = rng.standard_normal(n)
+        if rng.random() < 0.1:
+            keys[-1][0] = np.nan
+        among = None if rng.random() < 0.5 else \
+            np.flatnonzero(rng.random(n) < 0.6)
+        pos = np.arange(n) if among is None else among
+        expected = pos[np.lexsort(
+            [pos] + [-(k if among is None else k[among]) for k in keys])]
+        assert columns._order(keys, n, among).tolist() == expected.tolist()

@@ -156,6 +156,26 @@ def test_an_aggregate_change_touches_only_the_hosts_it_concerns():
     assert {s.host: s for s in manager.get_all_host_states()} == after
 
 
+def test_a_new_view_of_a_node_shares_what_its_aggregates_derive():
+    manager = fixtures.manager_with(
+        [fixtures.report('h1', ram_allocation_ratio=1.5)],
+        [fixtures.aggregate('az', ['h1'], zone='az1',
+                            metadata={'cpu_allocation_ratio': '4.0'})])
+    before = manager.get_host_state('h1')
+    manager.claim(before, fixtures.request(), fixtures.uuid(1))
+    claimed = manager.get_host_state('h1')
+    assert claimed is not before and claimed.num_instances == 1
+    assert claimed.shares_aggregates(before)
+    # A report with another ratio of its own gets its own ratios.
+    manager.update_from_report(fixtures.report('h1',
+                                               ram_allocation_ratio=3.0))
+    reported = manager.get_host_state('h1')
+    assert reported.allocation_ratio('ram') == 3.0
+    assert reported.allocation_ratio('cpu') == 4.0
+    assert claimed.allocation_ratio('ram') == 1.5
+    assert reported.availability_zones == {'az1'}
+
+
 def test_host_leaving_every_aggregate_loses_its_zone():
     manager = fixtures.manager_with(
         [fixtures.report('h1'), fixtures.report('h2')],
