@@ -139,10 +139,11 @@ class _Arrays:
                 table[name] = new
 
     def put(self, row: int, view, interners: dict,
-            replaces=None) -> None:
+            replaces=None) -> bool:
         """``view``'s values into ``row``; ``replaces``: the view the
         row held, whose aggregate columns stay right when ``view``
-        shares its aggregates (a claim's copy of it)."""
+        shares its aggregates (a claim's copy of it).  Whether aggregate
+        columns were written."""
         numbers, flags, codes = _row(view)
         data = self.data
         for name, value in zip(NUMBERS, numbers):
@@ -151,10 +152,12 @@ class _Arrays:
             data[name][row] = value
         for name, value in zip(CODES, codes):
             data[name][row] = interners[name].code(value)
-        if replaces is not None and view.shares_aggregates(replaces):
-            return
+        if not self.agg or (replaces is not None
+                            and view.shares_aggregates(replaces)):
+            return False
         for key, column in self.agg.items():
             column[row] = aggregate_number(view, key)
+        return True
 
     def copy(self, size: int) -> '_Arrays':
         new = _Arrays.__new__(_Arrays)
@@ -184,6 +187,10 @@ class ColumnStore:
         self._free: list = []
         self._ordered = None
         self.interners = {name: _Interner() for name in CODES}
+        #: ``Snapshot.has_aggregate_values`` answers, shared by the
+        #: snapshots taken since an aggregate column last changed (a new
+        #: dict then: older snapshots keep theirs).
+        self._has_values: dict = {}
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -198,7 +205,8 @@ class ColumnStore:
                 self._next_seq += 1
                 self._ordered = None
             replaces, self._views[row] = self._views[row], view
-            self._arrays.put(row, view, self.interners, replaces)
+            if self._arrays.put(row, view, self.interners, replaces):
+                self._has_values = {}
 
     def view_removed(self, key) -> None:
         with self._lock:
@@ -232,7 +240,8 @@ class ColumnStore:
                 self._ordered = used[np.argsort(self._seq[used],
                                                 kind='stable')]
             return Snapshot(self, self._arrays.copy(self._size),
-                            list(self._views), self._ordered)
+                            list(self._views), self._ordered,
+                            self._has_values)
 
     def aggregate_column(self, key: str, size: int) -> np.ndarray:
         """Start keeping ``aggregate_number(view, key)`` for every row;
@@ -253,13 +262,13 @@ class Snapshot:
     (the chosen host's row, after a claim)."""
 
     def __init__(self, store: ColumnStore, arrays: _Arrays, views: list,
-                 ordered: np.ndarray):
+                 ordered: np.ndarray, has_values: dict | None = None):
         self.store = store
         self.arrays = arrays
         self.views = views
         #: Rows of every host, in the HostManager's order.
         self.ordered = ordered
-        self._has_values: dict = {}
+        self._has_values = {} if has_values is None else has_values
 
     def column(self, name: str) -> np.ndarray:
         return self.arrays.data[name]
@@ -279,7 +288,7 @@ class Snapshot:
 
     def has_aggregate_values(self, key: str) -> bool:
         """Whether any host's aggregates set metadata ``key`` (asked
-        once per request and key)."""
+        once per key until an aggregate column changes)."""
         found = self._has_values.get(key)
         if found is None:
             found = self._has_values[key] = bool(
@@ -289,8 +298,9 @@ class Snapshot:
     def put(self, row: int, view) -> None:
         """Replace ``row``'s values by ``view``'s (a claimed host)."""
         with self.store._lock:
-            self.arrays.put(row, view, self.store.interners,
-                            self.views[row])
+            if self.arrays.put(row, view, self.store.interners,
+                               self.views[row]):
+                self._has_values = {}
         self.views[row] = view
 
     def row_of(self, key) -> int | None:

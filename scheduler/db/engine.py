@@ -12,8 +12,9 @@ on a deadlock, and retry a transaction the database already rolled back.
 
 import contextlib
 import os
+import sqlite3
 import threading
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence, TypeVar
 
 from oslo_db import api as oslo_db_api
 from oslo_db import exception as db_exc
@@ -193,6 +194,86 @@ def transaction() -> Iterator[orm.Session]:
     """A session in a transaction: committed on success, else rolled back."""
     with _engine_and_maker()[1].begin() as session:
         yield session
+
+
+_T = TypeVar('_T')
+
+
+def run_in_transaction(work: Callable[[sa.Connection], _T]) -> _T:
+    """``work(conn)`` in a transaction: committed if it returns, rolled
+    back if it raises.
+
+    For the claim, run on every request.  On SQLite, ``conn`` is first
+    the driver's own connection (``_DriverConnection``): SQLAlchemy's
+    transaction, connection and result objects cost more than SQLite's
+    work there.  Any error of the driver, or a statement only
+    SQLAlchemy runs, rolls that back and runs ``work`` again through
+    SQLAlchemy, whose error translation (oslo.db's ``DBDuplicateEntry``
+    for a duplicate key) then applies: ``work`` must do nothing outside
+    the transaction, so that running it twice is running it once.
+    """
+    return _on_driver(work, 'BEGIN IMMEDIATE')
+
+
+def run_read(work: Callable[[sa.Connection], _T]) -> _T:
+    """``work(conn)`` on a connection outside any explicit transaction
+    (``run_in_transaction``'s fast path, for the freshness read)."""
+    return _on_driver(work, None)
+
+
+def _on_driver(work, begin: str | None):
+    eng = get_engine()
+    if eng.dialect.name == 'sqlite':
+        raw = eng.raw_connection()
+        try:
+            driver = raw.driver_connection
+            try:
+                if begin:
+                    driver.execute(begin)
+                result = work(_DriverConnection(eng.dialect, driver))
+            except (sqlite3.Error, _NeedsSqlAlchemy):
+                driver.rollback()
+            except BaseException:
+                driver.rollback()
+                raise
+            else:
+                if begin:
+                    driver.commit()
+                return result
+        finally:
+            raw.close()
+    if begin:
+        with eng.begin() as conn:
+            return work(conn)
+    with eng.connect() as conn:
+        return work(conn)
+
+
+class _NeedsSqlAlchemy(Exception):
+    """A statement ``_DriverConnection`` does not run."""
+
+
+class _DriverConnection:
+    """The part of a SQLAlchemy connection that ``execute_compiled``,
+    ``fetch_compiled`` and ``insert_many`` use, over the SQLite driver's
+    connection; anything else sends the work to SQLAlchemy."""
+
+    def __init__(self, dialect: sa.Dialect, driver):
+        self.dialect = dialect
+        self.driver_connection = driver
+        #: As ``sa.Connection.connection.driver_connection``.
+        self.connection = self
+
+    def exec_driver_sql(self, sql: str, params):
+        cursor = self.driver_connection.cursor()
+        if isinstance(params, list):
+            cursor.executemany(sql, params)
+        else:
+            cursor.execute(sql, params)
+        return cursor
+
+    def execute(self, *_args, **_kwargs):
+        raise _NeedsSqlAlchemy()
 
 
 def chunks(items: Sequence, size: int = _IN_CHUNK) -> Iterator[Sequence]:

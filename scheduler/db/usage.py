@@ -155,9 +155,9 @@ def changed_since(seq: int) -> list[dict]:
 
     Asked before every request: plain rows, no ORM objects.
     """
-    with engine.get_engine().connect() as conn:
-        return [dict(zip(_USAGE_COLUMNS, row)) for row in
-                engine.fetch_compiled(conn, _CHANGED_SINCE, {'seq': seq})]
+    return engine.run_read(lambda conn: [
+        dict(zip(_USAGE_COLUMNS, row)) for row in
+        engine.fetch_compiled(conn, _CHANGED_SINCE, {'seq': seq})])
 
 
 _CHANGED_SINCE = sa.select(
@@ -411,7 +411,8 @@ def _claim_many(requests: Sequence[ClaimRequest],
     for request in requests:
         by_node.setdefault((request.host, request.nodename),
                            []).append(request)
-    with engine.get_engine().begin() as conn:
+
+    def claim_in(conn) -> list[dict]:
         # The UPDATEs first: on nodes that have their row (nearly
         # always) they are the whole check, one round trip per node.
         # One sequence number for the transaction where it costs a
@@ -432,9 +433,11 @@ def _claim_many(requests: Sequence[ClaimRequest],
                 after[key] = _usage_row(conn, *key)
         rows = [_pending_values(request, now) for request in requests]
         engine.insert_many(conn, _INSERT_PENDING, rows)
-    return [dict(row, numa=request.numa, pci=request.pci,
-                 usage=after[(request.host, request.nodename)])
-            for row, request in zip(rows, requests)]
+        return [dict(row, numa=request.numa, pci=request.pci,
+                     usage=after[(request.host, request.nodename)])
+                for row, request in zip(rows, requests)]
+
+    return engine.run_in_transaction(claim_in)
 
 
 def _replace_earlier(conn: sa.Connection,

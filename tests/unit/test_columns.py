@@ -266,6 +266,28 @@ def test_stacked_weights_equal_weigher_by_weigher_ones_to_the_bit(n):
         expected.tobytes()
 
 
+def test_whether_any_host_sets_a_key_is_known_until_aggregates_change(conf):
+    manager = fixtures.manager_with(
+        [fixtures.report('a'), fixtures.report('b')],
+        [fixtures.aggregate('slow', ['b'])])
+    store = columns.ColumnStore()
+    manager.watch_views(store)
+    key = 'ram_weight_multiplier'
+    before = store.snapshot()
+    assert not before.has_aggregate_values(key)
+    # Reports and claims do not change aggregates: the answer is kept.
+    manager.update_from_report(fixtures.report('a', memory_mb_used=100))
+    manager.claim(manager.get_host_state('b'), fixtures.request(),
+                  fixtures.uuid(1))
+    assert store.snapshot()._has_values is before._has_values
+    manager.update_aggregates([objects.Aggregate(
+        name='slow', hosts=['b'], metadata={key: '-1.0'})])
+    after = store.snapshot()
+    assert after.has_aggregate_values(key)
+    assert after.aggregate_column(key)[after.ordered].tolist()[1] == -1.0
+    assert not before.has_aggregate_values(key)
+
+
 def test_a_subclass_overriding_the_per_host_test_loses_the_vector_form():
     class Stricter(ram.RamFilter):
         def passes(self, host_state, requested):
