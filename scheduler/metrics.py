@@ -132,11 +132,18 @@ def record_filter_steps(steps: typing.Iterable) -> None:
     Shows which filters do the work of turning hosts away, so an
     operator can tell capacity shortage from a too strict filter.
     """
-    m = _metrics.by_name
+    # Summed per filter first: a request of ten instances walks most
+    # filters ten times, and each labelled child costs a lookup.
+    runs: dict = {}
+    removed: dict = {}
     for step in steps:
-        m['scheduler_filter_runs_total'].labels(step.name).inc()
-        m['scheduler_filter_eliminations_total'].labels(step.name).inc(
-            step.removed)
+        runs[step.name] = runs.get(step.name, 0) + 1
+        removed[step.name] = removed.get(step.name, 0) + step.removed
+    m = _metrics.by_name
+    for name, count in runs.items():
+        m['scheduler_filter_runs_total'].labels(name).inc(count)
+        m['scheduler_filter_eliminations_total'].labels(name).inc(
+            removed[name])
 
 
 def set_hosts(known: int, up: int) -> None:

@@ -19,6 +19,8 @@ import contextlib
 import contextvars
 from typing import Iterator
 
+from scheduler.filters import base as filters_base
+
 _CURRENT: contextvars.ContextVar = contextvars.ContextVar(
     'scheduler_request_limits', default=None)
 
@@ -43,11 +45,32 @@ def for_host(key: tuple) -> dict:
 
 
 def collect(host_state, spec_obj, filters: list) -> dict:
-    """Every limit for ``host_state``: the filters' and plugins' writes."""
+    """Every limit for ``host_state``: the filters' and plugins' writes
+    (``filters``: all of them, or those ``limiting`` kept)."""
     found: dict = {}
     for flt in filters:
-        hook = getattr(flt, 'host_limits', None)
-        if hook is not None:
-            found.update(hook(host_state, spec_obj) or {})
+        if _sets_limits(flt):
+            found.update(flt.host_limits(host_state, spec_obj) or {})
     found.update(for_host(host_state.key()))
     return found
+
+
+def limiting(filters: list) -> list:
+    """The ``filters`` that answer ``host_limits`` with something: what
+    ``collect`` needs to be given, once per request."""
+    return [flt for flt in filters if _sets_limits(flt)]
+
+
+#: Filter class -> whether it answers ``host_limits`` with anything
+#: but the base class's empty dict (asked for every destination and
+#: alternate of every request, answered once per class).
+_SETS_LIMITS: dict = {}
+
+
+def _sets_limits(flt) -> bool:
+    cls = type(flt)
+    found = _SETS_LIMITS.get(cls)
+    if found is None:
+        found = _SETS_LIMITS[cls] = getattr(cls, 'host_limits', None) \
+            not in (None, filters_base.BaseHostFilter.host_limits)
+    return found or 'host_limits' in getattr(flt, '__dict__', ())

@@ -305,6 +305,9 @@ class FilterScheduler(driver.Scheduler):
         planned, results = [], []
         #: Node key -> its view with this request's planned claims.
         tentative: dict = {}
+        #: The filters that answer ``host_limits``: asked for every
+        #: destination and alternate.
+        limiting = request_limits.limiting(enabled)
         try:
             for index in range(num):
                 concurrency.cooperative_yield()
@@ -319,7 +322,7 @@ class FilterScheduler(driver.Scheduler):
                     if not weighed:
                         raise self._no_valid_host(context, report, index,
                                                   num)
-                    chosen = self._plan_one(spec_obj, uuid, weighed, enabled,
+                    chosen = self._plan_one(spec_obj, uuid, weighed, limiting,
                                             uuid in replace, tentative)
                     planned.append(chosen.claim)
                 hosts = self._after_choice(weighed, chosen, tentative)
@@ -327,7 +330,7 @@ class FilterScheduler(driver.Scheduler):
                     group.hosts = list(group.hosts) + [chosen.obj.host]
                 results.append(self._selections(
                     spec_obj, uuid, chosen, weighed, alternates_wanted,
-                    enabled))
+                    limiting))
             if planned:
                 self.host_manager.claim_many(planned)
         except Exception:
@@ -336,7 +339,7 @@ class FilterScheduler(driver.Scheduler):
             raise
         return results
 
-    def _plan_one(self, spec_obj, uuid, weighed, enabled, replace: bool,
+    def _plan_one(self, spec_obj, uuid, weighed, limiting, replace: bool,
                   tentative: dict):
         """Plan the claim of one instance on a random pick among the
         best ``host_subset_size`` (``HostManager.plan_claim``)."""
@@ -347,7 +350,7 @@ class FilterScheduler(driver.Scheduler):
         host = tentative.get(candidate.obj.key())
         if host is None:
             host = self.host_manager.current(candidate.obj)
-        limits = request_limits.collect(host, spec_obj, enabled)
+        limits = request_limits.collect(host, spec_obj, limiting)
         plan = self.host_manager.plan_claim(host, spec_obj, uuid, limits,
                                             replace)
         tentative[host.key()] = plan.view
@@ -378,11 +381,11 @@ class FilterScheduler(driver.Scheduler):
                 for w in weighed]
 
     def _selections(self, spec_obj, uuid, chosen, weighed: list,
-                    alternates_wanted: int, enabled: list) -> list:
+                    alternates_wanted: int, limiting: list) -> list:
         host = chosen.obj
         limits = chosen.limits
         if limits is None:
-            limits = request_limits.collect(host, spec_obj, enabled)
+            limits = request_limits.collect(host, spec_obj, limiting)
         selections = [driver.selection_for(host, uuid, chosen.weight,
                                            limits)]
         seen = {host.host}
@@ -394,7 +397,7 @@ class FilterScheduler(driver.Scheduler):
             seen.add(alt.obj.host)
             selections.append(driver.selection_for(
                 alt.obj, uuid, alt.weight,
-                request_limits.collect(alt.obj, spec_obj, enabled)))
+                request_limits.collect(alt.obj, spec_obj, limiting)))
         return selections
 
     def schedule_run_instance(self, context, spec_obj,

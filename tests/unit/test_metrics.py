@@ -205,6 +205,24 @@ def test_label_values_are_escaped():
                     (('filter', name),))] == 2
 
 
+def test_filter_steps_of_several_instances_add_up_per_filter():
+    metrics.record_filter_steps([
+        base.FilterStep('RamFilter', 10, 4),
+        base.FilterStep('DiskFilter', 4, 4),
+        base.FilterStep('RamFilter', 4, 3),
+        base.FilterStep('DiskFilter', 3, 1)])
+
+    samples = parse(metrics.render())
+
+    runs = ('scheduler_filter_runs_total', (('filter', 'RamFilter'),))
+    gone = ('scheduler_filter_eliminations_total',
+            (('filter', 'DiskFilter'),))
+    assert samples[runs] == 2
+    assert samples[gone] == 2
+    assert samples[('scheduler_filter_eliminations_total',
+                    (('filter', 'RamFilter'),))] == 7
+
+
 # -- multiprocess mode ----------------------------------------------------
 
 def test_prepare_empties_the_directory_and_files_take_the_values(

@@ -494,6 +494,29 @@ def test_limits_written_by_a_plugin_stay_in_their_request(spread):
     assert driver.host_manager.get_host_state('big').limits == {}
 
 
+def test_limits_answered_by_a_plugin_reach_the_selection(spread):
+    class CappedRam(filters.BaseHostFilter):
+        """Passes every host and caps its RAM for the compute."""
+
+        def host_passes(self, host_state, spec_obj):
+            return True
+
+        def host_limits(self, host_state, spec_obj):
+            return {'memory_mb': 2048}
+
+    class CappedAlike(CappedRam):
+        """Answers host_limits through an attribute of the instance."""
+
+    alike = CappedAlike()
+    alike.host_limits = lambda host_state, spec_obj: {'vcpu': 3}
+    driver = _driver()
+    driver.enabled_filters = [CappedRam(), alike]
+    placed = _place(driver, fixtures.request(memory_mb=1024),
+                    [fixtures.uuid(1)])
+    assert placed[0][0].limits.memory_mb == 2048
+    assert placed[0][0].limits.vcpu == 3
+
+
 def test_forced_and_ignored_hosts_match_in_any_case(conf):
     # nova lower-cases both sides (host_manager._strip_ignore_hosts,
     # _match_forced_hosts); the driver goes through scheduler.pipeline.
