@@ -160,10 +160,19 @@ class _Arrays:
             column[row] = aggregate_number(view, key)
         return True
 
-    def copy(self, size: int) -> '_Arrays':
+    def copy(self, size: int | None = None) -> '_Arrays':
+        """Copies of the first ``size`` rows (every row for None)."""
         new = _Arrays.__new__(_Arrays)
         new.data = {name: a[:size].copy() for name, a in self.data.items()}
         new.agg = {key: a[:size].copy() for key, a in self.agg.items()}
+        return new
+
+    def view(self, size: int) -> '_Arrays':
+        """The first ``size`` rows, not copied (a snapshot's, while the
+        store writes into copies of its own)."""
+        new = _Arrays.__new__(_Arrays)
+        new.data = {name: a[:size] for name, a in self.data.items()}
+        new.agg = {key: a[:size] for key, a in self.agg.items()}
         return new
 
 
@@ -174,6 +183,12 @@ class ColumnStore:
     ``view_removed`` are O(1) (one row).  Rows of removed views are
     reused; the candidates' order (the HostManager's, which decides
     ties) is kept as an insertion sequence number per row.
+
+    A snapshot reads the store's own arrays and view list until it is
+    ``release``d (or changes a row itself, and takes copies): a change
+    arriving meanwhile is written into copies, which the store keeps.
+    So a request that only reads (every request of one instance) copies
+    nothing, and one that a report overtakes copies once, as before.
     """
 
     def __init__(self, capacity: int = 1024):
@@ -192,12 +207,32 @@ class ColumnStore:
         #: snapshots taken since an aggregate column last changed (a new
         #: dict then: older snapshots keep theirs).
         self._has_values: dict = {}
+        #: Snapshots reading ``_arrays`` and ``_views`` as they are,
+        #: which are copied before the next change; ``_generation``
+        #: counts those copies.
+        self._shared = 0
+        self._generation = 0
 
     def __len__(self) -> int:
         return len(self._rows)
 
+    def _own(self) -> None:
+        """Before any change: copies, if a snapshot reads the arrays."""
+        if self._shared:
+            self._arrays = self._arrays.copy()
+            self._views = list(self._views)
+            self._shared = 0
+            self._generation += 1
+
+    def release(self, generation: int) -> None:
+        """A snapshot of ``generation`` no longer reads the arrays."""
+        with self._lock:
+            if generation == self._generation and self._shared:
+                self._shared -= 1
+
     def view_changed(self, key, view) -> None:
         with self._lock:
+            self._own()
             row = self._rows.get(key)
             if row is None:
                 row = self._free.pop() if self._free else self._new_row()
@@ -214,6 +249,7 @@ class ColumnStore:
             row = self._rows.pop(key, None)
             if row is None:
                 return
+            self._own()
             self._views[row] = None
             self._free.append(row)
             self._ordered = None
@@ -240,9 +276,10 @@ class ColumnStore:
                                    len(self._rows))
                 self._ordered = used[np.argsort(self._seq[used],
                                                 kind='stable')]
-            return Snapshot(self, self._arrays.copy(self._size),
-                            list(self._views), self._ordered,
-                            self._has_values)
+            self._shared += 1
+            return Snapshot(self, self._arrays.view(self._size),
+                            self._views, self._ordered, self._has_values,
+                            self._generation)
 
     def aggregate_column(self, key: str, size: int) -> np.ndarray:
         """Start keeping ``aggregate_number(view, key)`` for every row;
@@ -260,16 +297,31 @@ class ColumnStore:
 
 class Snapshot:
     """The columns one request works on; only the request changes them
-    (the chosen host's row, after a claim)."""
+    (the chosen host's row, after a claim).
+
+    Until ``release`` (or its first ``put``) it reads the store's own
+    arrays and view list; the store copies them before changing any.
+    ``release`` it once it reads no more: a snapshot never released
+    costs the store one copy at its next change, nothing else.
+    """
 
     def __init__(self, store: ColumnStore, arrays: _Arrays, views: list,
-                 ordered: np.ndarray, has_values: dict | None = None):
+                 ordered: np.ndarray, has_values: dict | None = None,
+                 generation: int | None = None):
         self.store = store
         self.arrays = arrays
         self.views = views
         #: Rows of every host, in the HostManager's order.
         self.ordered = ordered
         self._has_values = {} if has_values is None else has_values
+        #: The store generation read, None once released or copied.
+        self._generation = generation
+
+    def release(self) -> None:
+        """Read no more of the store's arrays (idempotent)."""
+        if self._generation is not None:
+            generation, self._generation = self._generation, None
+            self.store.release(generation)
 
     def column(self, name: str) -> np.ndarray:
         return self.arrays.data[name]
@@ -297,7 +349,12 @@ class Snapshot:
         return found
 
     def put(self, row: int, view) -> None:
-        """Replace ``row``'s values by ``view``'s (a claimed host)."""
+        """Replace ``row``'s values by ``view``'s (a claimed host), in
+        copies of the store's arrays."""
+        if self._generation is not None:
+            self.arrays = self.arrays.copy()
+            self.views = list(self.views)
+            self.release()
         with self.store._lock:
             if self.arrays.put(row, view, self.store.interners,
                                self.views[row]):

@@ -292,6 +292,9 @@ class FilterScheduler(driver.Scheduler):
         """
         num = spec_obj.num_instances
         hosts = self.column_candidates(spec_obj, report)
+        #: Released once the choices are made: the claims' new views
+        #: are then written into the store's columns in place.
+        snapshot = None if hosts is None else hosts.snapshot
         if hosts is None:
             hosts = self.candidate_hosts(spec_obj)
         group = spec_obj.obj_get('instance_group')
@@ -325,18 +328,24 @@ class FilterScheduler(driver.Scheduler):
                     chosen = self._plan_one(spec_obj, uuid, weighed, limiting,
                                             uuid in replace, tentative)
                     planned.append(chosen.claim)
-                hosts = self._after_choice(weighed, chosen, tentative)
+                if index + 1 < num:
+                    hosts = self._after_choice(weighed, chosen, tentative)
                 if group is not None:
                     group.hosts = list(group.hosts) + [chosen.obj.host]
                 results.append(self._selections(
                     spec_obj, uuid, chosen, weighed, alternates_wanted,
                     limiting))
+            if snapshot is not None:
+                snapshot.release()
             if planned:
                 self.host_manager.claim_many(planned)
         except Exception:
             if group is not None:
                 group.hosts = group_hosts
             raise
+        finally:
+            if snapshot is not None:
+                snapshot.release()
         return results
 
     def _plan_one(self, spec_obj, uuid, weighed, limiting, replace: bool,

@@ -266,6 +266,43 @@ def test_stacked_weights_equal_weigher_by_weigher_ones_to_the_bit(n):
         expected.tobytes()
 
 
+def test_snapshots_read_the_store_until_released_and_copy_to_change(conf):
+    manager = fixtures.manager_with(
+        [fixtures.report('a'), fixtures.report('b')])
+    store = columns.ColumnStore()
+    manager.watch_views(store)
+
+    def used(snap):
+        return snap.column('memory_mb_used')[snap.ordered].tolist()
+
+    # Released: the next change is written in place, nothing copied.
+    first = store.snapshot()
+    arrays = store._arrays
+    first.release()
+    manager.update_from_report(fixtures.report('a', memory_mb_used=100))
+    assert store._arrays is arrays
+    # Held: the change goes into copies; the snapshot reads what it had.
+    held = store.snapshot()
+    manager.update_from_report(fixtures.report('a', memory_mb_used=200))
+    assert store._arrays is not arrays
+    assert used(held) == [100, 0]
+    assert used(store.snapshot()) == [200, 0]
+    # A snapshot changing a row (a claim between instances) changes its
+    # own copy, not the store nor another snapshot.
+    mine, other = store.snapshot(), store.snapshot()
+    row = mine.row_of(('b', 'b'))
+    view = mine.views[row].copy()
+    view.memory_mb_used = 50
+    mine.put(row, view)
+    assert used(mine) == [200, 50]
+    assert used(other) == [200, 0]
+    assert used(store.snapshot()) == [200, 0]
+    assert store._views[row] is not view
+    # Releasing twice, or a snapshot of an older generation, is harmless.
+    for snap in (mine, other, held, other):
+        snap.release()
+
+
 def test_whether_any_host_sets_a_key_is_known_until_aggregates_change(conf):
     manager = fixtures.manager_with(
         [fixtures.report('a'), fixtures.report('b')],
