@@ -169,11 +169,19 @@ class _Arrays:
 
     def view(self, size: int) -> '_Arrays':
         """The first ``size`` rows, not copied (a snapshot's, while the
-        store writes into copies of its own)."""
+        store writes into copies of its own), and read-only: a plugin
+        that wrote into a column it was given would write into the
+        store."""
         new = _Arrays.__new__(_Arrays)
-        new.data = {name: a[:size] for name, a in self.data.items()}
-        new.agg = {key: a[:size] for key, a in self.agg.items()}
+        new.data = {name: _read_only(a[:size])
+                    for name, a in self.data.items()}
+        new.agg = {key: _read_only(a[:size]) for key, a in self.agg.items()}
         return new
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
 
 
 class ColumnStore:
@@ -212,6 +220,9 @@ class ColumnStore:
         #: counts those copies.
         self._shared = 0
         self._generation = 0
+        #: Whether ``_ordered`` is every row, in row order (no row was
+        #: freed or reused): the columns need no gathering then.
+        self._ordered_is_every_row = False
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -276,10 +287,13 @@ class ColumnStore:
                                    len(self._rows))
                 self._ordered = used[np.argsort(self._seq[used],
                                                 kind='stable')]
+                self._ordered_is_every_row = bool(
+                    len(used) == self._size and
+                    (self._ordered == np.arange(self._size)).all())
             self._shared += 1
             return Snapshot(self, self._arrays.view(self._size),
                             self._views, self._ordered, self._has_values,
-                            self._generation)
+                            self._generation, self._ordered_is_every_row)
 
     def aggregate_column(self, key: str, size: int) -> np.ndarray:
         """Start keeping ``aggregate_number(view, key)`` for every row;
@@ -307,12 +321,16 @@ class Snapshot:
 
     def __init__(self, store: ColumnStore, arrays: _Arrays, views: list,
                  ordered: np.ndarray, has_values: dict | None = None,
-                 generation: int | None = None):
+                 generation: int | None = None,
+                 ordered_is_every_row: bool = False):
         self.store = store
         self.arrays = arrays
         self.views = views
         #: Rows of every host, in the HostManager's order.
         self.ordered = ordered
+        #: ``ordered`` is ``arange(len(arrays))``: a column read for
+        #: every host, in order, is the column itself.
+        self.ordered_is_every_row = ordered_is_every_row
         self._has_values = {} if has_values is None else has_values
         #: The store generation read, None once released or copied.
         self._generation = generation
@@ -398,7 +416,13 @@ class Columns:
         cache = self.__dict__['_cache']
         value = cache.get(name)
         if value is None:
-            value = cache[name] = self.snapshot.column(name)[self.rows]
+            value = self.snapshot.column(name)
+            if not (self.rows is self.snapshot.ordered
+                    and self.snapshot.ordered_is_every_row):
+                # Read-only like the snapshot's own: the same for a
+                # plugin whichever it gets.
+                value = _read_only(value[self.rows])
+            cache[name] = value
         return value
 
     def ratio(self, resource: str) -> np.ndarray:
@@ -528,6 +552,7 @@ class Candidates:
         #: identity): nothing filtered out or reordered since.
         self.same_as_memo = False
         self._changed_columns: Columns | None = None
+        self._columns: Columns | None = None
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -553,6 +578,13 @@ class Candidates:
         row-local weigher's raw weights are then updated in place: the
         memo is read by this instance only)."""
         return array if self.same_as_memo else array[self.origin]
+
+    def columns(self) -> 'Columns':
+        """These hosts' ``Columns``, shared by every plugin asked about
+        them (each column is gathered once)."""
+        if self._columns is None:
+            self._columns = Columns(self.snapshot, self.rows)
+        return self._columns
 
     def changed_columns(self) -> 'Columns':
         """``Columns`` of the ``changed`` hosts, shared by every
@@ -672,7 +704,7 @@ def filter_candidates(cands: Candidates, spec_obj, filters: list,
                 checked.add(id(flt))
         else:
             cands = cands.in_order()
-            views = Columns(cands.snapshot, cands.rows).views()
+            views = cands.columns().views()
             passed = list(flt.filter_all(views, spec_obj))
             cands = cands.take(np.array(_mapped(views, passed, flt),
                                         np.int64))
@@ -727,7 +759,7 @@ def _filter_mask(flt, cands: Candidates, spec_obj,
             return np.ones(len(cands), bool)
         return None
     if columns is None:
-        columns = Columns(cands.snapshot, cands.rows)
+        columns = cands.columns()
     if isinstance(flt, filters_base.RequestScopedFilter):
         prepared = flt.prepare(spec_obj)
         if prepared is filters_base.SKIP:
@@ -756,7 +788,7 @@ def weigh_candidates(cands: Candidates, spec_obj,
         again = _weigh_again(cands, spec_obj, weighers, memo)
         if again is not None:
             return again
-    columns = Columns(cands.snapshot, cands.rows)
+    columns = cands.columns()
     kept: dict = {}
     terms = [term for term in (
         _term(weigher, cands, columns, spec_obj, kept)
@@ -856,7 +888,7 @@ def _weigh_again(cands: Candidates, spec_obj, weighers: list,
         before = kept.get(id(weigher))
         if before is None:
             if columns is None:
-                columns = Columns(cands.snapshot, cands.rows)
+                columns = cands.columns()
             if _term(weigher, cands, columns, spec_obj, {}) is not None:
                 return None
             continue
@@ -989,12 +1021,15 @@ def _changed_raw(weigher, method, cands: Candidates, spec_obj, before):
     else:
         sub = method(cands.changed_columns(), spec_obj)
         if sub is None:
-            return method(Columns(cands.snapshot, cands.rows), spec_obj)
+            return method(cands.columns(), spec_obj)
     sub = np.asarray(sub, float)
     if np.ndim(before) == 0 and (sub == float(before)).all():
         return before
     raw = np.full(len(cands), float(before)) if np.ndim(before) == 0 \
         else cands.from_memo(before)
+    if not raw.flags.writeable:
+        # A column of the snapshot, returned as is by the vector form.
+        raw = raw.copy()
     raw[changed] = sub
     return raw
 

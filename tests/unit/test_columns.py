@@ -303,6 +303,24 @@ def test_snapshots_read_the_store_until_released_and_copy_to_change(conf):
         snap.release()
 
 
+def test_plugins_get_read_only_columns_gathered_only_when_needed(conf):
+    manager = fixtures.manager_with(
+        [fixtures.report(h, memory_mb=m) for h, m in
+         (('a', 1024), ('b', 2048), ('c', 4096))])
+    store = columns.ColumnStore()
+    manager.watch_views(store)
+    snap = store.snapshot()
+    every = columns.Candidates(snap, snap.ordered)
+    some = every.take(np.array([2, 0]))
+    assert every.columns() is every.columns()
+    # Every host in row order: the snapshot's column itself.
+    assert every.columns().memory_mb is snap.column('memory_mb')
+    assert some.columns().memory_mb.tolist() == [4096, 1024]
+    for array in (every.columns().memory_mb, some.columns().memory_mb):
+        with pytest.raises(ValueError):
+            array[0] = 1
+
+
 def test_whether_any_host_sets_a_key_is_known_until_aggregates_change(conf):
     manager = fixtures.manager_with(
         [fixtures.report('a'), fixtures.report('b')],
