@@ -65,14 +65,22 @@ import numpy as np
 from scheduler import concurrency
 from scheduler.filters import base as filters_base
 from scheduler.resources import aggregates as aggregates_res
+from scheduler.resources import compute
 from scheduler.weights import base as weights_base
 
+#: Derived float64 columns: what the resource filters and weighers
+#: compare, computed per row when the row changes (by the functions the
+#: per-host forms call, so equal to the bit) instead of in array
+#: operations for every request.
+DERIVED = ('free_ram_mb', 'free_disk_mb', 'usable_ram_mb', 'usable_vcpus',
+           'usable_disk_mb')
 #: float64 columns.  ``disk_available_least`` is NaN when not reported;
 #: ratios are the effective ones (aggregate overrides applied).
 NUMBERS = ('memory_mb', 'memory_mb_used', 'local_gb', 'local_gb_used',
            'disk_available_least', 'vcpus', 'vcpus_used', 'ram_ratio',
            'cpu_ratio', 'disk_ratio', 'num_instances', 'num_io_ops',
-           'failed_builds', 'hypervisor_version', 'received_at', 'pci_free')
+           'failed_builds', 'hypervisor_version', 'received_at',
+           'pci_free') + DERIVED
 #: Boolean columns.
 FLAGS = ('disabled', 'forced_down')
 #: Categorical columns: int32 codes of interned values.
@@ -89,7 +97,10 @@ def _row(view) -> tuple:
              view.allocation_ratio('cpu'), view.allocation_ratio('disk'),
              view.num_instances, view.num_io_ops, view.failed_builds,
              view.hypervisor_version or 0, view.received_at,
-             sum(pool.count for pool in view.pci_pools or ())),
+             sum(pool.count for pool in view.pci_pools or ()),
+             view.free_ram_mb, view.free_disk_mb,
+             compute.usable_ram_mb(view), compute.usable_vcpus(view),
+             compute.usable_disk_mb(view)),
             (bool(view.disabled), bool(view.forced_down)),
             (frozenset(view.availability_zones),
              tuple(tuple(t) for t in view.supported_instances or ())))
@@ -396,9 +407,10 @@ class Columns:
     """The candidates' columns, aligned with the candidates' order.
 
     What ``filter_columns`` and ``weigh_columns`` receive: attributes
-    named as in ``NUMBERS`` and ``FLAGS`` (gathered on first use), the
-    derived values of ``HostResources`` under the same names
-    (``free_ram_mb``, ``free_disk_mb``...), and helpers for categorical
+    named as in ``NUMBERS`` and ``FLAGS`` (gathered on first use; the
+    ``DERIVED`` ones are ``HostResources``' and
+    ``scheduler.resources.compute``'s values under the same names),
+    ``free_disk_gb``, ``ratio(resource)``, and helpers for categorical
     values and aggregate metadata.
     """
 
@@ -430,19 +442,11 @@ class Columns:
         return getattr(self, '%s_ratio' % resource)
 
     @property
-    def free_ram_mb(self) -> np.ndarray:
-        return self.memory_mb - self.memory_mb_used
-
-    @property
     def free_disk_gb(self) -> np.ndarray:
         """``scheduler.resources.compute.free_disk_gb``: capped by
         ``disk_available_least`` where reported (NaN elsewhere)."""
         return np.fmin(self.local_gb - self.local_gb_used,
                        self.disk_available_least)
-
-    @property
-    def free_disk_mb(self) -> np.ndarray:
-        return self.free_disk_gb * 1024
 
     def code_mask(self, name: str,
                   predicate: typing.Callable[[typing.Any], bool]
@@ -577,7 +581,9 @@ class Candidates:
         itself while they are the memo's hosts in the memo's order (a
         row-local weigher's raw weights are then updated in place: the
         memo is read by this instance only)."""
-        return array if self.same_as_memo else array[self.origin]
+        if self.same_as_memo or np.ndim(array) == 0:
+            return array
+        return array[self.origin]
 
     def columns(self) -> 'Columns':
         """These hosts' ``Columns``, shared by every plugin asked about
@@ -935,7 +941,10 @@ class _Stack:
     def __init__(self, terms: list):
         self.ids = tuple(id(t[0]) for t in terms)
         self.raw = np.array([t[2] for t in terms])
-        self.mult = np.array([t[1] for t in terms])
+        # A weigher's multipliers may be one number for every host.
+        self.mult = np.empty_like(self.raw)
+        for row, term in zip(self.mult, terms):
+            row[...] = term[1]
         #: Row views, handed to the next instance as the memo's arrays.
         self.raw_rows = list(self.raw)
         self.mult_rows = list(self.mult)

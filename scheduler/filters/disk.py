@@ -25,9 +25,7 @@ class DiskFilter(base.RequestScopedFilter):
 
     @classmethod
     def _usable_mb(cls, host_state) -> float:
-        return compute.usable(host_state.local_gb * 1024,
-                              host_state.allocation_ratio('disk'),
-                              compute.free_disk_gb(host_state) * 1024)
+        return compute.usable_disk_mb(host_state)
 
     def passes(self, host_state, requested_mb: int) -> bool:
         if compute.larger_than_host(requested_mb,
@@ -39,10 +37,8 @@ class DiskFilter(base.RequestScopedFilter):
 
     def filter_columns(self, columns, requested_mb: int):
         """``passes`` over columns (``scheduler.columns``)."""
-        total = columns.local_gb * 1024
-        usable = total * columns.ratio('disk') - (
-            total - columns.free_disk_gb * 1024)
-        return (requested_mb <= total) & (usable >= requested_mb)
+        return (requested_mb <= columns.local_gb * 1024) & (
+            columns.usable_disk_mb >= requested_mb)
 
     def host_limits(self, host_state, spec_obj) -> dict:
         """How far the compute (and the claim) may oversubscribe disk."""

@@ -20,17 +20,14 @@ class RamFilter(base.RequestScopedFilter):
     def passes(self, host_state, requested: int) -> bool:
         if compute.larger_than_host(requested, host_state.memory_mb):
             return False
-        limit = self._limit(host_state)
-        return limit - host_state.memory_mb_used >= requested
+        return compute.usable_ram_mb(host_state) >= requested
 
     row_local = True
 
     def filter_columns(self, columns, requested: int):
         """``passes`` over columns (``scheduler.columns``)."""
-        total = columns.memory_mb
-        return (requested <= total) & (
-            total * columns.ratio('ram') - columns.memory_mb_used
-            >= requested)
+        return (requested <= columns.memory_mb) & (
+            columns.usable_ram_mb >= requested)
 
     def host_limits(self, host_state, spec_obj) -> dict:
         """How far the compute (and the claim) may oversubscribe RAM."""

@@ -21,7 +21,7 @@ class VCPUFilter(base.RequestScopedFilter):
             return True
         if compute.larger_than_host(requested, host_state.vcpus):
             return False
-        return self._limit(host_state) - host_state.vcpus_used >= requested
+        return compute.usable_vcpus(host_state) >= requested
 
     row_local = True
 
@@ -29,7 +29,7 @@ class VCPUFilter(base.RequestScopedFilter):
         """``passes`` over columns (``scheduler.columns``)."""
         total = columns.vcpus
         return (total == 0) | ((requested <= total) & (
-            total * columns.ratio('cpu') - columns.vcpus_used >= requested))
+            columns.usable_vcpus >= requested))
 
     def host_limits(self, host_state, spec_obj) -> dict:
         """How far the compute (and the claim) may oversubscribe vCPUs."""

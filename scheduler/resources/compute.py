@@ -48,6 +48,26 @@ def free_disk_gb(host_state) -> int:
     return free
 
 
+def usable_ram_mb(host_state) -> float:
+    """RAM left to place under overcommit: total x ratio - used."""
+    return (host_state.memory_mb * host_state.allocation_ratio('ram')
+            - host_state.memory_mb_used)
+
+
+def usable_vcpus(host_state) -> float:
+    """vCPUs left to place under overcommit: total x ratio - used."""
+    return (host_state.vcpus * host_state.allocation_ratio('cpu')
+            - host_state.vcpus_used)
+
+
+def usable_disk_mb(host_state) -> float:
+    """Disk left to place under overcommit, in MiB (``usable`` of the
+    totals and the free disk)."""
+    return usable(host_state.local_gb * 1024,
+                  host_state.allocation_ratio('disk'),
+                  free_disk_gb(host_state) * 1024)
+
+
 def usable(total: float, ratio: float, free: float) -> float:
     """What is left to place under overcommit: total x ratio - used,
     where used is total - free."""

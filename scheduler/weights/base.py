@@ -134,12 +134,14 @@ class BaseHostWeigher:
 
     def column_multipliers(self, columns):
         """``weight_multipliers`` over columns (``scheduler.columns``):
-        the configured multiplier, or the host's aggregate override."""
-        default = float(self.configured_multiplier())
+        the configured multiplier, or the host's aggregate override;
+        one number when no host's aggregates override it (the usual
+        case: no array to fill for every request)."""
+        default = np.float64(self.configured_multiplier())
         override = None if self.multiplier_option is None else \
             columns.aggregate_number(self.multiplier_option)
         if override is None:
-            return np.full(len(columns), default)
+            return default
         return np.where(np.isnan(override), default, override)
 
     def _weigh_object(self, host_state, spec_obj) -> float:

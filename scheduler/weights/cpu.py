@@ -1,5 +1,6 @@
 """CPUWeigher: prefer hosts with more free vCPUs (or fewer, if negative)."""
 
+from scheduler.resources import compute
 from scheduler.weights import base
 
 
@@ -14,8 +15,7 @@ class CPUWeigher(base.BaseHostWeigher):
     row_local = True
 
     def weigh_columns(self, columns, spec_obj):
-        return columns.vcpus * columns.ratio('cpu') - columns.vcpus_used
+        return columns.usable_vcpus
 
     def _weigh_object(self, host_state, spec_obj) -> float:
-        total = host_state.vcpus * host_state.allocation_ratio('cpu')
-        return total - host_state.vcpus_used
+        return compute.usable_vcpus(host_state)

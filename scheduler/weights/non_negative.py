@@ -43,6 +43,11 @@ class NonNegativeMultiplier:
 
     def column_multipliers(self, columns):
         values = super().column_multipliers(columns)
+        if np.ndim(values) == 0 and values >= 0:
+            # The configured value (its option refuses negatives).
+            return values
+        if np.ndim(values) == 0:
+            values = np.full(len(columns), float(values))
         negative = np.flatnonzero(values < 0)
         if len(negative):
             views = columns.views()
