@@ -75,6 +75,44 @@ def test_a_generation_check_refuses_a_changed_node():
     _claim(2, limit=None, generation=_row()['generation'])
 
 
+def _request(n, host, memory_mb=1024, limit=4096, **kw):
+    return usage.ClaimRequest(fixtures.uuid(n), host, host, memory_mb, 1, 10,
+                              limits={'memory_mb': limit} if limit else {},
+                              **kw)
+
+
+def test_a_request_over_several_nodes_takes_its_share_on_each():
+    usage.apply_reports([_report('h2', 'h2', used=1024)])
+    placed = usage.claim_many([
+        _request(1, 'h1'), _request(2, 'h2', limit=2048),
+        _request(3, 'h1', memory_mb=512),
+        _request(4, 'h3', limit=None,
+                 reported={'memory_mb_used': 256, 'updated_at': T0})])
+    assert [(p['host'], p['usage']['claimed_memory_mb']) for p in placed] \
+        == [('h1', 1536), ('h2', 1024), ('h1', 1536), ('h3', 1024)]
+    assert (_row()['claimed_instances'], _row('h2', 'h2')['claimed_instances'],
+            _row('h3', 'h3')['reported_memory_mb']) == (2, 1, 256)
+    assert placed[1]['usage'] == _row('h2', 'h2')
+
+
+def test_a_request_one_node_cannot_take_takes_nothing_anywhere():
+    usage.apply_reports([_report('h2', 'h2', used=1024)])
+    before = [_row(), _row('h2', 'h2')]
+    with pytest.raises(usage.ClaimConflict) as raised:
+        usage.claim_many([_request(1, 'h1'),
+                          _request(2, 'h2', memory_mb=2048, limit=2048)])
+    assert raised.value.key == ('h2', 'h2')
+    stale = _row()['generation']
+    with pytest.raises(usage.ClaimConflict) as raised:
+        usage.claim_many([_request(3, 'h2', limit=None),
+                          _request(4, 'h1', limit=None,
+                                   generation=stale - 1)])
+    assert raised.value.key == ('h1', 'h1')
+    assert [_row(), _row('h2', 'h2')] == before
+    assert usage.placements_get([fixtures.uuid(n) for n in range(1, 5)]) \
+        == {}
+
+
 def test_a_report_listing_the_instance_moves_its_usage_out_of_pending():
     _claim(1)
     confirmed = usage.apply_reports([_report(
