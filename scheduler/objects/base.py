@@ -6,10 +6,13 @@ only serializer: ``scheduler.rpc`` wraps it with the request context.
 """
 
 import functools
+import re
+import uuid
 
 from oslo_utils import versionutils
 from oslo_versionedobjects import base as ovo_base
 from oslo_versionedobjects import exception as ovo_exc
+from oslo_versionedobjects import fields as ovo_fields
 
 from scheduler import exception
 
@@ -31,6 +34,99 @@ _ATTR_PREFIX = '_obj_'
 _UNSET = object()
 
 
+#: The usual spelling of a UUID (a quicker test than ``uuid.UUID``).
+_CANONICAL_UUID = re.compile(
+    r'[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-'
+    r'[0-9a-fA-F]{12}')
+
+
+def _is_uuid(value: str) -> bool:
+    """Whether oslo's UUID type takes ``value`` without its warning
+    (``uuid.UUID`` reads it); only such a string may skip it."""
+    if _CANONICAL_UUID.fullmatch(value):
+        return True
+    try:
+        uuid.UUID(value)
+    except Exception:  # what oslo catches, to warn
+        return False
+    return True
+
+
+#: Field types whose coercion keeps a value of the exact Python type
+#: named as it is (``str(s) is s``, ``int(i) is i``, ...), with the
+#: check, if any, the value must also pass.  Only these exact classes:
+#: a subclass (an Enum is a String) may coerce differently.
+_KEPT_AS_IS = {
+    ovo_fields.String: (str, None),
+    ovo_fields.UUID: (str, _is_uuid),
+    ovo_fields.Integer: (int, None),
+    ovo_fields.NonNegativeInteger: (int, lambda value: value >= 0),
+    ovo_fields.Float: (float, None),
+    ovo_fields.Boolean: (bool, None),
+}
+
+#: Class -> {field name: test of a value that may be stored as it is}.
+_PLAIN_FIELDS: dict = {}
+
+
+class _Never:
+    """The type no value has: a field that keeps only None as it is."""
+
+
+def _plain_fields(cls) -> dict:
+    """``{field: (exact type, check, nullable)}`` for the fields of
+    ``cls`` that may take a value without oslo's setter: None when
+    ``nullable`` (oslo's coercion keeps None as it is in any nullable
+    field; elsewhere it puts the default in its place, or raises), or a
+    value of the ``exact`` type (any type when None) that passes
+    ``check`` (when there is one).  ``_keeps(entry, value)`` tells.
+
+    A field qualifies when its property is oslo's (no class of ours
+    replaced it) and it is not read-only; its type is in
+    ``_KEPT_AS_IS``, or an object field, which keeps an object of its
+    object name as it is, or any other type when nullable.
+    """
+    table = _PLAIN_FIELDS.get(cls)
+    if table is not None:
+        return table
+    table = {}
+    for name, field in cls.fields.items():
+        prop = getattr(cls, name, None)
+        if (not isinstance(prop, property) or field.read_only
+                or getattr(prop.fset, '__module__', None)
+                != ovo_base.__name__):
+            continue
+        kind = type(field._type)
+        if kind is ovo_fields.Object and not field._type._subclasses:
+            exact, check = None, _object_test(field._type._obj_name)
+        elif kind in _KEPT_AS_IS:
+            exact, check = _KEPT_AS_IS[kind]
+        elif field.nullable:
+            exact, check = _Never, None
+        else:
+            continue
+        table[name] = (exact, check, field.nullable)
+    _PLAIN_FIELDS[cls] = table
+    return table
+
+
+def _keeps(entry: tuple, value) -> bool:
+    """Whether oslo's coercion would keep ``value`` as it is, for a
+    field of ``_plain_fields``."""
+    exact, check, nullable = entry
+    if value is None:
+        return nullable
+    return ((exact is None or type(value) is exact)
+            and (check is None or check(value)))
+
+
+def _object_test(obj_name: str):
+    def test(value) -> bool:
+        return (isinstance(value, ovo_base.VersionedObject)
+                and value.obj_name() == obj_name)
+    return test
+
+
 class SchedulerObject(ovo_base.VersionedObject,
                       ovo_base.ComparableVersionedObject):
     """Base class of every object the scheduler puts on the wire."""
@@ -40,13 +136,63 @@ class SchedulerObject(ovo_base.VersionedObject,
 
     @classmethod
     def _obj_from_primitive(cls, context, objver, primitive):
+        """oslo's ``_obj_from_primitive``, quicker for plain values.
+
+        Every request and reply is read here, field by field through
+        oslo's setter and coercion.  A value that coercion would keep
+        as it is (``_plain_fields``: a string in a string field, an int
+        in an integer field, None in a nullable one ...) is stored
+        directly; any other value takes oslo's way, and raises or warns
+        as it did.  The object is the same, changes included.
+        """
         # oslo reads any non-dict data as "no field set": a garbled
         # object would arrive as an empty one.
         data = primitive.get(cls._obj_primitive_key('data'))
         if not isinstance(data, dict):
             raise ValueError('%s data is a %s, not a dict'
                              % (cls.obj_name(), type(data).__name__))
-        return super()._obj_from_primitive(context, objver, primitive)
+        self = cls()
+        self._context = context
+        self.VERSION = objver
+        changes = cls._obj_primitive_field(primitive, 'changes', [])
+        plain = _plain_fields(cls)
+        fields = self.fields
+        for name, field in fields.items():
+            if name in data:
+                value = data[name]
+                entry = plain.get(name)
+                if entry is not None and _keeps(entry, value):
+                    setattr(self, _ATTR_PREFIX + name, value)
+                else:
+                    setattr(self, name,
+                            field.from_primitive(self, name, value))
+        self._changed_fields = {x for x in changes if x in fields}
+        return self
+
+    @classmethod
+    def from_fields(cls, **values):
+        """``cls(**values)``, quicker for values that need no coercion.
+
+        For objects built per request from values the scheduler made
+        itself (Selections, their limits): each value coercion would
+        keep as it is (``_plain_fields``) is stored directly, any other
+        goes through oslo's setter.  The object is the same, with the
+        same fields changed.  Classes with their own ``__init__`` are
+        built by it, as before.
+        """
+        if cls.__init__ is not ovo_base.VersionedObject.__init__:
+            return cls(**values)
+        self = cls()
+        plain = _plain_fields(cls)
+        changed = self._changed_fields
+        for name, value in values.items():
+            entry = plain.get(name)
+            if entry is not None and _keeps(entry, value):
+                setattr(self, _ATTR_PREFIX + name, value)
+                changed.add(name)
+            else:
+                setattr(self, name, value)
+        return self
 
     def obj_to_primitive(self, target_version: str | None = None,
                          version_manifest: dict | None = None) -> dict:
