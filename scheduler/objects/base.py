@@ -127,6 +127,41 @@ def _object_test(obj_name: str):
     return test
 
 
+#: Class -> (fields, nested, keys): see ``_layout``.
+_LAYOUTS: dict = {}
+
+
+def _layout(cls) -> tuple:
+    """How ``obj_to_primitive`` and ``obj_what_changed`` walk ``cls``.
+
+    ``fields``: ``(name, storage attribute, field)`` in field order,
+    with None for the field when its ``to_primitive`` gives any value
+    back as it is (oslo's own for a field type that does not change
+    it: strings, UUIDs, numbers, booleans, enums).  ``nested``:
+    ``(name, storage attribute)`` of the fields that may hold a
+    versioned object (any but those whose coercion makes a str, a
+    number or a bool).  ``keys``: the primitive's keys (name,
+    namespace, version, data, changes).  Values are read from the
+    instance's ``__dict__``, where oslo keeps them.
+    """
+    layout = _LAYOUTS.get(cls)
+    if layout is not None:
+        return layout
+    fields, nested = [], []
+    for name, field in cls.fields.items():
+        attr = _ATTR_PREFIX + name
+        kind = type(field._type)
+        as_is = (type(field).to_primitive is ovo_fields.Field.to_primitive
+                 and kind.to_primitive is ovo_fields.FieldType.to_primitive)
+        fields.append((name, attr, None if as_is else field))
+        if kind not in _KEPT_AS_IS:
+            nested.append((name, attr))
+    keys = tuple(cls._obj_primitive_key(key) for key in
+                 ('name', 'namespace', 'version', 'data', 'changes'))
+    layout = _LAYOUTS[cls] = (tuple(fields), tuple(nested), keys)
+    return layout
+
+
 class SchedulerObject(ovo_base.VersionedObject,
                       ovo_base.ComparableVersionedObject):
     """Base class of every object the scheduler puts on the wire."""
@@ -208,20 +243,22 @@ class SchedulerObject(ovo_base.VersionedObject,
         if ((target_version is not None and target_version != self.VERSION)
                 or version_manifest):
             return super().obj_to_primitive(target_version, version_manifest)
+        fields, _, keys = _layout(type(self))
         primitive = {}
-        for name, field in self.fields.items():
-            value = getattr(self, _ATTR_PREFIX + name, _UNSET)
+        stored = self.__dict__
+        for name, attr, field in fields:
+            value = stored.get(attr, _UNSET)
             if value is not _UNSET:
-                primitive[name] = field.to_primitive(self, name, value)
-        key = self._obj_primitive_key
-        obj = {key('name'): self.obj_name(),
-               key('namespace'): self.OBJ_PROJECT_NAMESPACE,
-               key('version'): self.VERSION,
-               key('data'): primitive}
+                primitive[name] = value if field is None else \
+                    field.to_primitive(self, name, value)
+        obj = {keys[0]: self.obj_name(),
+               keys[1]: self.OBJ_PROJECT_NAMESPACE,
+               keys[2]: self.VERSION,
+               keys[3]: primitive}
         changes = [name for name in self.obj_what_changed()
                    if name in primitive]
         if changes:
-            obj[key('changes')] = changes
+            obj[keys[4]] = changes
         return obj
 
     def obj_what_changed(self) -> set:
@@ -232,12 +269,14 @@ class SchedulerObject(ovo_base.VersionedObject,
         property look-ups per field each time: serialising the three
         Selections of a reply cost 0.14 ms, half of it here.  The
         result is the same: fields marked changed, plus those holding a
-        versioned object that has changes of its own.
+        versioned object that has changes of its own (fields whose
+        coercion makes a str, number or bool cannot, and are skipped).
         """
         fields = self.fields
         changes = {name for name in self._changed_fields if name in fields}
-        for name in fields:
-            value = getattr(self, _ATTR_PREFIX + name, None)
+        stored = self.__dict__
+        for name, attr in _layout(type(self))[1]:
+            value = stored.get(attr)
             if (isinstance(value, ovo_base.VersionedObject)
                     and value.obj_what_changed()):
                 changes.add(name)

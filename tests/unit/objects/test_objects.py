@@ -356,6 +356,17 @@ def _changes_as_sets(prim):
 
 def test_oslo_keeps_field_values_where_our_quick_paths_read_them():
     assert ovo_base._get_attrname('flavor') == base._ATTR_PREFIX + 'flavor'
+    # In the instance's __dict__ (obj_to_primitive reads it there): no
+    # class attribute of that name stands in for an unset field.
+    sel = _samples()['Selection']
+    assert sel.__dict__[base._ATTR_PREFIX + 'nodename'] == 'h1'
+    for name, cls in objects_by_name().items():
+        for field in cls.fields:
+            assert not hasattr(cls, base._ATTR_PREFIX + field), (name, field)
+
+
+def objects_by_name() -> dict:
+    return {name: classes[0] for name, classes in _registry().items()}
 
 
 @pytest.mark.parametrize('name', ALL_OBJECTS)
