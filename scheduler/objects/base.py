@@ -193,14 +193,21 @@ class SchedulerObject(ovo_base.VersionedObject,
         plain = _plain_fields(cls)
         fields = self.fields
         for name, field in fields.items():
-            if name in data:
-                value = data[name]
-                entry = plain.get(name)
-                if entry is not None and _keeps(entry, value):
-                    setattr(self, _ATTR_PREFIX + name, value)
-                else:
-                    setattr(self, name,
-                            field.from_primitive(self, name, value))
+            if name not in data:
+                continue
+            value = data[name]
+            entry = plain.get(name)
+            if entry is None:
+                setattr(self, name, field.from_primitive(self, name, value))
+                continue
+            if not _keeps(entry, value):
+                # A nested object is read from its primitive first: the
+                # object read is then kept as it is.
+                value = field.from_primitive(self, name, value)
+                if not _keeps(entry, value):
+                    setattr(self, name, value)
+                    continue
+            setattr(self, _ATTR_PREFIX + name, value)
         self._changed_fields = {x for x in changes if x in fields}
         return self
 
@@ -320,6 +327,10 @@ class SchedulerObjectList(ovo_base.ObjectListBase, SchedulerObject):
     """Base of the list objects."""
 
 
+#: Types the serializer gives back as they are, without a look.
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
 class SchedulerObjectSerializer(ovo_base.VersionedObjectSerializer):
     """Turns objects into primitives and back, with typed errors.
 
@@ -331,7 +342,17 @@ class SchedulerObjectSerializer(ovo_base.VersionedObjectSerializer):
 
     OBJ_BASE_CLASS = SchedulerObject
 
+    def serialize_entity(self, context, entity):
+        # A call's arguments and answers are mostly strings, numbers,
+        # booleans and None: oslo gives them back as they are, after a
+        # few checks each.
+        if type(entity) in _SCALARS:
+            return entity
+        return super().serialize_entity(context, entity)
+
     def deserialize_entity(self, context, entity):
+        if type(entity) in _SCALARS:
+            return entity
         try:
             return super().deserialize_entity(context, entity)
         except ovo_exc.IncompatibleObjectVersion as e:
