@@ -22,6 +22,7 @@ class SchedulerObjectRegistry(ovo_base.VersionedObjectRegistry):
     """
 
     def registration_hook(self, cls, index):
+        _MANIFEST[1] = -1  # a class replaced by one of the same version
         from scheduler import objects
         current = getattr(objects, cls.obj_name(), None)
         if current is None or cls.VERSION >= current.VERSION:
@@ -384,11 +385,36 @@ def obj_manifest() -> dict:
     """``{object name: newest version}`` of every object this code knows.
 
     Peers exchange manifests (``get_version_info``) so that each can send
-    the other objects it can read.
+    the other objects it can read.  A new dict each time (callers may
+    change theirs).
+    """
+    return dict(_manifest())
+
+
+#: (registry dict, classes registered, manifest): see ``_manifest``.
+_MANIFEST: list = [None, -1, None]
+
+
+def _manifest() -> dict:
+    """``obj_manifest()``, made once per state of the registry; not to
+    be changed.
+
+    Every select_destinations asks for it twice (the caller sends it,
+    the service compares it with its own): built each time it took
+    2 us, and up to 20 us in a process that had been idle a moment,
+    as every call's is.  It is made again when classes are registered
+    (more of them), and when a fixture puts another registry dict in
+    place (oslo's VersionedObjectRegistryFixture).
     """
     registry = SchedulerObjectRegistry.obj_classes()
-    return {name: classes[0].VERSION for name, classes in registry.items()
-            if issubclass(classes[0], SchedulerObject)}
+    count = sum(map(len, registry.values()))
+    cached_registry, cached_count, manifest = _MANIFEST
+    if cached_registry is not registry or cached_count != count:
+        manifest = {name: classes[0].VERSION
+                    for name, classes in registry.items()
+                    if issubclass(classes[0], SchedulerObject)}
+        _MANIFEST[:] = [registry, count, manifest]
+    return manifest
 
 
 @functools.lru_cache(maxsize=256)
@@ -418,7 +444,7 @@ def common_manifest(manifest: dict) -> dict:
     A peer newer than us reads our versions; only objects it has at an
     older version need a backport.
     """
-    ours = obj_manifest()
+    ours = _manifest()
     return {name: (manifest[name] if name in manifest
                    and _older(manifest[name], version) else version)
             for name, version in ours.items()}
@@ -430,7 +456,7 @@ def needs_backport(manifest: dict) -> bool:
     Peers running the same code (the usual case) skip the backport walk,
     and send a manifest equal to ours: that one is not walked either.
     """
-    ours = obj_manifest()
+    ours = _manifest()
     if manifest == ours:
         return False
     return any(name in manifest and _older(manifest[name], version)

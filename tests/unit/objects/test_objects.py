@@ -399,6 +399,38 @@ def test_a_newer_target_version_is_still_refused():
         sel.obj_to_primitive(target_version='9.0')
 
 
+def test_the_manifest_is_made_again_when_the_registry_changes(
+        batch_registered, monkeypatch):
+    # Our registry's hook names the probes on scheduler.objects: undone.
+    monkeypatch.setattr(objects, 'ManifestProbe', None, raising=False)
+    before = base.obj_manifest()
+    assert before == {name: classes[0].VERSION
+                      for name, classes in _registry().items()
+                      if issubclass(classes[0], base.SchedulerObject)}
+    # Each caller gets its own dict.
+    before['Selection'] = '0.1'
+    assert base.obj_manifest()['Selection'] == objects.Selection.VERSION
+
+    @base.SchedulerObjectRegistry.register
+    class ManifestProbe(base.SchedulerObject):
+        VERSION = '1.3'
+        fields = {}
+
+    assert base.obj_manifest()['ManifestProbe'] == '1.3'
+
+    @base.SchedulerObjectRegistry.register
+    class ManifestProbe(base.SchedulerObject):  # noqa: F811
+        VERSION = '1.4'
+        fields = {}
+
+    assert base.obj_manifest()['ManifestProbe'] == '1.4'
+    # Registered with oslo's registry (the fixture's way): seen too.
+    ovo_fixture.VersionedObjectRegistryFixture.register(
+        type('OtherProbe', (base.SchedulerObject,),
+             {'VERSION': '2.0', 'fields': {}}))
+    assert base.obj_manifest()['OtherProbe'] == '2.0'
+
+
 def test_a_manifest_equal_to_ours_needs_no_backport():
     assert base.needs_backport(base.obj_manifest()) is False
     assert base.needs_backport({}) is False
