@@ -102,6 +102,10 @@ def check_arguments(method, ctxt, args) -> None:
             reason='context must be a mapping, not %s' % type(ctxt).__name__)
     max_depth = CONF.limits.max_argument_depth
     budget = CONF.limits.max_argument_items
+    if _within_limits(args, ctxt, max_depth, budget):
+        return
+    # Something is wrong: the walk below names the first problem, as it
+    # always did.
     stack = [(args, 1), (ctxt, 1)]
     while stack:
         value, depth = stack.pop()
@@ -126,3 +130,44 @@ def check_arguments(method, ctxt, args) -> None:
                 reason='arguments nested deeper than %d levels '
                        '([limits] max_argument_depth)' % max_depth)
         stack.extend((child, depth + 1) for child in children)
+
+
+def _within_limits(args: dict, ctxt: dict, max_depth: int,
+                   max_items: int) -> bool:
+    """Whether ``check_arguments`` would find nothing wrong.
+
+    The same conditions over the same values (no more than
+    ``max_items`` values, no non-empty container at ``max_depth``, no
+    integer beyond 64 bits), answered quicker for the usual arguments:
+    strings and None, most of the values, are passed over where they
+    are found, only containers go on the stack, and the walk stops at
+    the first problem (``check_arguments`` then walks again to name
+    it).  A request's arguments and context are 150 to 200 values.
+    """
+    stack = [(args, 1), (ctxt, 1)]
+    count = 2
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            if not value:
+                continue
+            count += 2 * len(value)
+            children = (value, value.values())
+        elif not value:
+            continue
+        else:
+            count += len(value)
+            children = (value,)
+        if count > max_items or depth >= max_depth:
+            return False
+        for group in children:
+            for child in group:
+                kind = type(child)
+                if kind is str or child is None:
+                    continue
+                if isinstance(child, (dict, list)):
+                    stack.append((child, depth + 1))
+                elif (isinstance(child, int) and kind is not bool
+                      and not -_INT_LIMIT <= child < _INT_LIMIT):
+                    return False
+    return True

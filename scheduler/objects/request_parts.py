@@ -70,13 +70,13 @@ class SchedulerLimits(base.SchedulerObject):
 
     @classmethod
     def from_dict(cls, limits: dict | None) -> 'SchedulerLimits':
-        limits = dict(limits or {})
-        obj = cls(memory_mb=_int(limits.pop('memory_mb', None)),
-                  disk_gb=_int(limits.pop('disk_gb', None)),
-                  vcpu=_int(limits.pop('vcpu', None)))
-        numa = limits.pop('numa_topology', None)
-        obj.numa_topology = dict(numa) if numa else None
-        return obj
+        """Limits from a filter's dict (every Selection's, per request)."""
+        limits = limits or {}
+        numa = limits.get('numa_topology')
+        return cls.from_fields(memory_mb=_int(limits.get('memory_mb')),
+                               disk_gb=_int(limits.get('disk_gb')),
+                               vcpu=_int(limits.get('vcpu')),
+                               numa_topology=dict(numa) if numa else None)
 
     def to_dict(self) -> dict:
         out = {}

@@ -41,15 +41,14 @@ class Selection(base.SchedulerObject):
     def from_host_state(cls, host_state, instance_uuid=None,
                         weight=None, limits=None) -> 'Selection':
         """A Selection for ``host_state`` with the request's ``limits``."""
-        zones = sorted(host_state.availability_zones)
-        return cls(service_host=host_state.host,
-                   nodename=host_state.nodename,
-                   compute_node_uuid=host_state.uuid,
-                   instance_uuid=instance_uuid,
-                   limits=request_parts.SchedulerLimits.from_dict(
-                       host_state.limits if limits is None else limits),
-                   availability_zone=zones[0] if zones else None,
-                   weight=weight)
+        return cls.from_fields(
+            service_host=host_state.host, nodename=host_state.nodename,
+            compute_node_uuid=host_state.uuid, instance_uuid=instance_uuid,
+            limits=request_parts.SchedulerLimits.from_dict(
+                host_state.limits if limits is None else limits),
+            availability_zone=min(host_state.availability_zones,
+                                  default=None),
+            weight=weight)
 
     def to_legacy_dict(self) -> dict:
         """The seed's ``{'host', 'nodename', 'limits'}`` destination dict."""

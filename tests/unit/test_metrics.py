@@ -129,6 +129,27 @@ def test_counters_and_gauges():
     assert samples[('scheduler_hosts', (('state', 'up'),))] == 7
 
 
+def test_children_are_prometheus_clients_own_and_new_with_a_new_registry(
+        conf, tmp_path):
+    # Looked up once: the child prometheus_client gives, every time.
+    child = metrics._metrics.child('scheduler_requests_total', 'm', 'ok')
+    assert child is metrics._metrics.by_name[
+        'scheduler_requests_total'].labels('m', 'ok')
+    assert metrics._metrics.child('scheduler_requests_total', 'm',
+                                  'ok') is child
+    metrics.record_request('m', 'ok', 0.01)
+    assert requests(parse(metrics.render()), 'm', 'ok') == 1
+    # A new set of metrics (multiprocess mode here) starts from its own.
+    conf.config(enabled=True, group='prometheus')
+    conf.config(state_path=str(tmp_path))
+    metrics.prepare(CONF)
+    assert metrics._metrics.child('scheduler_requests_total', 'm',
+                                  'ok') is not child
+    metrics.record_request('m', 'ok', 0.01)
+    metrics.record_request('m', 'ok', 0.01)
+    assert requests(parse(metrics.render()), 'm', 'ok') == 2
+
+
 def test_filter_steps_count_runs_and_eliminations():
     report = base.FilterReport(steps=[base.FilterStep('RamFilter', 50, 12),
                                       base.FilterStep('DiskFilter', 12, 0)])

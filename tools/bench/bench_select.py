@@ -47,6 +47,11 @@ from scheduler import objects
 
 CONF = cfg.CONF
 RABBIT = 'rabbit://guest:guest@127.0.0.1:5672/'
+#: Seconds the broker keeps a reply queue (the caller's; the service's,
+#: if it makes calls) once its process is gone: a run deletes its
+#: topic's queues itself, but the caller's reply queue stayed 30
+#: minutes (oslo's default) after every run.
+REPLY_QUEUES_TTL = 60
 
 
 def make_fleet(count: int) -> tuple:
@@ -251,8 +256,10 @@ def bench_rabbit(hosts: int, requests: int, concurrency: int,
                 'log_file = %s/scheduler.log\nstate_path = %s\n\n'
                 '[scheduler]\ntopic = %s\nservice_down_time = 600\n'
                 'periodic_task_interval = 2\nexecutor = %s\n\n'
-                '[database]\nconnection = %s\n'
-                % (RABBIT, tmp, tmp, topic, executor, db))
+                '[database]\nconnection = %s\n\n'
+                '[oslo_messaging_rabbit]\nrabbit_transient_queues_ttl = %d\n'
+                % (RABBIT, tmp, tmp, topic, executor, db,
+                   REPLY_QUEUES_TTL))
     script = os.path.join(os.path.dirname(sys.executable),
                           'scheduler-service')
     proc = subprocess.Popen([script, '--config-file', conf_path],
@@ -261,6 +268,8 @@ def bench_rabbit(hosts: int, requests: int, concurrency: int,
                             stderr=subprocess.STDOUT)
     CONF.set_override('transport_url', RABBIT)
     CONF.set_override('topic', topic, group='scheduler')
+    CONF.set_override('rabbit_transient_queues_ttl', REPLY_QUEUES_TTL,
+                      group='oslo_messaging_rabbit')
     finished = False
     try:
         api = rpcapi.SchedulerAPI(timeout=60)

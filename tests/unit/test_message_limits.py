@@ -1,0 +1,148 @@
+"""The bounds every call's decoded arguments are checked against.
+
+``check_arguments`` answers most calls through a quicker walk
+(``_within_limits``); these tests hold it to the walk it had before,
+kept below as the reference: the same arguments refused, with the same
+first problem named.
+"""
+
+import random
+
+import pytest
+
+from scheduler import exception
+from scheduler import message_limits
+
+CTXT = {'user': 'u', 'project_id': 'p', 'is_admin': True, 'roles': ['a'],
+        'request_id': 'req-1', 'remote_address': None, 'read_only': False}
+
+
+def _reference(method, ctxt, args, max_depth, budget) -> None:
+    """check_arguments' walk before the quick one: raises its error."""
+    stack = [(args, 1), (ctxt, 1)]
+    total = budget
+    while stack:
+        value, depth = stack.pop()
+        budget -= 1
+        if budget < 0:
+            raise exception.InvalidRequest(
+                reason='more than %d values in the arguments '
+                       '([limits] max_argument_items)' % total)
+        if isinstance(value, dict):
+            children = list(value.keys()) + list(value.values())
+        elif isinstance(value, list):
+            children = value
+        else:
+            if (isinstance(value, int) and not isinstance(value, bool)
+                    and not -2 ** 63 <= value < 2 ** 63):
+                raise exception.InvalidRequest(
+                    reason='an integer does not fit in 64 bits')
+            continue
+        if depth >= max_depth and children:
+            raise exception.InvalidRequest(
+                reason='arguments nested deeper than %d levels '
+                       '([limits] max_argument_depth)' % max_depth)
+        stack.extend((child, depth + 1) for child in children)
+
+
+def _outcome(check, *args):
+    try:
+        check(*args)
+    except exception.InvalidRequest as e:
+        return str(e)
+    return None
+
+
+LEAVES = ['s', '', None, True, False, 0, -1, 2 ** 63 - 1, -2 ** 63, 2 ** 63,
+          -2 ** 63 - 1, 10 ** 30, 1.5, float('inf'), ('a', 2 ** 70)]
+
+
+def _random_value(rng, depth):
+    roll = rng.random()
+    if depth > 0 and roll < 0.25:
+        return [_random_value(rng, depth - 1)
+                for _ in range(rng.randrange(6))]
+    if depth > 0 and roll < 0.5:
+        return {_random_key(rng): _random_value(rng, depth - 1)
+                for _ in range(rng.randrange(6))}
+    if roll > 0.995:
+        return list(range(rng.randrange(20, 200)))
+    # Mostly good values: a problem is then one among many.
+    if rng.random() < 0.9:
+        return rng.choice(['host', None, 1, 2.5, True, 'x' * 5])
+    return rng.choice(LEAVES)
+
+
+def _random_key(rng):
+    return rng.choice(['a', 'b', 'c', 'd', 'e', 'f', 1, 2 ** 64, None])
+
+
+def _problem(outcome) -> str | None:
+    for word in ('integer', 'deeper', 'values'):
+        if outcome and word in outcome:
+            return word
+    return outcome
+
+
+def test_quick_walk_refuses_what_the_reference_refuses(conf):
+    rng = random.Random(20261124)
+    problems = set()
+    for _ in range(4000):
+        # From the smallest limits the options take.
+        max_depth = rng.randrange(4, 9)
+        budget = rng.randrange(100, 250)
+        conf.config(max_argument_depth=max_depth,
+                    max_argument_items=budget, group='limits')
+        args = {'arg%d' % n: _random_value(rng, rng.randrange(10))
+                for n in range(rng.randrange(5))}
+        ctxt = dict(CTXT) if rng.random() < 0.7 else {}
+        expected = _outcome(_reference, 'm', ctxt, args, max_depth, budget)
+        assert _outcome(message_limits.check_arguments, 'm', ctxt,
+                        args) == expected, (args, max_depth, budget)
+        problems.add(_problem(expected))
+    # Arguments that pass, and each of the three problems, were met.
+    assert problems == {None, 'integer', 'deeper', 'values'}
+
+
+def _request():
+    spec = {'versioned_object.name': 'RequestSpec',
+            'versioned_object.data': {
+                'flavor': {'versioned_object.data': {'memory_mb': 2048,
+                                                     'extra_specs': {}}},
+                'scheduler_hints': {'group': ['g']}, 'num_instances': 1}}
+    return {'spec_obj': spec, 'instance_uuids': ['u1'],
+            'return_objects': True, 'peer_manifest': {'Selection': '1.1'}}
+
+
+def _nested(levels: int):
+    value = 'deep'
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+CASES = {
+    'a request': (_request(), None),
+    'an integer beyond 64 bits': (
+        {'spec_obj': {'n': 2 ** 63}}, 'an integer does not fit in 64 bits'),
+    'a negative one': (
+        {'spec_obj': {'n': [-2 ** 63 - 1]}},
+        'an integer does not fit in 64 bits'),
+    'a key beyond 64 bits': (
+        {'spec_obj': {2 ** 64: 1}}, 'an integer does not fit in 64 bits'),
+    'a boolean is no integer': ({'a': [True, False]}, None),
+    'too deep': ({'a': _nested(40)}, 'nested deeper than'),
+    'deep enough': ({'a': _nested(29)}, None),
+    'too many values': ({'a': list(range(100000))}, 'values in the arguments'),
+}
+
+
+@pytest.mark.parametrize('case', sorted(CASES))
+def test_arguments_checked(case, conf):
+    args, error = CASES[case]
+    found = _outcome(message_limits.check_arguments, 'select_destinations',
+                     dict(CTXT), args)
+    if error is None:
+        assert found is None
+    else:
+        assert error in found
