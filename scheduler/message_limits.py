@@ -104,8 +104,16 @@ def check_arguments(method, ctxt, args) -> None:
     budget = CONF.limits.max_argument_items
     if _within_limits(args, ctxt, max_depth, budget):
         return
-    # Something is wrong: the walk below names the first problem, as it
-    # always did.
+    # Something is wrong: the full walk names the first problem.
+    full_walk(args, ctxt, max_depth, budget)
+
+
+def full_walk(args: dict, ctxt: dict, max_depth: int, max_items: int
+              ) -> None:
+    """``check_arguments``' walk of every value: raises InvalidRequest
+    naming the first problem (``_within_limits`` only says whether
+    there is one, faster)."""
+    budget = max_items
     stack = [(args, 1), (ctxt, 1)]
     while stack:
         value, depth = stack.pop()
@@ -114,7 +122,7 @@ def check_arguments(method, ctxt, args) -> None:
             raise exception.InvalidRequest(
                 reason='more than %d values in the arguments '
                        '([limits] max_argument_items)'
-                % CONF.limits.max_argument_items)
+                % max_items)
         if isinstance(value, dict):
             children = list(value.keys()) + list(value.values())
         elif isinstance(value, list):
