@@ -95,6 +95,20 @@ class _Choice:
     limits: dict | None = None
 
 
+@dataclasses.dataclass(frozen=True)
+class _PlacedNode:
+    """A node this worker knows only by an earlier placement on it: what
+    a Selection needs of it."""
+
+    host: str
+    nodename: str
+    uuid: None = None
+    availability_zones: frozenset = frozenset()
+
+    def key(self) -> tuple:
+        return self.host, self.nodename
+
+
 class FilterScheduler(driver.Scheduler):
     """Filters and weighs for each instance, then claims them together."""
 
@@ -372,7 +386,16 @@ class FilterScheduler(driver.Scheduler):
             if candidate.obj.key() == key:
                 return _Choice(self.host_manager.current(candidate.obj),
                                candidate.weight)
-        return _Choice(self.host_manager.get_host_state(*key), None)
+        try:
+            return _Choice(self.host_manager.get_host_state(*key), None)
+        except exception.HostNotFound:
+            # A retry reached a worker that has not had the node's
+            # report yet: the placement stands, without limits (no
+            # view here to compute them from; the claim holds it).
+            LOG.debug('Instance %s stays on %s/%s, a node this worker '
+                      'has not heard from yet', placed['instance_uuid'],
+                      *key)
+            return _Choice(_PlacedNode(*key), None, limits={})
 
     def _after_choice(self, weighed, chosen, tentative: dict):
         """The next instance's candidates: those that passed, the chosen

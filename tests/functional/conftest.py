@@ -259,7 +259,10 @@ class Cluster:
         queues += ['%s.%s' % (self.compute_topic, fleet)
                    for fleet in self.fleet_names]
         queues += sorted(self.queues)
-        exchanges = bases[1:] + sorted(self.exchanges)
+        # A fanout exchange goes with its last queue, unless a caller
+        # declared it (to cast) when no queue was bound any more.
+        exchanges = bases[1:] + ['%s_fanout' % base for base in bases] \
+            + sorted(self.exchanges)
         try:
             with kombu.Connection(self._broker_url,
                                   connect_timeout=5) as conn:

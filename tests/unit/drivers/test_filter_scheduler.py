@@ -454,6 +454,24 @@ def test_the_same_uuids_again_get_the_same_placements(spread):
                for h in free) - sum(free.values()) == 2048, 'claimed once'
 
 
+def test_a_retry_on_a_worker_that_never_heard_of_the_node_keeps_it(spread):
+    driver = _driver()
+    first = _place(driver, fixtures.request(memory_mb=1024),
+                   [fixtures.uuid(1)])
+    # Another worker on the same inventory, which has had no report of
+    # that node yet (the retry reached it first).
+    from scheduler import host_manager
+    other = host_manager.HostManager(inventory=driver.host_manager.db)
+    for state in driver.host_manager.get_all_host_states():
+        if state.host != first[0][0].service_host:
+            other.update_from_report(state.report)
+    again = _place(filter_scheduler.FilterScheduler(other),
+                   fixtures.request(memory_mb=1024), [fixtures.uuid(1)],
+                   alternates=True)
+    assert _hosts(again) == _hosts(first)
+    assert again[0][0].limits.to_dict() == {}
+
+
 def test_a_pending_instance_asked_for_with_another_flavor_is_refused(spread):
     driver = _driver()
     _place(driver, fixtures.request(memory_mb=1024), [fixtures.uuid(1)])
