@@ -50,9 +50,10 @@ hosts (none does: normalisation does not).
 
 Consistency: ``ColumnStore`` is told by the HostManager of every view it
 composes or drops (``HostManager.watch_views``).  A request works on a
-``Snapshot`` (copies of the arrays, taken once), so that reports
-arriving while it runs change nothing for it, as the per-host path
-keeps the views it started with.
+``Snapshot``: the store's arrays as they were when it began (the store
+writes a change into copies while a snapshot reads them), so that
+reports arriving while it runs change nothing for it, as the per-host
+path keeps the views it started with.
 """
 
 import itertools
