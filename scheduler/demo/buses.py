@@ -147,9 +147,16 @@ class RabbitBus:
     Every driver's pair of processes starts at once in ``prepare`` (a
     process takes seconds to start, and as long to stop), each on its
     own topics and inventory; a driver's processes get SIGTERM as soon
-    as its scenario is done.  The run has its own control exchange, and
-    auto-delete queues, so nothing is left on the broker afterwards.
+    as its scenario is done.  The run has its own control exchange,
+    auto-delete topic queues, and reply and fanout queues the broker
+    drops ``TRANSIENT_QUEUES_TTL`` seconds after their process stopped
+    (oslo.messaging's default keeps them 30 minutes), so nothing is left
+    on the broker shortly afterwards.
     """
+
+    #: Seconds the broker keeps a stopped process's reply and fanout
+    #: queues (``[oslo_messaging_rabbit] rabbit_transient_queues_ttl``).
+    TRANSIENT_QUEUES_TTL = 30
 
     def __init__(self, url: str, workdir: str, tag: str, debug: bool,
                  config_files: list | None = None):
@@ -168,6 +175,9 @@ class RabbitBus:
         self._procs: dict = {}
         self._signalled: set = set()
         CONF.set_override('control_exchange', self.exchange)
+        CONF.set_override('rabbit_transient_queues_ttl',
+                          self.TRANSIENT_QUEUES_TTL,
+                          group='oslo_messaging_rabbit')
         self.transport = rpc.get_transport()
         # Declare the exchange as the processes do (registered by the
         # driver when the transport was made; used from the first send).
@@ -226,7 +236,9 @@ class RabbitBus:
             '[compute]\ntopic = %(compute)s\n\n'
             '[database]\nconnection = %(db)s\n\n'
             '[oslo_messaging_rabbit]\namqp_auto_delete = true\n'
+            'rabbit_transient_queues_ttl = %(ttl)d\n'
             % {'url': self.url, 'exchange': self.exchange,
+               'ttl': self.TRANSIENT_QUEUES_TTL,
                'dir': self.workdir, 'driver': driver,
                'topic': CONF.scheduler.topic, 'compute': CONF.compute.topic,
                'db': inventory_url(self.workdir, driver)})

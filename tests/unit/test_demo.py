@@ -214,3 +214,23 @@ def test_a_cast_nobody_acts_on_fails(caller, monkeypatch):
     assert caller.failures == [
         'filter_scheduler, lost: 0 of 1 instances running after 0.2 s',
         'filter_scheduler, refused: no compute reported a failed build']
+
+
+def test_the_demo_over_rabbitmq_leaves_no_queue_for_long(conf, tmp_path):
+    # Reply and fanout queues outlive their process: the demo's go half
+    # a minute after it stops, not oslo.messaging's 30 minutes.
+    from oslo_config import cfg
+
+    from scheduler.demo import buses
+    from scheduler import rpc
+    bus = buses.RabbitBus('rabbit://guest:guest@127.0.0.1:5672/',
+                          str(tmp_path), 'tag', debug=False)
+    try:
+        ttl = bus.TRANSIENT_QUEUES_TTL
+        assert ttl <= 60
+        assert cfg.CONF.oslo_messaging_rabbit.rabbit_transient_queues_ttl \
+            == ttl
+        with open(bus._write_config('filter_scheduler')) as f:
+            assert 'rabbit_transient_queues_ttl = %d\n' % ttl in f.read()
+    finally:
+        rpc.cleanup()
