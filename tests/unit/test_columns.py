@@ -514,3 +514,53 @@ def test_order_sorts_by_every_key_when_the_last_one_ties():
         expected = pos[np.lexsort(
             [pos] + [-(k if among is None else k[among]) for k in keys])]
         assert columns._order(keys, n, among).tolist() == expected.tolist()
+
+
+def test_kth_largest_is_the_sorted_values_kth_whatever_their_order():
+    # The ranking's partial selection: block maxima bound the threshold
+    # from below; ties, sorted and reversed fleets must not fool it.
+    rng = np.random.default_rng(1)
+    for _trial in range(2000):
+        n = int(rng.integers(2, 300))
+        k = int(rng.integers(1, n // 2 + 1))
+        values = rng.integers(0, int(rng.integers(1, 50)), n).astype(float)
+        shape = rng.random()
+        if shape < 0.2:
+            values.sort()
+        elif shape < 0.4:
+            values[::-1].sort()
+        elif shape < 0.5:
+            values[int(rng.integers(0, n))] = np.nan
+        expected = -np.partition(-values, k - 1)[k - 1]
+        found = columns._kth_largest(values, k)
+        assert found == expected or (np.isnan(found) and np.isnan(expected))
+
+
+def test_clamping_a_few_hosts_is_np_clip_of_their_columns():
+    # Later instances clamp only the claimed host's raw weights, one by
+    # one: NaN, infinities and a minval above maxval as np.clip has it.
+    rng = np.random.default_rng(2)
+    specials = [np.nan, np.inf, -np.inf, 0.0, 5.0, -5.0]
+    for _trial in range(300):
+        rows, n = int(rng.integers(2, 6)), int(rng.integers(2, 9))
+        terms = []
+        for _row in range(rows):
+            weigher = _Bounded()
+            weigher.minval, weigher.maxval = [
+                None if rng.random() < 0.4 else float(rng.integers(-3, 4))
+                for _ in range(2)]
+            terms.append((weigher, 1.0, rng.standard_normal(n), True))
+        stack = columns._Stack(terms)
+        positions = sorted({int(p) for p in rng.integers(0, n, 2)})
+        for row in range(rows):
+            for position in positions:
+                stack.raw[row, position] = specials[
+                    int(rng.integers(0, len(specials)))] \
+                    if rng.random() < 0.5 else rng.standard_normal() * 4
+        expected = stack.raw.copy()
+        for position in positions:
+            column = expected[:, position]
+            np.clip(column, stack.clip_low[:, 0], stack.clip_high[:, 0],
+                    out=column)
+        stack.clamp(positions)
+        np.testing.assert_array_equal(stack.raw, expected)
