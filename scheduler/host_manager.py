@@ -84,6 +84,8 @@ class PlannedClaim:
     #: The node's view with this claim (and the request's earlier ones
     #: on the node) laid over it.
     view: typing.Any
+    #: The view it was planned on (``view`` without this claim).
+    base: typing.Any = None
 
 
 def _inventory():
@@ -407,11 +409,18 @@ class HostManager:
 
     def _compose(self, key) -> None:
         """Build the view filters see for ``key`` from what is known."""
+        view = self._composed(key)
+        if view is not None:
+            self._publish(key, view)
+        elif self._states.pop(key, None) is not None:
+            self._view_removed(key)
+
+    def _composed(self, key):
+        """The view of ``key`` from its report, usage row and pending
+        claims; None when it has no report."""
         report = self._reports.get(key)
         if report is None:
-            if self._states.pop(key, None) is not None:
-                self._view_removed(key)
-            return
+            return None
         view = report.copy()
         view._reported = report
         view.set_aggregates(self._host_aggregates.get(view.host, []),
@@ -443,9 +452,7 @@ class HostManager:
             for claim in unlisted:
                 numa.apply_numa_usage(view, claim.numa)
                 pci.apply_pci_usage(view, claim.pci)
-        self._states[key] = view
-        for watcher in self._watchers:
-            watcher.view_changed(key, view)
+        return view
 
     def watch_views(self, watcher) -> None:
         """Tell ``watcher`` of every view, now and whenever one changes.
@@ -565,7 +572,7 @@ class HostManager:
             pci=[list(x) for x in pci_used],
             reported=_reported_values(self._reports.get(key, host_state)),
             replace=replace)
-        return PlannedClaim(request, scratch)
+        return PlannedClaim(request, scratch, host_state)
 
     def claim_many(self, planned: list) -> list:
         """Make the ``PlannedClaim`` s of one request, all or none.
@@ -593,26 +600,63 @@ class HostManager:
         by_node: dict = {}
         for claim, row, plan in zip(claims, placed, planned):
             by_node.setdefault((claim.host, claim.nodename), []).append(
-                (claim, row['usage'], plan.request))
+                (claim, row['usage'], plan))
         moved_from: set = set()
         with self._lock:
             for key, made in by_node.items():
                 pending = self._pending.setdefault(key, {})
-                for claim, _after, request in made:
+                for claim, _after, plan in made:
                     pending[claim.instance_uuid] = claim
-                    if request.replace:
+                    if plan.request.replace:
                         # A replaced claim gave its old node's usage back.
                         moved_from.update(
                             other for other, claims in self._pending.items()
                             if other != key and claim.instance_uuid in claims)
+                plans = [plan for _c, _a, plan in made]
                 known = self._usage_after_claim(
                     self._usage.get(key), made[-1][1],
-                    [request for _c, _a, request in made])
+                    [plan.request for plan in plans])
                 if known is not None:
                     self._usage[key] = known
-                self._compose(key)
+                if known is made[-1][1] and self._plans_hold(key, plans):
+                    self._publish(key, plans[-1].view)
+                else:
+                    self._compose(key)
         self.refresh_nodes(sorted(moved_from))
         return claims
+
+    def _plans_hold(self, key, plans: list) -> bool:
+        """Whether the last of ``plans`` (a request's claims on node
+        ``key``, just made) is the view ``_compose`` would now build.
+
+        The caller checked that the inventory's row moved by these
+        claims alone (``_usage_after_claim`` took it as is: every write
+        of a usage row, a report's too, moves its generation).  The
+        plans hold when nothing reached the node since the first was
+        made on its current view (views are replaced on every change,
+        so identity tells) and the claims are plain: no NUMA cell, PCI
+        device or replaced placement, no instance the compute already
+        lists.  Composing again cost more than the rest of a later
+        instance's claim.
+        """
+        base = self._states.get(key)
+        report = self._reports.get(key)
+        if report is None:
+            return False
+        listed = report.instance_uuids
+        for plan in plans:
+            request = plan.request
+            if (plan.base is not base or request.numa or request.pci
+                    or request.replace or request.instance_uuid in listed):
+                return False
+            base = plan.view
+        return True
+
+    def _publish(self, key, view) -> None:
+        """Make ``view`` node ``key``'s view, and tell the watchers."""
+        self._states[key] = view
+        for watcher in self._watchers:
+            watcher.view_changed(key, view)
 
     @staticmethod
     def _usage_after_claim(known: dict | None, after: dict | None,

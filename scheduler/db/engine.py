@@ -11,6 +11,7 @@ on a deadlock, and retry a transaction the database already rolled back.
 """
 
 import contextlib
+import operator
 import os
 import sqlite3
 import threading
@@ -147,12 +148,14 @@ def _queue_pool(old: sa.pool.Pool) -> sa.pool.QueuePool:
     SQLAlchemy opens file databases with ``check_same_thread=False``.
     The new pool keeps the old one's creator and event listeners
     (oslo.db's foreign keys and synchronous mode), as
-    ``Pool.recreate`` does.
+    ``Pool.recreate`` does, but not oslo.db's ping at every checkout:
+    it guards against a server gone away, and a file does not go away
+    (each ping cost a statement, twice per request).
     """
     return sa.pool.QueuePool(
         old._creator, pool_size=5, max_overflow=10, recycle=old._recycle,
         echo=old.echo, logging_name=old._orig_logging_name,
-        reset_on_return=old._reset_on_return, pre_ping=old._pre_ping,
+        reset_on_return=old._reset_on_return, pre_ping=False,
         _dispatch=old.dispatch, dialect=old._dialect)
 
 
@@ -281,10 +284,21 @@ def chunks(items: Sequence, size: int = _IN_CHUNK) -> Iterator[Sequence]:
         yield items[start:start + size]
 
 
-#: (statement, dialect name, server version) -> (SQL text, bound names
-#: in order or None, values of the statement's own literals, result
-#: value processors, bound value processors by name).
+#: (statement, dialect name, server version) -> (SQL text, a function
+#: giving the bound values in order from a dict of them (None for a
+#: dialect that takes the dict), values of the statement's own
+#: literals, (position, processor) of the result columns that have one,
+#: bound value processors by name).
 _PRECOMPILED: dict = {}
+
+
+def _positional(names: list):
+    """A function from a dict of bound values to their tuple, in the
+    order of ``names``."""
+    if len(names) == 1:
+        name = names[0]
+        return lambda values: (values[name],)
+    return operator.itemgetter(*names)
 
 
 def _precompiled(conn: sa.Connection, stmt: sa.Executable) -> tuple:
@@ -303,8 +317,11 @@ def _precompiled(conn: sa.Connection, stmt: sa.Executable) -> tuple:
                 binds[name] = process
         found = _PRECOMPILED[key] = (
             str(compiled),
-            list(compiled.positiontup) if compiled.positional else None,
-            dict(compiled.params), processors, binds)
+            _positional(compiled.positiontup) if compiled.positional
+            else None,
+            dict(compiled.params),
+            [(i, proc) for i, proc in enumerate(processors)
+             if proc is not None], binds)
     return found
 
 
@@ -312,7 +329,7 @@ def _run(conn: sa.Connection, stmt: sa.Executable, params: dict):
     """A cursor (or cursor result) of ``stmt`` run with ``params``."""
     sql, names, literals, _processors, _binds = _precompiled(conn, stmt)
     values = dict(literals, **params)
-    args = values if names is None else tuple(values[n] for n in names)
+    args = values if names is None else names(values)
     if conn.dialect.name == 'sqlite':
         # The driver's own cursor, in the connection's transaction.
         # SQLAlchemy's result object costs 35 us a statement here, more
@@ -359,10 +376,16 @@ def fetch_compiled(conn: sa.Connection, stmt: sa.Executable,
         rows = cursor.fetchall()
     finally:
         cursor.close()
-    if not any(processors):
+    if not processors:
         return [tuple(row) for row in rows]
-    return [tuple(value if proc is None or value is None else proc(value)
-                  for proc, value in zip(processors, row)) for row in rows]
+    read = []
+    for row in rows:
+        row = list(row)
+        for position, process in processors:
+            if row[position] is not None:
+                row[position] = process(row[position])
+        read.append(tuple(row))
+    return read
 
 
 def insert_many(conn: sa.Connection, stmt: sa.Insert, rows: list) -> None:
@@ -378,10 +401,20 @@ def insert_many(conn: sa.Connection, stmt: sa.Insert, rows: list) -> None:
     """
     sql, names, literals, _processors, binds = _precompiled(conn, stmt)
     values = []
+    #: (name, type, value) -> processed: a request's rows share most
+    #: values (times, flags, project), and processing a time formats it.
+    done: dict = {}
     for row in rows:
         row = dict(literals, **row)
         for name, process in binds.items():
-            row[name] = process(row[name])
-        values.append(row if names is None
-                      else tuple(row[n] for n in names))
+            value = row[name]
+            key = name, type(value), value
+            try:
+                row[name] = done[key]
+            except KeyError:
+                row[name] = done[key] = process(value)
+            except TypeError:
+                # An unhashable value (none of the claim's).
+                row[name] = process(value)
+        values.append(row if names is None else names(row))
     conn.exec_driver_sql(sql, values)

@@ -234,6 +234,74 @@ def test_a_report_that_lists_the_instance_settles_the_claim():
     assert manager.get_host_state('h1').free_ram_mb == 4096
 
 
+def _plan(manager, host, uuid, view=None, **request):
+    state = view if view is not None else \
+        manager.current(manager.get_host_state(host))
+    return manager.plan_claim(state, fixtures.request(**request),
+                              fixtures.uuid(uuid))
+
+
+def _as_composed(manager, host):
+    """Node ``host``'s view, checked slot by slot against the one
+    ``_compose`` builds from the report, usage row and claims now."""
+    view = manager.get_host_state(host)
+    composed = manager._composed((host, host))
+    for name in host_view._SLOTS:
+        assert host_view._equal(getattr(view, name),
+                                getattr(composed, name)), name
+    return view
+
+
+def test_a_claims_planned_view_stands_only_where_composing_gives_it():
+    pci_pools = [objects.PciDevicePool(vendor_id='8086', product_id='1520',
+                                       count=2)]
+    manager = fixtures.manager_with([
+        fixtures.report('h1', memory_mb=8192, instance_uuids=[
+            fixtures.uuid(90)]),
+        fixtures.report('h2', memory_mb=8192),
+        fixtures.report('h3', memory_mb=8192,
+                        instance_uuids=[fixtures.uuid(31)]),
+        fixtures.report('h4', memory_mb=8192, pci_pools=pci_pools)])
+    manager.flush()  # the nodes' usage rows, as after their first reports
+    _claim(manager, 'h1', uuid=50)  # a pending claim to carry along
+    assert manager._usage[('h1', 'h1')]['generation'] > 0
+
+    # Two instances on h1, one on h2: their plans are the new views.
+    first = _plan(manager, 'h1', 1, memory_mb=1024)
+    second = _plan(manager, 'h1', 2, view=first.view, memory_mb=2048)
+    third = _plan(manager, 'h2', 3, memory_mb=512)
+    manager.claim_many([first, second, third])
+    assert _as_composed(manager, 'h1') is second.view
+    assert _as_composed(manager, 'h2') is third.view
+    assert manager.get_host_state('h1').free_ram_mb == 8192 - 1024 * 4
+
+    # A report between the plan and the claim: composed again.
+    planned = _plan(manager, 'h2', 4, memory_mb=512)
+    manager.update_from_report(fixtures.report('h2', memory_mb=16384))
+    manager.claim_many([planned])
+    assert _as_composed(manager, 'h2') is not planned.view
+    assert manager.get_host_state('h2').memory_mb == 16384
+
+    # Another worker claimed on h2 meanwhile: composed from the row.
+    other = host_manager.HostManager(inventory=manager.db)
+    other.update_from_report(fixtures.report('h2', memory_mb=16384))
+    planned = _plan(manager, 'h2', 5, memory_mb=512)
+    other.claim(other.get_host_state('h2'), fixtures.request(memory_mb=256),
+                fixtures.uuid(6))
+    manager.claim_many([planned])
+    assert _as_composed(manager, 'h2') is not planned.view
+
+    # An instance the compute already lists, a PCI device: composed.
+    planned = _plan(manager, 'h3', 31, memory_mb=512)
+    manager.claim_many([planned])
+    assert _as_composed(manager, 'h3') is not planned.view
+    planned = _plan(manager, 'h4', 7, pci_requests=[
+        objects.InstancePCIRequest(
+            count=1, spec=[{'vendor_id': '8086', 'product_id': '1520'}])])
+    manager.claim_many([planned])
+    assert _as_composed(manager, 'h4') is not planned.view
+
+
 def test_a_claim_beyond_the_limit_conflicts_and_refreshes_the_node():
     manager = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
     other = host_manager.HostManager(inventory=manager.db)
