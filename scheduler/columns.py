@@ -908,6 +908,9 @@ def _weigh_again(cands: Candidates, spec_obj, weighers: list,
     positions = cands.changed().tolist()
     weighed = [weights_base.WeighedHost(v) for v in views]
     stack, kept = memo.stack, memo.raw
+    #: The changed host's raw weights as the last total had them.
+    previous = stack.raw[:, positions[0]].copy() if len(positions) == 1 \
+        else None
     columns = None
     row = 0
     for weigher in weighers:
@@ -935,7 +938,9 @@ def _weigh_again(cands: Candidates, spec_obj, weighers: list,
     if row != len(stack.ids):
         return None
     stack.clamp(positions)
-    return Ranked(cands, stack.total(), kept, stack)
+    totals = stack.total() if previous is None else \
+        stack.total_after(positions[0], previous)
+    return Ranked(cands, totals, kept, stack)
 
 
 #: Up to this many candidates, the weighers' normalisation and sum run
@@ -985,6 +990,10 @@ class _Stack:
         self.work = np.empty_like(self.raw)
         #: Whether every row is a row-local weigher's (``_weigh_again``).
         self.all_kept = False
+        #: What the last ``total()`` worked from and gave: ``(high,
+        #: low, span, flat rows, totals)``; None once rows change
+        #: otherwise than through ``total_after``.
+        self._last: tuple | None = None
         self.clamp()
 
     def clamp(self, positions: list | None = None) -> None:
@@ -1014,6 +1023,7 @@ class _Stack:
         weighers, else a new one."""
         if stack is None or stack.ids != tuple(id(t[0]) for t in terms):
             return cls(terms)
+        stack._last = None
         for i, (_weigher, mult, raw, _local) in enumerate(terms):
             if raw is not stack.raw_rows[i]:
                 stack.raw[i] = raw
@@ -1040,7 +1050,51 @@ class _Stack:
             # All equal (or both bounds equal): every host normalises to 0.
             work[flat] = 0.0
         np.multiply(self.mult, work, out=work)
-        return np.add.reduce(work, axis=0)
+        totals = np.add.reduce(work, axis=0)
+        self._last = (high, low, span, flat, totals)
+        return totals
+
+    def total_after(self, position: int, before: np.ndarray) -> np.ndarray:
+        """``total()`` once the raw weights of the host at ``position``
+        changed from ``before`` (and were clamped).
+
+        When no weigher's lowest or highest raw weight moved, every
+        other host normalises as it did and keeps its total: only this
+        host's is computed, by the same operations in the same order
+        as ``total()`` (so to the same bits).  A later instance of a
+        request usually changes one host, rarely the only one at a
+        bound; when it is, or a weight is NaN, everything is computed
+        again.
+        """
+        last = self._last
+        if last is None:
+            return self.total()
+        high, low, span, flat, totals = last
+        raw = self.raw
+        for row in range(len(raw)):
+            value, was = raw[row, position], before[row]
+            if value == was:
+                continue
+            if value != value or was != was:
+                return self.total()
+            if not self.high_fixed[row] and (
+                    value > high[row] or
+                    (was == high[row] and raw[row].max() != was)):
+                return self.total()
+            if not self.low_fixed[row] and (
+                    value < low[row] or
+                    (was == low[row] and raw[row].min() != was)):
+                return self.total()
+        # np.add.reduce starts from 0.0 (a lone -0.0 sums to 0.0).
+        total = 0.0
+        for row in range(len(raw)):
+            term = 0.0 if flat[row] else \
+                (raw[row, position] - low[row]) / span[row]
+            total = total + self.mult[row, position] * term
+        totals = totals.copy()
+        totals[position] = total
+        self._last = (high, low, span, flat, totals)
+        return totals
 
 
 def _full(raw, n: int) -> np.ndarray:

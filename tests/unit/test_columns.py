@@ -564,3 +564,45 @@ def test_clamping_a_few_hosts_is_np_clip_of_their_columns():
                     out=column)
         stack.clamp(positions)
         np.testing.assert_array_equal(stack.raw, expected)
+
+
+def test_one_hosts_new_weights_give_the_full_totals_to_the_bit():
+    # A later instance changes the claimed host's raw weights; when no
+    # weigher's bound moves, only that host's total is computed again.
+    rng = np.random.default_rng(3)
+    fast = 0
+    for _trial in range(400):
+        rows, n = int(rng.integers(1, 8)), int(rng.integers(2, 40))
+        terms = []
+        for _row in range(rows):
+            bounds = [None, None]
+            if rng.random() < 0.3:
+                bounds[int(rng.integers(0, 2))] = float(rng.integers(-2, 3))
+            weigher = _Bounded(*bounds)
+            # Few distinct values: ties at the bounds are common.
+            raw = rng.integers(-3, 4, n).astype(float)
+            if rng.random() < 0.2:
+                raw[:] = 1.0
+            mult = float(rng.choice([-2.0, 0.5, 1.0, 3.0])) \
+                if rng.random() < 0.7 else rng.standard_normal(n)
+            terms.append((weigher, mult, raw, True))
+        stack = columns._Stack(terms)
+        stack.total()
+        for _instance in range(3):
+            position = int(rng.integers(0, n))
+            previous = stack.raw[:, position].copy()
+            for row in range(rows):
+                if rng.random() < 0.7:
+                    stack.raw[row, position] = float(rng.integers(-4, 5))
+            stack.clamp([position])
+            computed = stack.total
+            calls = []
+            stack.total = lambda: calls.append(1) or computed()
+            got = stack.total_after(position, previous)
+            del stack.total
+            fast += not calls
+            expected = columns._Stack(
+                [(t[0], m, r, True) for t, m, r in
+                 zip(terms, stack.mult, stack.raw.copy())]).total()
+            assert got.tobytes() == expected.tobytes()
+    assert fast > 300, 'the shortcut is taken when no bound moves'
