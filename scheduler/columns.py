@@ -632,7 +632,8 @@ class _Memo:
     stay true for every host but the one the instance was placed on."""
 
     def __init__(self, changed: np.ndarray, checked: frozenset,
-                 raw: dict, stack: '_Stack | None' = None):
+                 raw: dict, stack: '_Stack | None' = None,
+                 order: np.ndarray | None = None):
         #: Snapshot rows changed since (the claimed node's).
         self.changed = changed
         #: ``id`` of the row-local filters every candidate passed.
@@ -645,6 +646,9 @@ class _Memo:
         #: The weighers' normalisation rows (``_Stack``), of which the
         #: arrays in ``raw`` may be views.
         self.stack = stack
+        #: The first positions of the instance's ranking, as far as it
+        #: was sorted (``Ranked._order``).
+        self.order = order
 
 
 def _order(keys: list, n: int, among: np.ndarray | None = None
@@ -938,9 +942,45 @@ def _weigh_again(cands: Candidates, spec_obj, weighers: list,
     if row != len(stack.ids):
         return None
     stack.clamp(positions)
-    totals = stack.total() if previous is None else \
+    totals = None if previous is None else \
         stack.total_after(positions[0], previous)
-    return Ranked(cands, totals, kept, stack)
+    if totals is None:
+        return Ranked(cands, stack.total(), kept, stack)
+    ranked = Ranked(cands, totals, kept, stack)
+    ranked._order = _moved(memo.order, positions[0],
+                           cands.previous + [totals])
+    return ranked
+
+
+def _moved(order: np.ndarray | None, moved: int, keys: list) -> np.ndarray:
+    """The first positions of the ranking by ``keys`` (``_order``'s
+    ranking), from ``order``, the first positions of the ranking before
+    only the host at ``moved`` changed its last key (the key before it
+    is the previous ranking's last).
+
+    Any two other hosts compare as they did (their last two keys are
+    the one they were ranked by, twice), so ``order`` without the moved
+    host is still the ranking's start, and the moved host is put back
+    where its keys place it.  When it falls behind them all, where it
+    goes among the hosts not sorted yet is unknown: it is left out.
+    An empty answer (nothing known; a NaN weight) sorts from scratch.
+    """
+    if order is None:
+        return np.zeros(0, np.int64)
+    ranked = [position for position in order.tolist() if position != moved]
+    for i, other in enumerate(ranked):
+        for key in reversed(keys):
+            mine, theirs = key[moved], key[other]
+            if mine != theirs:
+                break
+        else:
+            mine, theirs = -moved, -other
+        if mine != mine or theirs != theirs:
+            return np.zeros(0, np.int64)
+        if mine > theirs:
+            ranked.insert(i, moved)
+            break
+    return np.array(ranked, np.int64)
 
 
 #: Up to this many candidates, the weighers' normalisation and sum run
@@ -1054,21 +1094,22 @@ class _Stack:
         self._last = (high, low, span, flat, totals)
         return totals
 
-    def total_after(self, position: int, before: np.ndarray) -> np.ndarray:
+    def total_after(self, position: int, before: np.ndarray
+                    ) -> np.ndarray | None:
         """``total()`` once the raw weights of the host at ``position``
-        changed from ``before`` (and were clamped).
+        changed from ``before`` (and were clamped), when only that
+        host's total changes; else None (call ``total()``).
 
         When no weigher's lowest or highest raw weight moved, every
         other host normalises as it did and keeps its total: only this
         host's is computed, by the same operations in the same order
         as ``total()`` (so to the same bits).  A later instance of a
         request usually changes one host, rarely the only one at a
-        bound; when it is, or a weight is NaN, everything is computed
-        again.
+        bound (or to a NaN weight).
         """
         last = self._last
         if last is None:
-            return self.total()
+            return None
         high, low, span, flat, totals = last
         raw = self.raw
         for row in range(len(raw)):
@@ -1076,15 +1117,15 @@ class _Stack:
             if value == was:
                 continue
             if value != value or was != was:
-                return self.total()
+                return None
             if not self.high_fixed[row] and (
                     value > high[row] or
                     (was == high[row] and raw[row].max() != was)):
-                return self.total()
+                return None
             if not self.low_fixed[row] and (
                     value < low[row] or
                     (was == low[row] and raw[row].min() != was)):
-                return self.total()
+                return None
         # np.add.reduce starts from 0.0 (a lone -0.0 sums to 0.0).
         total = 0.0
         for row in range(len(raw)):
@@ -1242,7 +1283,7 @@ class Ranked:
                     changed.append(row)
                     positions = found
         memo = _Memo(np.array(changed, np.int64), self.cands.checked,
-                     self.raw, self.stack)
+                     self.raw, self.stack, self._order)
         cands = Candidates(snapshot, self.cands.rows,
                            self.cands.previous + [self.weights], memo,
                            np.arange(len(self.cands)))
