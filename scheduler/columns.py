@@ -179,6 +179,14 @@ class _Arrays:
         new.agg = {key: a[:size].copy() for key, a in self.agg.items()}
         return new
 
+    def shallow(self) -> '_Arrays':
+        """The same arrays, in dicts of its own: a snapshot adds the
+        aggregate columns it reads to its own."""
+        new = _Arrays.__new__(_Arrays)
+        new.data = self.data
+        new.agg = dict(self.agg)
+        return new
+
     def view(self, size: int) -> '_Arrays':
         """The first ``size`` rows, not copied (a snapshot's, while the
         store writes into copies of its own), and read-only: a plugin
@@ -235,6 +243,12 @@ class ColumnStore:
         #: Whether ``_ordered`` is every row, in row order (no row was
         #: freed or reused): the columns need no gathering then.
         self._ordered_is_every_row = False
+        #: ``(arrays, size, read-only views of them)``: the views a
+        #: snapshot reads, made once per copy of the arrays (they show
+        #: the changes written in place meanwhile) instead of per
+        #: request; None when an array was replaced (grown, a new
+        #: aggregate column).
+        self._read_only: tuple | None = None
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -281,6 +295,7 @@ class ColumnStore:
         if self._size == self._capacity:
             self._capacity *= 2
             self._arrays.grow(self._capacity)
+            self._read_only = None
             seq = np.zeros(self._capacity, np.int64)
             seq[:self._size] = self._seq[:self._size]
             self._seq = seq
@@ -303,8 +318,13 @@ class ColumnStore:
                     len(used) == self._size and
                     (self._ordered == np.arange(self._size)).all())
             self._shared += 1
-            return Snapshot(self, self._arrays.view(self._size),
-                            self._views, self._ordered, self._has_values,
+            cached = self._read_only
+            if cached is None or cached[0] is not self._arrays or \
+                    cached[1] != self._size:
+                cached = self._read_only = (
+                    self._arrays, self._size, self._arrays.view(self._size))
+            return Snapshot(self, cached[2].shallow(), self._views,
+                            self._ordered, self._has_values,
                             self._generation, self._ordered_is_every_row)
 
     def aggregate_column(self, key: str, size: int) -> np.ndarray:
@@ -318,6 +338,7 @@ class ColumnStore:
                     if view is not None:
                         column[row] = aggregate_number(view, key)
                 self._arrays.agg[key] = column
+                self._read_only = None
             return column[:size].copy()
 
 

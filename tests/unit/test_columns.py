@@ -301,6 +301,28 @@ def test_snapshots_read_the_store_until_released_and_copy_to_change(conf):
     # Releasing twice, or a snapshot of an older generation, is harmless.
     for snap in (mine, other, held, other):
         snap.release()
+    # Snapshots of the same arrays share their read-only views; an
+    # aggregate column one of them reads is its own.
+    first, second = store.snapshot(), store.snapshot()
+    assert first.arrays.data is second.arrays.data
+    first.release(), second.release()
+    manager.update_from_report(fixtures.report('b', memory_mb_used=300))
+    before = store.snapshot()
+    assert used(before) == [200, 300]
+    before.release()
+    manager.update_from_report(fixtures.report('b', memory_mb_used=400))
+    after = store.snapshot()
+    assert after.arrays.data is before.arrays.data, 'written in place'
+    assert used(after) == [200, 400]
+    after.release()
+    first.aggregate_column('cpu_weight_multiplier')
+    assert 'cpu_weight_multiplier' not in second.arrays.agg
+    assert 'cpu_weight_multiplier' in store.snapshot().arrays.agg
+    # A new node grows the arrays: the next snapshot has its row.
+    for name in 'cdefghijklmnop':
+        manager.update_from_report(fixtures.report(name))
+    store_rows = store.snapshot()
+    assert len(used(store_rows)) == len(store) == 16
 
 
 def test_plugins_get_read_only_columns_gathered_only_when_needed(conf):
