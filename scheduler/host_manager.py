@@ -387,9 +387,9 @@ class HostManager:
 
     def _reload_nodes(self, keys: list, rows: list) -> None:
         pending = self.usage_db.pending_claims(keys)
+        wanted = set(keys)
         with self._lock:
-            self._set_usage_rows([r for r in rows if row_key(r) in
-                                  set(keys)])
+            self._set_usage_rows([r for r in rows if row_key(r) in wanted])
             self._set_pending(pending, keys)
             for key in keys:
                 self._compose(key)
