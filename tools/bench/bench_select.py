@@ -336,7 +336,15 @@ def bench_rabbit(hosts: int, requests: int, concurrency: int,
         finished = True
     finally:
         proc.terminate()
-        proc.wait(60)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            print('scheduler-service did not stop within 60 s of SIGTERM; '
+                  'killed (its log: %s/scheduler.log)' % tmp,
+                  file=sys.stderr)
+            finished = False
+            proc.kill()
+            proc.wait(10)
         _delete_queues(topic)
         rpc.cleanup()
         if finished:
