@@ -856,8 +856,15 @@ def weigh_candidates(cands: Candidates, spec_obj, weighers: list,
         return Ranked(cands, stack.total(), kept, stack)
     totals = np.zeros(n)
     for weigher, multipliers, raw, _keep in terms:
-        totals += multipliers * normalized(raw, weigher.minval,
-                                           weigher.maxval)
+        spread = _spread(raw, weigher.minval, weigher.maxval)
+        if spread is None:
+            if np.isfinite(multipliers).all():
+                # Adding 0 (or -0) to totals that start at +0 changes
+                # no bit: skipped (failed builds, PCI devices and
+                # hypervisor versions are often the same everywhere).
+                continue
+            spread = np.zeros(n)
+        totals += multipliers * spread
     return Ranked(cands, totals, kept)
 
 
@@ -871,24 +878,24 @@ def _term(weigher, cands: Candidates, columns: Columns, spec_obj,
     row-local weighers')."""
     memo = cands.memo
     before = None if memo is None else memo.raw.get(id(weigher))
+    column_multipliers = vector_form(weigher, 'column_multipliers',
+                                     _MULTIPLIER_METHODS)
     if before is not None:
         # Multipliers come from configuration and aggregates, which a
         # claim does not change.
         multipliers = cands.from_memo(before[0])
+    elif column_multipliers is not None:
+        multipliers = np.asarray(column_multipliers(columns), float)
     else:
-        method = vector_form(weigher, 'column_multipliers',
-                             _MULTIPLIER_METHODS)
-        if method is not None:
-            multipliers = np.asarray(method(columns), float)
-        else:
-            views, back = _materialise(cands)[1:]
-            multipliers = np.array(weigher.weight_multipliers(views),
-                                   float)[back]
+        views, back = _materialise(cands)[1:]
+        multipliers = np.array(weigher.weight_multipliers(views),
+                               float)[back]
     method = vector_form(weigher, 'weigh_columns', _WEIGH_METHODS)
-    local = method is not None and row_local(weigher, 'weigh_columns') \
-        and vector_form(weigher, 'column_multipliers',
-                        _MULTIPLIER_METHODS) is not None
-    if not multipliers.any():
+    local = method is not None and column_multipliers is not None and \
+        row_local(weigher, 'weigh_columns')
+    # One number (the usual case) is tested without ndarray.any's
+    # Python-level wrapper.
+    if not (multipliers.any() if multipliers.ndim else multipliers):
         if local:
             kept[id(weigher)] = (multipliers, None)
         return None
@@ -905,6 +912,11 @@ def _term(weigher, cands: Candidates, columns: Columns, spec_obj,
             [weights_base.WeighedHost(v) for v in views], spec_obj),
             n)[back]
         return weigher, multipliers, raw, False
+    if isinstance(raw, np.ndarray) and raw.ndim:
+        raw = np.asarray(raw, float)
+        if local:
+            kept[id(weigher)] = (multipliers, raw)
+        return weigher, multipliers, raw, local
     raw = float(raw) if np.ndim(raw) == 0 else _full(raw, n)
     if local:
         kept[id(weigher)] = (multipliers, raw)
@@ -1210,13 +1222,21 @@ def _materialise(cands: Candidates) -> tuple:
 
 def normalized(raw: np.ndarray, minval=None, maxval=None) -> np.ndarray:
     """``weights.clamp`` then ``weights.normalize``, over arrays."""
+    spread = _spread(raw, minval, maxval)
+    return np.zeros(len(raw)) if spread is None else spread
+
+
+def _spread(raw: np.ndarray, minval=None, maxval=None
+            ) -> np.ndarray | None:
+    """``normalized``, or None when every host normalises to 0 (the
+    same raw weight everywhere, or equal bounds)."""
     if minval is not None or maxval is not None:
         raw = np.clip(raw, -np.inf if minval is None else minval,
                       np.inf if maxval is None else maxval)
     high = float(raw.max() if maxval is None else maxval)
     low = float(raw.min() if minval is None else minval)
     if high == low:
-        return np.zeros(len(raw))
+        return None
     return (raw - low) / (high - low)
 
 
