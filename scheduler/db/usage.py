@@ -220,6 +220,17 @@ def _next_seq(conn: sa.Connection):
     return engine.fetch_compiled(conn, _COUNTER, {})[0][0]
 
 
+def _next_seqs(conn: sa.Connection, count: int) -> int:
+    """Take ``count`` sequence numbers of the counter row (a backend
+    without sequences); the last of them."""
+    bump = sa.update(_COUNTER_TABLE).where(_COUNTER_TABLE.c.id == 1).values(
+        value=_COUNTER_TABLE.c.value + count)
+    if conn.dialect.update_returning:
+        return conn.execute(bump.returning(_COUNTER_TABLE.c.value)).scalar()
+    conn.execute(bump)
+    return conn.execute(_COUNTER).scalar()
+
+
 _COUNTER_TABLE = models.UsageCounter.__table__
 _BUMP = sa.update(_COUNTER_TABLE).where(_COUNTER_TABLE.c.id == 1).values(
     value=_COUNTER_TABLE.c.value + 1)
@@ -628,14 +639,14 @@ def apply_reports(reports: Sequence[NodeReport]) -> list[str]:
                     .with_for_update()).scalars():
                 pending.setdefault((inst.host, inst.nodename),
                                    []).append(inst)
+        new_rows = []
         for key, report in sorted(newest.items()):
             values = _report_values(report)
             row = rows.get(key)
             if row is None:
-                session.execute(sa.insert(_USAGE).values(
-                    host=report.host, nodename=report.nodename,
-                    generation=0, seq=_next_seq(session.connection()),
-                    **values))
+                new_rows.append(dict(host=report.host,
+                                     nodename=report.nodename,
+                                     generation=0, **values))
                 continue
             if (row.reported_at is not None
                     and row.reported_at > values['reported_at']):
@@ -665,8 +676,25 @@ def apply_reports(reports: Sequence[NodeReport]) -> list[str]:
             values.update(_bump(session.connection()))
             session.execute(sa.update(_USAGE).where(_USAGE.id == row.id)
                             .values(**values))
+        if new_rows:
+            _insert_usage_rows(session.connection(), new_rows)
         session.flush()
     return confirmed
+
+
+def _insert_usage_rows(conn: sa.Connection, rows: list) -> None:
+    """New nodes' usage rows, in order, with increasing sequence
+    numbers: one statement for them all (a service's first flush
+    writes every node; one statement per row took 230 us a node)."""
+    table = _USAGE.__table__
+    if conn.dialect.supports_sequences:
+        conn.execute(sa.insert(table).values(
+            seq=models.USAGE_SEQUENCE.next_value()), rows)
+        return
+    last = _next_seqs(conn, len(rows))
+    first = last - len(rows) + 1
+    conn.execute(sa.insert(table), [dict(row, seq=first + i)
+                                    for i, row in enumerate(rows)])
 
 
 def confirm(host: str, instance_uuids: Iterable[str]) -> int:

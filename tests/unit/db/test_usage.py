@@ -253,6 +253,29 @@ def test_changed_since_returns_rows_in_sequence_order():
     assert usage.changed_since(changed[-1]['seq']) == []
 
 
+def test_new_nodes_reported_together_get_their_rows_in_node_order():
+    # A service's first flush writes every node's row in one statement
+    # (tests/functional/db/test_backends.py: on PostgreSQL and MariaDB
+    # too, where the sequence is the database's own).
+    start = max(r['seq'] for r in usage.usage_get_all())
+    usage.apply_reports([_report('h4', 'n4', used=4),
+                         _report('h2', 'n2', used=2),
+                         _report('h1', 'h1', used=1, at=T0 + _DAY),
+                         _report('h3', 'n3', used=3)])
+    changed = usage.changed_since(start)
+    assert [(r['host'], r['reported_memory_mb']) for r in changed] == [
+        ('h1', 1), ('h2', 2), ('h3', 3), ('h4', 4)]
+    assert len({r['seq'] for r in changed}) == 4
+    assert all(r['generation'] == 0 for r in changed[1:])
+    # The next change of any row comes after them.
+    _claim(1, host='h3', node='n3')
+    assert [r['host'] for r in usage.changed_since(changed[-1]['seq'])] \
+        == ['h3']
+
+
+_DAY = datetime.timedelta(1)
+
+
 def test_a_placement_another_worker_dropped_first_is_skipped():
     # No fixture: tests/functional/db/test_backends.py runs this on
     # PostgreSQL and MariaDB too.
