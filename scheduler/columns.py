@@ -56,7 +56,6 @@ reports arriving while it runs change nothing for it, as the per-host
 path keeps the views it started with.
 """
 
-import itertools
 import logging
 import math
 import typing
@@ -1244,10 +1243,14 @@ def filter_and_weigh(cands: Candidates, spec_obj, index: int,
                      report: filters_base.FilterReport | None,
                      filters: list, weighers: list) -> 'Ranked':
     """One instance's filter walk and ranking, over columns."""
-    return weigh_candidates(
+    later = (spec_obj.obj_get('num_instances') or 1) - index - 1
+    ranked = weigh_candidates(
         filter_candidates(cands, spec_obj, filters, index, report),
-        spec_obj, weighers,
-        index + 1 < (spec_obj.obj_get('num_instances') or 1))
+        spec_obj, weighers, later > 0)
+    # Each later instance's ranking starts from this one's sorted
+    # start, which may lose a host an instance (``_moved``).
+    ranked.sorted_at_least += max(later, 0)
+    return ranked
 
 
 class Ranked:
@@ -1264,6 +1267,9 @@ class Ranked:
         self.stack = stack
         self._order = np.zeros(0, np.int64)
         self._items: list = []
+        #: How many hosts to sort at least, once any is read: enough
+        #: for a choice among ties and its alternates.
+        self.sorted_at_least = 8
 
     def __len__(self) -> int:
         return len(self.cands)
@@ -1273,7 +1279,8 @@ class Ranked:
         count = min(n, count)
         if count <= len(self._order):
             return
-        count = min(n, max(count, 2 * len(self._order), 8))
+        count = min(n, max(count, 2 * len(self._order),
+                           self.sorted_at_least))
         keys = self.cands.previous + [self.weights]
         if count >= n // 2:
             self._order = _order(keys, n)
@@ -1308,10 +1315,9 @@ class Ranked:
         return self._items[item]
 
     def __iter__(self) -> typing.Iterator:
-        for i in itertools.count():
-            if i >= len(self):
-                return
-            yield self[i]
+        items = self._items
+        for i in range(len(self)):
+            yield items[i] if i < len(items) else self._item(i)
 
     def after_claim(self, key, current) -> Candidates:
         """The next instance's candidates: these hosts, the claimed one
