@@ -132,23 +132,43 @@ class _Interner:
         return code
 
 
+#: The columns by type: one 2-D block per type, a row of it per column.
+_BLOCKS = ((NUMBERS, np.float64), (FLAGS, bool), (CODES, np.int32))
+
+
 class _Arrays:
-    """One array per column, rows grown by doubling."""
+    """The columns, rows grown by doubling.
+
+    Each type's columns are the rows of one 2-D block (``blocks``), so
+    that a host's values are written, and a snapshot's columns copied,
+    in one operation per block rather than one per column; ``data``
+    names each column (a row view of its block, contiguous).
+    """
 
     def __init__(self, capacity: int):
-        self.data = {name: np.zeros(capacity) for name in NUMBERS}
-        self.data.update({name: np.zeros(capacity, bool) for name in FLAGS})
-        self.data.update({name: np.zeros(capacity, np.int32)
-                          for name in CODES})
+        self.blocks = [np.zeros((len(names), capacity), dtype)
+                       for names, dtype in _BLOCKS]
+        self._name_columns()
         #: Metadata key -> aggregate_number column, for keys asked for.
         self.agg: dict = {}
 
+    def _name_columns(self) -> None:
+        self.data = {}
+        for (names, _dtype), block in zip(_BLOCKS, self.blocks):
+            self.data.update(zip(names, block))
+
     def grow(self, capacity: int) -> None:
-        for table in (self.data, self.agg):
-            for name, old in table.items():
-                new = np.zeros(capacity, old.dtype)
-                new[:len(old)] = old
-                table[name] = new
+        grown = []
+        for block in self.blocks:
+            new = np.zeros((block.shape[0], capacity), block.dtype)
+            new[:, :block.shape[1]] = block
+            grown.append(new)
+        self.blocks = grown
+        self._name_columns()
+        for key, old in self.agg.items():
+            new = np.zeros(capacity, old.dtype)
+            new[:len(old)] = old
+            self.agg[key] = new
 
     def put(self, row: int, view, interners: dict,
             replaces=None) -> bool:
@@ -157,13 +177,11 @@ class _Arrays:
         shares its aggregates (a claim's copy of it).  Whether aggregate
         columns were written."""
         numbers, flags, codes = _row(view)
-        data = self.data
-        for name, value in zip(NUMBERS, numbers):
-            data[name][row] = value
-        for name, value in zip(FLAGS, flags):
-            data[name][row] = value
-        for name, value in zip(CODES, codes):
-            data[name][row] = interners[name].code(value)
+        numbers_block, flags_block, codes_block = self.blocks
+        numbers_block[:, row] = numbers
+        flags_block[:, row] = flags
+        codes_block[:, row] = [interners[name].code(value)
+                               for name, value in zip(CODES, codes)]
         if not self.agg or (replaces is not None
                             and view.shares_aggregates(replaces)):
             return False
@@ -174,7 +192,8 @@ class _Arrays:
     def copy(self, size: int | None = None) -> '_Arrays':
         """Copies of the first ``size`` rows (every row for None)."""
         new = _Arrays.__new__(_Arrays)
-        new.data = {name: a[:size].copy() for name, a in self.data.items()}
+        new.blocks = [block[:, :size].copy() for block in self.blocks]
+        new._name_columns()
         new.agg = {key: a[:size].copy() for key, a in self.agg.items()}
         return new
 
@@ -182,6 +201,7 @@ class _Arrays:
         """The same arrays, in dicts of its own: a snapshot adds the
         aggregate columns it reads to its own."""
         new = _Arrays.__new__(_Arrays)
+        new.blocks = self.blocks
         new.data = self.data
         new.agg = dict(self.agg)
         return new
@@ -192,8 +212,8 @@ class _Arrays:
         that wrote into a column it was given would write into the
         store."""
         new = _Arrays.__new__(_Arrays)
-        new.data = {name: _read_only(a[:size])
-                    for name, a in self.data.items()}
+        new.blocks = [_read_only(block[:, :size]) for block in self.blocks]
+        new._name_columns()
         new.agg = {key: _read_only(a[:size]) for key, a in self.agg.items()}
         return new
 
