@@ -273,8 +273,10 @@ def bench_rabbit(hosts: int, requests: int, concurrency: int,
                 '[database]\nconnection = %s\n\n'
                 '[oslo_messaging_rabbit]\nrabbit_transient_queues_ttl = %d\n'
                 '\n[limits]\nmax_message_bytes = %d\n'
+                'max_argument_items = %d\n'
                 % (RABBIT, tmp, tmp, topic, executor, db,
-                   REPLY_QUEUES_TTL, _message_bytes(hosts)))
+                   REPLY_QUEUES_TTL, _message_bytes(hosts),
+                   max(100000, 2 * hosts)))
     script = os.path.join(os.path.dirname(sys.executable),
                           'scheduler-service')
     proc = subprocess.Popen([script, '--config-file', conf_path],
@@ -363,7 +365,8 @@ def bench_rabbit(hosts: int, requests: int, concurrency: int,
 def _message_bytes(hosts: int) -> int:
     """``[limits] max_message_bytes`` for the service: the default
     (1 MiB) refuses the aggregates cast of a fleet over about 60,000
-    hosts (two zones of every other host), as it should a caller's."""
+    hosts (two zones of every other host), as it should a caller's;
+    ``max_argument_items`` is raised alike."""
     return max(1 << 20, 40 * hosts)
 
 
