@@ -248,17 +248,11 @@ class SchedulerObject(ovo_base.VersionedObject,
         stored = self.__dict__
         for name, value in values.items():
             entry = plain.get(name)
-            if entry is not None:
-                # ``_keeps``, written out: Selections and their limits
-                # are built here, a dozen per request.
-                exact, check, nullable = entry
-                if (nullable if value is None else
-                        ((exact is None or type(value) is exact)
-                         and (check is None or check(value)))):
-                    stored[_ATTR_PREFIX + name] = value
-                    changed.add(name)
-                    continue
-            setattr(self, name, value)
+            if entry is not None and _keeps(entry, value):
+                stored[_ATTR_PREFIX + name] = value
+                changed.add(name)
+            else:
+                setattr(self, name, value)
         return self
 
     def obj_to_primitive(self, target_version: str | None = None,
