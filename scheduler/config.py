@@ -31,6 +31,11 @@ _logging_registered = False
 #: kombu_missing_consumer_retry_timeout`` (see parse_args).
 REPLY_RETRY_SECONDS = 2
 
+#: Our default for ``[oslo_messaging_rabbit] rabbit_qos_prefetch_count``
+#: (see parse_args): above ``[DEFAULT] executor_thread_pool_size``
+#: (oslo's 64), so that no worker waits for a delivery.
+PREFETCH_COUNT = 100
+
 
 def register_logging_options() -> None:
     global _logging_registered
@@ -66,6 +71,16 @@ def parse_args(argv: list, default_config_files: list | None = None,
     # library's 60 s let a few dozen dead calls stall every caller.
     CONF.set_default('kombu_missing_consumer_retry_timeout',
                      REPLY_RETRY_SECONDS, group='oslo_messaging_rabbit')
+    # oslo's 0 lets the broker push a server every message queued for
+    # it: the executor takes them all and queues them, decoded, in
+    # memory. 100,000 reports cast at once (a fleet's first, or a
+    # backlog after an outage) cost the service gigabytes it kept; and
+    # of two daemons on one topic, one took a backlog the other could
+    # have served. Messages are acknowledged when a worker takes them,
+    # so this bounds what a server holds and leaves the rest queued on
+    # the broker.
+    CONF.set_default('rabbit_qos_prefetch_count', PREFETCH_COUNT,
+                     group='oslo_messaging_rabbit')
     CONF(argv, project='scheduler', prog=prog,
          version=version.version_string(),
          default_config_files=default_config_files)

@@ -53,6 +53,9 @@ CONF = cfg.CONF
 #: order: no window there (``usage.commits_in_seq_order``).
 _SEQ_LOOKBACK = 16
 
+#: Nodes ``flush`` writes per transaction.
+FLUSH_BATCH = 1000
+
 
 @dataclasses.dataclass
 class Claim(usage.Placement):
@@ -117,7 +120,8 @@ class HostManager:
         self._lookback: int | None = None
         self._aggregates: list = []
         self._host_aggregates: dict = {}
-        self._dirty_reports: dict = {}
+        #: Nodes whose last report is not in the inventory yet.
+        self._dirty_reports: set = set()
         #: Nodes whose saved report only needs a new time.
         self._touched: set = set()
         #: host -> its nodes' keys (the keys of ``_reports``).
@@ -184,34 +188,57 @@ class HostManager:
         the caller hears of them.  Reports are: the full report for a
         restarted worker, and the usage it carries, which moves the
         claims it confirms out of pending.
+
+        Rows are made from the nodes' views when written, and written
+        ``FLUSH_BATCH`` nodes a transaction: a fleet's first reports (or
+        the backlog of a worker that could not write for a while) were
+        once held as rows until one flush wrote them all, which at
+        100,000 nodes cost a gigabyte of memory the process kept.
         """
         with self._lock:
-            reports, self._dirty_reports = self._dirty_reports, {}
+            dirty, self._dirty_reports = self._dirty_reports, set()
             usage_reports, self._usage_reports = self._usage_reports, {}
-            touched, self._touched = self._touched - set(reports), set()
+            touched, self._touched = self._touched - dirty, set()
+        dirty_keys = sorted(dirty)
+        usage_keys = sorted(usage_reports)
+        written = applied = 0
         try:
             now = timeutils.utcnow()
-            if reports:
-                self.db.host_reports_save([dict(row, updated_at=now)
-                                           for row in reports.values()])
+            for chunk in _batches(dirty_keys):
+                rows = self._report_rows(chunk, now)
+                if rows:
+                    self.db.host_reports_save(rows)
+                written += len(chunk)
             if touched:
                 self.db.host_reports_touch(sorted(touched), now)
-            if usage_reports:
+                touched = set()
+            for chunk in _batches(usage_keys):
                 confirmed = self.usage_db.apply_reports(
-                    list(usage_reports.values()))
+                    [usage_reports[key] for key in chunk])
                 if confirmed:
                     LOG.debug('Reports confirmed %d claim(s)',
                               len(confirmed))
-                self.refresh_nodes(list(usage_reports))
+                self.refresh_nodes(list(chunk))
+                applied += len(chunk)
         except Exception:
             # Keep what was not written for the next flush.
             LOG.exception('Could not write to the inventory; will retry')
             with self._lock:
                 self._touched.update(touched)
-                for key, state in reports.items():
-                    self._dirty_reports.setdefault(key, state)
-                for key, rep in usage_reports.items():
-                    self._usage_reports.setdefault(key, rep)
+                self._dirty_reports.update(
+                    key for key in dirty_keys[written:]
+                    if key in self._reports)
+                for key in usage_keys[applied:]:
+                    self._usage_reports.setdefault(key, usage_reports[key])
+
+    def _report_rows(self, keys: list, now: datetime.datetime) -> list:
+        """What ``host_reports_save`` writes of nodes ``keys``: each
+        node's last report, rebuilt from its view (a node forgotten
+        since has none)."""
+        with self._lock:
+            views = [self._reports.get(key) for key in keys]
+        return [dict(_report_row(view.report), updated_at=now)
+                for view in views if view is not None]
 
     # -- reports from computes ------------------------------------------
 
@@ -241,10 +268,7 @@ class HostManager:
             self._down.discard(key)
             self._reports[key] = view
             self._nodes_of.setdefault(key[0], set()).add(key)
-            # The inventory's row, not the wire object: a versioned
-            # object's containers point back to it, and a cycle kept for
-            # seconds outlives the young collections that free it now.
-            self._dirty_reports[key] = _report_row(report)
+            self._dirty_reports.add(key)
             if self._usage_changed(key, view):
                 self._usage_reports[key] = _node_report(view)
             self._compose(key)
@@ -300,9 +324,9 @@ class HostManager:
         with self._lock:
             for key in gone:
                 self._touched.discard(key)
+                self._dirty_reports.discard(key)
                 for table in (self._reports, self._states, self._usage,
-                              self._pending, self._dirty_reports,
-                              self._usage_reports):
+                              self._pending, self._usage_reports):
                     table.pop(key, None)
                 nodes = self._nodes_of.get(key[0], set())
                 nodes.discard(key)
@@ -869,6 +893,11 @@ def _same_or_new(known: dict, agg):
             and dict(old.metadata) == dict(agg.metadata)):
         return old
     return agg
+
+
+def _batches(keys: list) -> typing.Iterator[list]:
+    for start in range(0, len(keys), FLUSH_BATCH):
+        yield keys[start:start + FLUSH_BATCH]
 
 
 def _pool_key(key) -> tuple:

@@ -19,6 +19,7 @@ from scheduler import concurrency
 from scheduler import driver as driver_mod
 from scheduler import exception
 from scheduler import loader
+from scheduler import memory
 from scheduler import metrics
 from scheduler import notifications
 from scheduler import objects
@@ -281,6 +282,18 @@ class SchedulerManager(periodic_task.PeriodicTasks):
         metrics.set_hosts(known=len(hosts.get_all_host_states()),
                           up=len(hosts.get_up_host_states()))
         metrics.flush()
+
+    @periodic_task.periodic_task(spacing=0)
+    def _return_freed_memory(self, ctxt):
+        # After a fleet's first reports, a backlog's flush or an explain
+        # over every host: off the event loop (ctypes lets the GIL go).
+        done = concurrency.run_blocking(memory.trim)
+        if done is not None:
+            LOG.info('Gave %(released)d MB of freed memory back to the '
+                     'operating system in %(ms).0f ms (%(held)d MB were '
+                     'held free)', {'released': done.released >> 20,
+                                    'held': done.held >> 20,
+                                    'ms': done.seconds * 1e3})
 
     def reset(self) -> None:
         """Apply a reloaded configuration to new requests (SIGHUP)."""

@@ -6,11 +6,14 @@ through ``scheduler.rpcapi.SchedulerAPI`` like a conductor would.
 """
 
 import os
+import shutil
+import subprocess
 import uuid
 
 import oslo_messaging
 import pytest
 
+from scheduler import config
 from scheduler.db import api as db_api
 from scheduler import exception
 from scheduler import objects
@@ -128,6 +131,48 @@ def test_schedule_run_instance_reaches_the_compute(cluster, conf, tmp_path):
         finally:
             db_api.reset_engine()
     daemons.wait_for(active, 30, what='the placement to become active')
+
+
+def _prefetch_counts(topic: str) -> dict:
+    """The broker's prefetch count of each consumer on ``topic``'s
+    queues (the request, reports and operator topics)."""
+    listed = subprocess.run(
+        ['rabbitmqctl', '-q', 'list_consumers', 'queue_name',
+         'prefetch_count'], check=True, capture_output=True, text=True,
+        timeout=60).stdout
+    counts: dict = {}
+    for line in listed.splitlines():
+        queue, _tab, count = line.partition('\t')
+        if queue.startswith(topic) and count.isdigit():
+            counts.setdefault(queue, []).append(int(count))
+    return counts
+
+
+def test_the_broker_delivers_a_server_at_most_a_prefetch_of_messages(
+        cluster, tmp_path):
+    """The broker delivers a server at most ``rabbit_qos_prefetch_count``
+    messages it has not acknowledged (oslo's default, 0, is no bound):
+    a fleet's reports cast at once wait on the broker, in turn, instead
+    of in the service's memory, decoded; an operator's value wins."""
+    if shutil.which('rabbitmqctl') is None:
+        pytest.skip('rabbitmqctl not available to list consumers')
+    db = 'sqlite:///%s' % (tmp_path / 'inventory.sqlite')
+    cluster.start_scheduler(db)
+    counts = _prefetch_counts(cluster.topic)
+    for suffix in ('', '_reports', '_ops'):
+        queues = [q for q in counts if q.startswith(cluster.topic + suffix)]
+        assert queues, 'no consumer on %s%s: %s' % (cluster.topic, suffix,
+                                                    counts)
+    assert {n for listed in counts.values() for n in listed} == {
+        config.PREFETCH_COUNT}
+    cluster.stop_all()
+
+    cluster.start_scheduler(db, name='sched2',
+                            extra='[oslo_messaging_rabbit]\n'
+                                  'rabbit_qos_prefetch_count = 7\n')
+    counts = _prefetch_counts(cluster.topic)
+    assert counts
+    assert {n for listed in counts.values() for n in listed} == {7}
 
 
 def test_host_going_silent_is_no_longer_scheduled(cluster, conf, tmp_path):

@@ -32,3 +32,17 @@ def test_use_journal_without_bindings_is_one_clear_error(conf, tmp_path):
         config.parse_args(['--config-file', path], default_config_files=[])
     assert 'python3-systemd' in str(exit_info.value)
     assert 'use_journal' in str(exit_info.value)
+
+
+def test_servers_take_a_bounded_prefetch_unless_told_otherwise(conf,
+                                                               tmp_path):
+    """oslo's default (0) has the broker push a server every message
+    queued for it; ours bounds it, and a config file still decides."""
+    config.parse_args([], default_config_files=[], setup_logging=False)
+    rabbit = conf.conf.oslo_messaging_rabbit
+    assert rabbit.rabbit_qos_prefetch_count == config.PREFETCH_COUNT
+    path = _write(tmp_path, '[oslo_messaging_rabbit]\n'
+                            'rabbit_qos_prefetch_count = 0\n')
+    config.parse_args(['--config-file', path], default_config_files=[],
+                      setup_logging=False)
+    assert conf.conf.oslo_messaging_rabbit.rabbit_qos_prefetch_count == 0

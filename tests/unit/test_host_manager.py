@@ -486,6 +486,49 @@ def test_a_failed_flush_is_retried_by_the_next_one(caplog):
     assert [r['host'] for r in manager.db.host_reports_get_all()] == ['h1']
 
 
+class _BatchCountingInventory(_FlakyInventory):
+    """Fails the ``fail_at``-th write of reports, once; records each."""
+
+    def __init__(self, real, fail_at):
+        super().__init__(real)
+        self.calls = 0
+        self.fail_at = fail_at
+        self.batches = []
+
+    def host_reports_save(self, reports):
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise RuntimeError('database went away')
+        self.batches.append([r['host'] for r in reports])
+        self.real.host_reports_save(reports)
+
+
+def test_a_backlog_of_reports_is_written_a_batch_at_a_time(
+        monkeypatch, caplog):
+    """A fleet's first reports are written FLUSH_BATCH nodes a
+    transaction; a batch that fails is written by the next flush with
+    those after it, and those before it are not written twice."""
+    monkeypatch.setattr(host_manager, 'FLUSH_BATCH', 2)
+    manager = host_manager.HostManager(inventory=_BatchCountingInventory(
+        fixtures.memory_inventory(), fail_at=2))
+    sent = {name: fixtures.report(name, memory_mb=1024 * (1 + i))
+            for i, name in enumerate(['h1', 'h2', 'h3', 'h4', 'h5'])}
+    for report in sent.values():
+        manager.update_from_report(report)
+    manager.flush()
+    assert 'Could not write to the inventory' in caplog.text
+    assert manager.db.batches == [['h1', 'h2']]
+    manager.flush()
+    assert manager.db.batches == [['h1', 'h2'], ['h3', 'h4'], ['h5']]
+    manager.flush()
+    assert len(manager.db.batches) == 3
+    saved = {row['host']: objects.HostState.obj_from_primitive(row['report'])
+             for row in manager.db.host_reports_get_all()}
+    assert sorted(saved) == sorted(sent)
+    for name, report in sent.items():
+        assert host_view.HostView(report).says_the_same(saved[name])
+
+
 # --- hosts going down and back up --------------------------------------------
 
 def test_a_silent_host_is_logged_down_once_and_back_up(conf, caplog):

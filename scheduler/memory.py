@@ -1,0 +1,96 @@
+"""Giving memory that a burst of work freed back to the operating system.
+
+A service that took a whole fleet's reports at once, wrote them to the
+inventory or explained a request over every host frees what that work
+allocated, but glibc's allocator keeps most of it: it hands memory back
+only from the top of its heap, and the long-lived objects made during
+the burst (host views, usage rows) sit above the freed ones.  Measured
+at 100,000 hosts over RabbitMQ, a service held about 400 MB it no longer
+used, a third of its resident memory.  ``malloc_trim`` gives the free
+pages back wherever they are; it is only worth its cost (it walks the
+heap) when much is free, which ``mallinfo2`` says
+cheaply.  Elsewhere than on glibc (musl, macOS) this does nothing.
+"""
+
+import ctypes
+import ctypes.util
+import functools
+import mmap
+import time
+import typing
+
+#: Free bytes the allocator may hold before ``trim`` gives them back.
+FREE_HELD_MAX = 64 << 20
+
+
+class _MallInfo2(ctypes.Structure):
+    """glibc's ``struct mallinfo2`` (2.33 and later)."""
+
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        'arena', 'ordblks', 'smblks', 'hblks', 'hblkhd', 'usmblks',
+        'fsmblks', 'uordblks', 'fordblks', 'keepcost')]
+
+
+@functools.cache
+def _glibc():
+    """glibc's ``mallinfo2`` and ``malloc_trim``, or None elsewhere."""
+    name = ctypes.util.find_library('c')
+    try:
+        libc = ctypes.CDLL(name)
+        mallinfo2, malloc_trim = libc.mallinfo2, libc.malloc_trim
+    except (OSError, AttributeError, TypeError):
+        return None
+    mallinfo2.restype = _MallInfo2
+    mallinfo2.argtypes = []
+    malloc_trim.restype = ctypes.c_int
+    malloc_trim.argtypes = [ctypes.c_size_t]
+    return mallinfo2, malloc_trim
+
+
+def free_held() -> int | None:
+    """Bytes the allocator holds free in its heaps (None: not glibc)."""
+    calls = _glibc()
+    return None if calls is None else calls[0]().fordblks
+
+
+class Trimmed(typing.NamedTuple):
+    """What one ``trim`` did."""
+
+    #: By how many bytes the resident memory fell.
+    released: int
+    #: Bytes the allocator held free before.
+    held: int
+    seconds: float
+
+
+def trim(free_held_max: int = FREE_HELD_MAX) -> Trimmed | None:
+    """Give free heap memory back if more than ``free_held_max`` bytes
+    of it are held (None: nothing done).  Logs nothing, so that it may
+    run in a native thread of a monkey-patched process."""
+    calls = _glibc()
+    if calls is None:
+        return None
+    mallinfo2, malloc_trim = calls
+    held = mallinfo2().fordblks
+    if held <= free_held_max:
+        return None
+    # The pages given back stay free chunks in the allocator's books
+    # (fordblks does not change): what they were shows in the resident
+    # memory only.
+    before, started = resident(), time.monotonic()
+    malloc_trim(0)
+    return Trimmed(max(0, before - resident()), held,
+                   time.monotonic() - started)
+
+
+def resident() -> int:
+    """This process's resident memory in bytes (0 if unknown)."""
+    try:
+        with open('/proc/self/statm') as f:
+            pages = int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return pages * _PAGE_SIZE
+
+
+_PAGE_SIZE = mmap.PAGESIZE
