@@ -96,6 +96,31 @@ def _slot_copier():
 _copy_slots = _slot_copier()
 
 
+def _derived(aggregates: list, own_ratios: tuple) -> tuple:
+    """What a view keeps of its aggregates: the list, its zones, the
+    values of each metadata key, the keys, and the allocation ratios
+    (the aggregates' overrides, else the node's own)."""
+    metadata: dict = {}
+    for agg in aggregates:
+        for key, value in agg.metadata.items():
+            metadata.setdefault(key, []).append(value)
+    overrides = aggregates_res.ratio_overrides(aggregates)
+    ratios = {resource: overrides.get(resource, own)
+              for resource, own in zip(host_state_obj.RESOURCES,
+                                       own_ratios)}
+    return (aggregates, frozenset(aggregates_res.zones_of(aggregates)),
+            metadata, frozenset(metadata), ratios)
+
+
+#: (ids of the aggregates, the node's own allocation ratios) -> what
+#: ``_derived`` made of them, shared by every view with both: at
+#: 100,000 nodes each view's own copies (two views a node) took about
+#: 170 MB.  Never changed once made (views are replaced, not changed);
+#: emptied when full, as aggregate changes leave old entries behind.
+_ATTACHED: dict = {}
+_ATTACHED_MAX = 4096
+
+
 class HostView(host_state_obj.HostResources):
     """One node as the scheduler sees it right now.
 
@@ -179,19 +204,19 @@ class HostView(host_state_obj.HostResources):
             self.aggregate_keys = like.aggregate_keys
             self._ratios = like._ratios
             return
-        self.aggregates = list(aggregates)
-        self.availability_zones = frozenset(
-            aggregates_res.zones_of(self.aggregates))
-        self._metadata: dict = {}
-        for agg in self.aggregates:
-            for key, value in agg.metadata.items():
-                self._metadata.setdefault(key, []).append(value)
-        self.aggregate_keys = frozenset(self._metadata)
-        overrides = aggregates_res.ratio_overrides(self.aggregates)
-        self._ratios = {
-            resource: overrides.get(
-                resource, getattr(self, '%s_allocation_ratio' % resource))
-            for resource in host_state_obj.RESOURCES}
+        own = tuple(getattr(self, '%s_allocation_ratio' % resource)
+                    for resource in host_state_obj.RESOURCES)
+        # The entry keeps the aggregates themselves: their ids in its
+        # key cannot be another object's while it lives.
+        key = (tuple(map(id, aggregates)), own)
+        derived = _ATTACHED.get(key)
+        if derived is None:
+            derived = _derived(list(aggregates), own)
+            if len(_ATTACHED) >= _ATTACHED_MAX:
+                _ATTACHED.clear()
+            _ATTACHED[key] = derived
+        (self.aggregates, self.availability_zones, self._metadata,
+         self.aggregate_keys, self._ratios) = derived
 
     def _attached_like(self, aggregates: list, like: 'HostView') -> bool:
         mine = like.aggregates
