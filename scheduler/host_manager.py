@@ -391,13 +391,17 @@ class HostManager:
         if not keys:
             return
         wanted = set(keys)
+        # Every row when most nodes are wanted (a fleet's first flush);
+        # else only theirs: a flush writes a batch at a time, and reading
+        # every row per batch made loading 100,000 nodes quadratic.
         rows = [row for row in self.usage_db.usage_get_all()
-                if row_key(row) in wanted] if len(wanted) > 50 else \
-            self._usage_rows_of(wanted)
+                if row_key(row) in wanted] \
+            if len(wanted) > 50 and 2 * len(wanted) > len(self._usage) \
+            else self._usage_rows_of(wanted)
         self._reload_nodes(list(wanted), rows)
 
     def _usage_rows_of(self, keys: set) -> list:
-        # Few nodes (a lost claim race, a report): read them by host.
+        # Some nodes (a lost claim race, reports): read them by host.
         store = self.usage_db
         getter = getattr(store, 'usage_get_nodes', None)
         if getter is not None:

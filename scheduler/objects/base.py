@@ -255,6 +255,19 @@ class SchedulerObject(ovo_base.VersionedObject,
                 setattr(self, name, value)
         return self
 
+    @classmethod
+    def from_coerced(cls, values: dict):
+        """An object holding ``values`` as they are: values another
+        object of this class held (coerced when it was made), so not
+        coerced again.  For the scheduler's copies of objects it keeps
+        as plain values (a host view's report)."""
+        self = cls()
+        stored = self.__dict__
+        for name, value in values.items():
+            stored[_ATTR_PREFIX + name] = value
+        self._changed_fields.update(values)
+        return self
+
     def obj_to_primitive(self, target_version: str | None = None,
                          version_manifest: dict | None = None) -> dict:
         """oslo's ``obj_to_primitive``, quicker at the object's own version.
