@@ -776,6 +776,12 @@ class HostManager:
         kept = [a for a in self._aggregates
                 if a.name not in changed and a.uuid not in uuids]
         self._set_aggregates(kept + list(aggregates))
+        # Off the event loop: a zone of 50,000 hosts took 20-60 s to
+        # write, and a loop held that long stops answering the broker's
+        # heartbeats (the connection, and the queues with it, went).
+        concurrency.run_blocking(self._save_aggregates, aggregates)
+
+    def _save_aggregates(self, aggregates: list) -> None:
         for agg in aggregates:
             self.db.aggregate_upsert({
                 'uuid': agg.obj_get('uuid'), 'name': agg.name,
@@ -786,7 +792,8 @@ class HostManager:
         self._set_aggregates([a for a in self._aggregates
                               if a.name != aggregate.name])
         try:
-            self.db.aggregate_delete(aggregate.obj_get('uuid')
+            concurrency.run_blocking(self.db.aggregate_delete,
+                                     aggregate.obj_get('uuid')
                                      or aggregate.name)
         except exception.AggregateNotFound:
             pass
