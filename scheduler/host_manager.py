@@ -107,9 +107,11 @@ class HostManager:
         self._db = inventory
         self._usage_db = usage_store
         self._lock = concurrency.native_lock()
-        #: key -> the compute's last report, as a HostView without claims.
+        #: key -> the compute's last report, as a HostView without claims,
+        #: with the host's aggregates attached.
         self._reports: dict = {}
-        #: key -> the view filters see (report + usage + pending claims).
+        #: key -> the view filters see (report + usage + pending claims):
+        #: the report view itself when there is nothing to lay over it.
         self._states: dict = {}
         #: key -> the node's usage row as last read (or as we changed it).
         self._usage: dict = {}
@@ -169,8 +171,9 @@ class HostManager:
         usage_rows = self.usage_db.usage_get_all()
         pending = self.usage_db.pending_claims()
         with self._lock:
-            self._reports.update(reports)
-            for key in reports:
+            for key, view in reports.items():
+                self._attach_aggregates(view, like=self._reports.get(key))
+                self._reports[key] = view
                 self._nodes_of.setdefault(key[0], set()).add(key)
             self._set_usage_rows(usage_rows)
             self._set_pending(pending, [row_key(r) for r in usage_rows])
@@ -267,6 +270,7 @@ class HostManager:
             back = key in self._down
             new = not back and key not in self._reports
             self._down.discard(key)
+            self._attach_aggregates(view, like=self._reports.get(key))
             self._reports[key] = view
             self._nodes_of.setdefault(key[0], set()).add(key)
             self._dirty_reports.add(key)
@@ -282,19 +286,26 @@ class HostManager:
         """Node ``key`` reported again, with nothing new: new views with
         the time of this report (views are replaced, never changed)."""
         now = liveness.now()
-        fresh = report_view.copy()
-        fresh.received_at = now
+        fresh = report_view.successor(received_at=now)
         self._reports[key] = fresh
         self._touched.add(key)
+        self._renew_state(key, report_view, fresh)
+
+    def _renew_state(self, key, old_report, report) -> None:
+        """Publish the successor of node ``key``'s view, now that its
+        report view ``old_report`` was succeeded by ``report`` (a new
+        time, aggregates attached again): the report itself when it was
+        the view, else the view's successor over it."""
         state = self._states.get(key)
         if state is None:
             return
-        view = state.copy()
-        view.received_at = now
-        view._reported = fresh
-        self._states[key] = view
-        for watcher in self._watchers:
-            watcher.view_changed(key, view)
+        if state is old_report:
+            view = report
+        else:
+            view = state.successor(received_at=report.received_at)
+            view._reported = report
+            view.set_aggregates(report.aggregates, like=report)
+        self._publish(key, view)
 
     def _usage_changed(self, key, view) -> bool:
         """Whether the report says more than the node's usage row has."""
@@ -450,14 +461,19 @@ class HostManager:
         report = self._reports.get(key)
         if report is None:
             return None
-        view = report.copy()
-        view._reported = report
-        view.set_aggregates(self._host_aggregates.get(view.host, []),
-                            like=self._states.get(key))
-        listed = set(report.instance_uuids)
-        unlisted = [c for c in self._pending.get(key, {}).values()
-                    if c.instance_uuid not in listed]
+        pending = self._pending.get(key)
+        if pending:
+            listed = set(report.instance_uuids)
+            unlisted = [c for c in pending.values()
+                        if c.instance_uuid not in listed]
+        else:
+            unlisted = []
         row = self._usage.get(key)
+        if not unlisted and (row is None or _row_says(row, report)):
+            # Nothing to lay over the report: it is the view (one view
+            # a node, not two, for every node without claims in flight).
+            return report
+        view = report.copy()
         if row is not None:
             # The row's reported and claimed usage are one consistent
             # pair, the one every claim is checked against.
@@ -842,18 +858,20 @@ class HostManager:
                 else:
                     by_host.pop(host, None)
                 for key in self._nodes_of.get(host, ()):
-                    state = self._states.get(key)
-                    if state is None:
+                    report = self._reports.get(key)
+                    if report is None:
                         continue
                     # Views are replaced, never changed in place.
-                    view = state.copy()
-                    self._attach_aggregates(view)
-                    self._states[key] = view
-                    for watcher in self._watchers:
-                        watcher.view_changed(key, view)
+                    fresh = report.successor()
+                    self._attach_aggregates(fresh)
+                    self._reports[key] = fresh
+                    self._renew_state(key, report, fresh)
 
-    def _attach_aggregates(self, state) -> None:
-        state.set_aggregates(self._host_aggregates.get(state.host, []))
+    def _attach_aggregates(self, view, like=None) -> None:
+        """Attach the aggregates of ``view``'s host to ``view`` (a
+        report view no request can see yet)."""
+        view.set_aggregates(self._host_aggregates.get(view.host, []),
+                            like=like)
 
     # -- instance info from computes ------------------------------------
 
@@ -933,6 +951,17 @@ def _reported_values(view) -> dict:
             'local_gb_used': view.local_gb_used,
             'num_instances': view.num_instances,
             'updated_at': view.updated_at}
+
+
+def _row_says(row: dict, report) -> bool:
+    """Whether usage ``row`` gives node ``report`` the usage its compute
+    reported (nothing claimed on it since, or all of it confirmed)."""
+    return (row['reported_memory_mb'] + row['claimed_memory_mb'],
+            row['reported_vcpus'] + row['claimed_vcpus'],
+            row['reported_disk_gb'] + row['claimed_disk_gb'],
+            row['reported_instances'] + row['claimed_instances']) == (
+        report.memory_mb_used, report.vcpus_used, report.local_gb_used,
+        report.num_instances)
 
 
 def _report_row(report) -> dict:

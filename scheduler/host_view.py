@@ -11,6 +11,7 @@ works on either.
 """
 
 import copy
+import weakref
 
 from oslo_versionedobjects import base as ovo_base
 from oslo_versionedobjects import fields as ovo_fields
@@ -73,6 +74,53 @@ def _equal(mine, theirs) -> bool:
 _UNSET = object()
 
 
+def _frozen(value):
+    """``value`` as a hashable key: a versioned object as its fields'
+    values (an unset field as its default), sets and lists as tuples."""
+    if isinstance(value, ovo_base.VersionedObject):
+        return (type(value).__name__,) + tuple(
+            _frozen(_value_or_default(value, name))
+            for name in sorted(value.fields))
+    if isinstance(value, (set, frozenset)):
+        return tuple(sorted(value))
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(item) for item in value)
+    if isinstance(value, dict):
+        return tuple(sorted((key, _frozen(item))
+                            for key, item in value.items()))
+    return value
+
+
+def _value_or_default(obj, name: str):
+    if obj.obj_attr_is_set(name):
+        return getattr(obj, name)
+    default = obj.fields[name].default
+    return None if default is ovo_fields.UnspecifiedDefault else default
+
+
+#: A NUMA topology's value -> the one object views with that value
+#: share.  A topology object of two cells takes about 7.6 KB, as much
+#: as the rest of a node, and nodes of one hardware model with nothing
+#: pinned report the same one.  Safe to share because no view changes
+#: its topology once made: what claims lay over a view is laid over a
+#: copy with cloned cells (``HostView.copy``).
+_TOPOLOGIES: 'weakref.WeakValueDictionary' = weakref.WeakValueDictionary()
+
+
+def _shared_topology(topology):
+    """The view's NUMA topology for a report's ``topology``: the one
+    already kept for this value, else a clone (detached from the wire
+    object, usage a compute left out set to none)."""
+    key = _frozen(topology)
+    found = _TOPOLOGIES.get(key)
+    if found is None:
+        found = topology.obj_clone()
+        for cell in found.cells:
+            cell.obj_set_defaults()
+        _TOPOLOGIES[key] = found
+    return found
+
+
 #: What a view holds besides the report's fields.
 _OWN = ('received_at', 'aggregates', 'availability_zones', 'aggregate_keys',
         '_metadata', '_ratios', '_reported')
@@ -130,8 +178,11 @@ class HostView(host_state_obj.HostResources):
     for every host of every request.
 
     A view holds plain values in slots, not the versioned object it was
-    made from: a service keeps one or two views per node, and at
-    100,000 nodes the wire objects alone would cost most of a gigabyte.
+    made from: at 100,000 nodes the wire objects alone would cost most
+    of a gigabyte.  A node has one view, its report's, and a second
+    only while claims the compute has not reported yet are laid over
+    it (``HostManager``); nodes reporting the same NUMA topology share
+    one topology object.
     ``report`` rebuilds the compute's report when something asks for
     it.  Attributes a plugin sets of its own still work (the mixin
     gives every view a ``__dict__``).
@@ -147,10 +198,7 @@ class HostView(host_state_obj.HostResources):
             if name in _CONTAINERS:
                 value = _plain(value)
             elif name == 'numa_topology' and value is not None:
-                value = value.obj_clone()
-                for cell in value.cells:
-                    # A compute may leave usage out: it means none.
-                    cell.obj_set_defaults()
+                value = _shared_topology(value)
             setattr(self, name, value)
         self.received_at = liveness.now() if received_at is None \
             else received_at
@@ -221,28 +269,54 @@ class HostView(host_state_obj.HostResources):
          self.aggregate_keys, self._ratios) = derived
 
     def _attached_like(self, aggregates: list, like: 'HostView') -> bool:
-        mine = like.aggregates
-        return len(mine) == len(aggregates) and all(
-            a is b for a, b in zip(mine, aggregates)) and all(
+        return like.has_aggregates(aggregates) and all(
             getattr(self, '%s_allocation_ratio' % resource)
             == getattr(like, '%s_allocation_ratio' % resource)
             for resource in host_state_obj.RESOURCES)
 
     def copy(self) -> 'HostView':
-        """A view of the same report that may be changed independently.
+        """A view of the same report that may be changed independently:
+        what claims and usage are laid over.
 
         Cheap: containers are shared until replaced (the claim code
         replaces, never mutates, instance lists and PCI pools); only the
-        NUMA cells, whose usage is changed in place, are cloned.
+        NUMA cells, whose usage is changed in place, are cloned.  The
+        copy's report is this view's (``reported_view``), whichever of
+        the two this one is.
         """
+        new = self._same_slots()
+        new._reported = self.reported_view()
+        if self.numa_topology is not None:
+            new.numa_topology = self.numa_topology.obj_clone()
+        return new
+
+    def successor(self, received_at: float | None = None) -> 'HostView':
+        """The next version of this view, for a change that leaves its
+        values as they are: a report that said nothing new (its time),
+        aggregates to attach again.  Views are replaced, never changed
+        once a request may see them, so the NUMA cells are shared, not
+        cloned (a quiet node's report cloned them twice), and the
+        successor has this view's report, or is the report itself.
+        """
+        new = self._same_slots()
+        if received_at is not None:
+            new.received_at = received_at
+        return new
+
+    def _same_slots(self) -> 'HostView':
         new = object.__new__(type(self))
         _copy_slots(self, new)
         extra = getattr(self, '__dict__', None)
         if extra:
             new.__dict__.update(extra)
-        if self.numa_topology is not None:
-            new.numa_topology = self.numa_topology.obj_clone()
         return new
+
+    def has_aggregates(self, aggregates: list) -> bool:
+        """Whether ``aggregates`` (these very objects, in this order)
+        are the ones attached."""
+        mine = self.aggregates
+        return len(mine) == len(aggregates) and all(
+            a is b for a, b in zip(mine, aggregates))
 
     def shares_aggregates(self, other: 'HostView') -> bool:
         """Whether ``other`` has these aggregates for certain (a copy

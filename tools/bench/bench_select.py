@@ -264,6 +264,7 @@ def bench_rabbit(hosts: int, requests: int, concurrency: int,
     tmp = tempfile.mkdtemp(prefix='sched-bench-', dir=inventory_dir)
     topic = 'bench-%s' % uuid.uuid4().hex[:8]
     db = 'sqlite:///%s/inventory.sqlite' % tmp
+    metrics_port = _free_port()
     conf_path = os.path.join(tmp, 'scheduler.conf')
     with open(conf_path, 'w') as f:
         f.write('[DEFAULT]\ntransport_url = %s\nhost = bench\n'
@@ -273,10 +274,11 @@ def bench_rabbit(hosts: int, requests: int, concurrency: int,
                 '[database]\nconnection = %s\n\n'
                 '[oslo_messaging_rabbit]\nrabbit_transient_queues_ttl = %d\n'
                 '\n[limits]\nmax_message_bytes = %d\n'
-                'max_argument_items = %d\n'
+                'max_argument_items = %d\n\n'
+                '[prometheus]\nenabled = true\nport = %d\n'
                 % (RABBIT, tmp, tmp, topic, executor, db,
                    REPLY_QUEUES_TTL, _message_bytes(hosts),
-                   max(100000, 2 * hosts)))
+                   max(100000, 2 * hosts), metrics_port))
     script = os.path.join(os.path.dirname(sys.executable),
                           'scheduler-service')
     proc = subprocess.Popen([script, '--config-file', conf_path],
@@ -339,7 +341,7 @@ def bench_rabbit(hosts: int, requests: int, concurrency: int,
                  hosts / cast_s, rss_empty, _service_rss_mb(proc.pid)))
         print('%-44s executor %s, inventory in %s'
               % ('over RabbitMQ, %d hosts:' % hosts, executor, tmp))
-        _next_to_noop(hosts, api, ctxt, requests)
+        _next_to_noop(hosts, api, ctxt, requests, metrics_port)
         _timed_calls('over RabbitMQ, %d hosts, 1 caller' % hosts, api, ctxt,
                      requests, 1)
         _timed_calls('over RabbitMQ, %d hosts, %d callers'
@@ -425,11 +427,19 @@ def _wait_until_saved(path: str, hosts: int) -> None:
     raise SystemExit('the service did not save the fleet in 300 s')
 
 
-def _next_to_noop(hosts: int, api, ctxt, requests: int) -> None:
+def _next_to_noop(hosts: int, api, ctxt, requests: int,
+                  metrics_port: int) -> None:
     """select_destinations beside a call that does nothing
     (``get_version_info``) on the same service and queue, one after the
     other from one caller: the ratio of their medians is what the
-    decision adds to a round trip through the broker."""
+    decision adds to a round trip through the broker.  The service's own
+    timing of select (its request duration metric: the manager method,
+    not oslo.messaging's part) shows how much of that is the decision."""
+    # Untimed: the service builds its columns on the first request.
+    api.get_version_info(ctxt)
+    api.select_destinations(ctxt, make_spec(0), [str(uuid.uuid4())],
+                            return_alternates=True)
+    inside = _manager_seconds(metrics_port)
     noop, select = [], []
     for i in range(requests):
         # The caller's own objects are made before the clock starts.
@@ -448,6 +458,45 @@ def _next_to_noop(hosts: int, api, ctxt, requests: int) -> None:
     print('%-44s %.2f x the no-op call (medians)'
           % ('over RabbitMQ, %d hosts: select is' % hosts,
              statistics.median(select) / statistics.median(noop)))
+    after = _manager_seconds(metrics_port)
+    calls = after.get('count', 0) - inside.get('count', 0)
+    seconds = after.get('sum', 0) - inside.get('sum', 0)
+    print('%-44s %.3f ms a select in the manager method (mean of %d)'
+          % ('over RabbitMQ, %d hosts: in the service' % hosts,
+             seconds / calls * 1e3 if calls else float('nan'), calls))
+
+
+def _free_port() -> int:
+    """A loopback TCP port nothing listens on now (for the service's
+    metrics endpoint)."""
+    import socket
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+def _manager_seconds(port: int) -> dict:
+    """``{'sum': seconds, 'count': calls}`` of select_destinations in the
+    service's ``scheduler_request_duration_seconds``, read from its
+    metrics endpoint ({} if it cannot be read: the figure is then NaN)."""
+    import re
+    import urllib.request
+    pattern = re.compile(r'^scheduler_request_duration_seconds_(sum|count)'
+                         r'\{method="select_destinations"\} (\S+)$')
+    try:
+        with urllib.request.urlopen('http://127.0.0.1:%d/metrics' % port,
+                                    timeout=10) as reply:
+            text = reply.read().decode('utf-8')
+    except OSError as e:
+        print('could not read the service\'s metrics: %s' % e,
+              file=sys.stderr)
+        return {}
+    found = {}
+    for line in text.splitlines():
+        match = pattern.match(line)
+        if match:
+            found[match.group(1)] = float(match.group(2))
+    return found
 
 
 def _timed_calls(label: str, api, ctxt, requests: int,
