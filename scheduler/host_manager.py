@@ -131,6 +131,11 @@ class HostManager:
         self._usage_reports: dict = {}
         self._down: set = set()
         self._aggregates_stamp: tuple | None = None
+        #: Changes made to ``_aggregates`` (a read that began before the
+        #: last one is stale).
+        self._aggregates_version = 0
+        #: Writes of aggregates in flight (``_writing_aggregates``).
+        self._aggregate_writes = 0
         #: Told of every view composed or dropped (``watch_views``).
         self._watchers: list = []
 
@@ -772,14 +777,26 @@ class HostManager:
 
         Host views are re-attached only when something changed: with ten
         thousand hosts that is the expensive part, and aggregates rarely
-        change.
+        change.  Nothing is read while this worker writes aggregates it
+        was sent: memory is ahead of the inventory then, and what a read
+        found mid-write (a zone of 50,000 hosts took seconds to write)
+        would put the old aggregates back until the next read.
         """
+        with self._lock:
+            if self._aggregate_writes:
+                return
+            version = self._aggregates_version
         stamp = self.db.aggregates_stamp()
         if stamp == self._aggregates_stamp:
             return
-        self._set_aggregates([_aggregate_obj(a)
-                              for a in self.db.aggregate_get_all()])
-        self._aggregates_stamp = stamp
+        # Off the event loop: every aggregate's hosts, 100,000 strings at
+        # 100,000 hosts.
+        rows = concurrency.run_blocking(self.db.aggregate_get_all)
+        with self._lock:
+            known = self._known_aggregates()
+            if self._set_aggregates([_known_or_new(known, row)
+                                     for row in rows], version=version):
+                self._aggregates_stamp = stamp
 
     def update_aggregates(self, aggregates: list) -> None:
         """Aggregates another service changed: apply, then save.
@@ -790,14 +807,29 @@ class HostManager:
         """
         changed = {agg.name: agg for agg in aggregates}
         uuids = {agg.obj_get('uuid') for agg in aggregates} - {None}
-        kept = [a for a in self._aggregates
-                if a.name not in changed and a.uuid not in uuids]
-        self._set_aggregates(kept + list(aggregates))
+        with self._lock:
+            kept = [a for a in self._aggregates
+                    if a.name not in changed and a.uuid not in uuids]
+            self._set_aggregates(kept + list(aggregates))
         # Off the event loop: a zone of 50,000 hosts took from 20 s to
         # over a minute to write, and a loop held that long stops
         # answering the broker's heartbeats (the connection, and the
         # queues with it, went).
-        concurrency.run_blocking(self._save_aggregates, aggregates)
+        self._writing_aggregates(self._save_aggregates, aggregates)
+
+    def _writing_aggregates(self, write, *args) -> None:
+        """Run ``write`` (of aggregates already changed in memory) off the
+        event loop, with ``refresh_aggregates`` held off meanwhile."""
+        with self._lock:
+            self._aggregate_writes += 1
+        try:
+            concurrency.run_blocking(write, *args)
+        finally:
+            with self._lock:
+                self._aggregate_writes -= 1
+                # Read them back once written: another worker may have
+                # written others meanwhile.
+                self._aggregates_stamp = None
 
     def _save_aggregates(self, aggregates: list) -> None:
         for agg in aggregates:
@@ -807,10 +839,11 @@ class HostManager:
                 'metadata': dict(agg.obj_get('metadata') or {})})
 
     def delete_aggregate(self, aggregate) -> None:
-        self._set_aggregates([a for a in self._aggregates
-                              if a.name != aggregate.name])
+        with self._lock:
+            self._set_aggregates([a for a in self._aggregates
+                                  if a.name != aggregate.name])
         try:
-            concurrency.run_blocking(self.db.aggregate_delete,
+            self._writing_aggregates(self.db.aggregate_delete,
                                      aggregate.obj_get('uuid')
                                      or aggregate.name)
         except exception.AggregateNotFound:
@@ -819,19 +852,31 @@ class HostManager:
     def aggregates(self) -> list:
         return list(self._aggregates)
 
-    def _set_aggregates(self, aggregates: list) -> None:
+    def _known_aggregates(self) -> dict:
+        """('uuid', uuid) and ('name', name) -> the aggregate known by it."""
+        known = {}
+        for agg in self._aggregates:
+            known[('uuid', agg.obj_get('uuid'))] = agg
+            known[('name', agg.name)] = agg
+        return known
+
+    def _set_aggregates(self, aggregates: list,
+                        version: int | None = None) -> bool:
         """Make ``aggregates`` the aggregates; re-attach the hosts whose
-        aggregates changed, and only those.
+        aggregates changed, and only those.  Called with the lock held.
 
         An aggregate equal to one already known (same uuid or name,
         hosts and metadata) keeps the known object, so re-reading every
         aggregate from the inventory changes no view; a change costs in
         proportion to the hosts of the aggregates that changed.
+        ``version``: the aggregates' version they were read at; they are
+        stale, and nothing is changed (False), when another change came
+        since.
         """
-        known = {}
-        for agg in self._aggregates:
-            known[('uuid', agg.obj_get('uuid'))] = agg
-            known[('name', agg.name)] = agg
+        if version is not None and version != self._aggregates_version:
+            return False
+        self._aggregates_version += 1
+        known = self._known_aggregates()
         aggregates = [_same_or_new(known, agg) for agg in aggregates]
         new_ids = {id(agg) for agg in aggregates}
         old_ids = {id(agg) for agg in self._aggregates}
@@ -845,27 +890,27 @@ class HostManager:
         affected = set(added_to)
         for agg in removed:
             affected.update(agg.hosts)
-        with self._lock:
-            by_host = self._host_aggregates
-            self._aggregates_stamp = None
-            self._aggregates = aggregates
-            for host in affected:
-                now = sorted([a for a in by_host.get(host, ())
-                              if id(a) in new_ids] + added_to.get(host, []),
-                             key=lambda a: position[id(a)])
-                if now:
-                    by_host[host] = now
-                else:
-                    by_host.pop(host, None)
-                for key in self._nodes_of.get(host, ()):
-                    report = self._reports.get(key)
-                    if report is None:
-                        continue
-                    # Views are replaced, never changed in place.
-                    fresh = report.successor()
-                    self._attach_aggregates(fresh)
-                    self._reports[key] = fresh
-                    self._renew_state(key, report, fresh)
+        by_host = self._host_aggregates
+        self._aggregates_stamp = None
+        self._aggregates = aggregates
+        for host in affected:
+            now = sorted([a for a in by_host.get(host, ())
+                          if id(a) in new_ids] + added_to.get(host, []),
+                         key=lambda a: position[id(a)])
+            if now:
+                by_host[host] = now
+            else:
+                by_host.pop(host, None)
+            for key in self._nodes_of.get(host, ()):
+                report = self._reports.get(key)
+                if report is None:
+                    continue
+                # Views are replaced, never changed in place.
+                fresh = report.successor()
+                self._attach_aggregates(fresh)
+                self._reports[key] = fresh
+                self._renew_state(key, report, fresh)
+        return True
 
     def _attach_aggregates(self, view, like=None) -> None:
         """Attach the aggregates of ``view``'s host to ``view`` (a
@@ -912,18 +957,36 @@ class HostManager:
 
 def _same_or_new(known: dict, agg):
     """The known aggregate ``agg`` equals, or ``agg`` itself."""
-    old = known.get(('uuid', agg.obj_get('uuid'))) \
-        if agg.obj_get('uuid') else None
-    if old is None:
-        old = known.get(('name', agg.name))
-    if old is agg:
+    if known.get(('name', agg.name)) is agg:
         return agg
-    if (old is not None and old.name == agg.name
-            and old.obj_get('uuid') == agg.obj_get('uuid')
-            and list(old.hosts) == list(agg.hosts)
-            and dict(old.metadata) == dict(agg.metadata)):
+    old = _known_equal(known, agg.name, agg.obj_get('uuid'), agg.hosts,
+                       agg.metadata)
+    return agg if old is None else old
+
+
+def _known_or_new(known: dict, row: dict):
+    """The known aggregate inventory ``row`` describes, else a new one
+    (no versioned object is made for an aggregate that did not change:
+    at 100,000 hosts, one per host name)."""
+    old = _known_equal(known, row['name'], row.get('uuid'), row['hosts'],
+                       row['metadata'])
+    return _aggregate_obj(row) if old is None else old
+
+
+def _known_equal(known: dict, name: str, uuid: str | None, hosts,
+                 metadata):
+    """The known aggregate with this uuid (else name) if it has this
+    name, uuid, hosts (in any order) and metadata."""
+    old = known.get(('uuid', uuid)) if uuid else None
+    if old is None:
+        old = known.get(('name', name))
+    if (old is not None and old.name == name
+            and old.obj_get('uuid') == uuid
+            and len(old.hosts) == len(hosts)
+            and set(old.hosts) == set(hosts)
+            and dict(old.metadata) == dict(metadata)):
         return old
-    return agg
+    return None
 
 
 def _batches(keys: list) -> typing.Iterator[list]:

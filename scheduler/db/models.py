@@ -62,7 +62,12 @@ class Host(Base):
 
 
 class Aggregate(Base):
-    """A named group of hosts carrying metadata (e.g. its zone)."""
+    """A named group of hosts carrying metadata (e.g. its zone).
+
+    Its hosts (``AggregateHost``) are no relationship: an aggregate may
+    hold tens of thousands, read and written as plain rows
+    (``scheduler.db.aggregates``), never loaded with it.
+    """
 
     __tablename__ = 'aggregates'
     __table_args__ = (
@@ -80,9 +85,6 @@ class Aggregate(Base):
     updated_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(
         DateTime)
 
-    hosts: orm.Mapped[list['AggregateHost']] = orm.relationship(
-        cascade='all, delete-orphan', passive_deletes=True,
-        lazy='selectin', order_by='AggregateHost.host')
     metadata_items: orm.Mapped[list['AggregateMetadata']] = orm.relationship(
         cascade='all, delete-orphan', passive_deletes=True,
         lazy='selectin', order_by='AggregateMetadata.key')

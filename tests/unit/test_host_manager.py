@@ -822,6 +822,81 @@ def test_aggregate_changes_reach_the_hosts(inventory):
                                                metadata={}))
 
 
+class _RefreshingInventory:
+    """The inventory, with a periodic refresh of ``manager``'s aggregates
+    run in the middle of its next call of ``during`` (before it is done,
+    or ``after`` it is)."""
+
+    after = False
+
+    def __init__(self, db, during):
+        self._db, self._during, self.manager = db, during, None
+
+    def __getattr__(self, name):
+        found = getattr(self._db, name)
+        if name != self._during:
+            return found
+
+        def midway(*args, **kwargs):
+            manager, self.manager = self.manager, None
+            if manager is not None and not self.after:
+                self._midway(manager)
+            result = found(*args, **kwargs)
+            if manager is not None and self.after:
+                self._midway(manager)
+            return result
+        return midway
+
+    def _midway(self, manager):
+        manager.refresh_aggregates()
+
+
+def _zone(name, hosts, uuid):
+    return objects.Aggregate(id=None, uuid=fixtures.uuid(uuid), name=name,
+                             hosts=hosts, metadata={'availability_zone': name})
+
+
+def test_a_refresh_while_aggregates_are_written_keeps_the_new_ones(
+        inventory):
+    store = _RefreshingInventory(inventory, 'aggregate_upsert')
+    manager = host_manager.HostManager(inventory=store)
+    manager.update_from_report(fixtures.report('h1'))
+    manager.update_aggregates([_zone('az1', ['h1'], 801)])
+    # The cast's second aggregate is written while the periodic refresh
+    # runs: the inventory has the first only, memory has both.
+    store.manager = manager
+    manager.update_aggregates([_zone('az1', ['h1'], 801),
+                               _zone('az2', ['h1'], 802)])
+    assert store.manager is None   # the refresh ran mid-write
+    view = manager.get_host_state('h1')
+    assert view.availability_zones == {'az1', 'az2'}
+    # Once written, they are read back once, and nothing changes.
+    manager.refresh_aggregates()
+    assert manager.get_host_state('h1') is view
+    assert manager._aggregates_stamp == inventory.aggregates_stamp()
+
+
+class _ChangedWhileRead(_RefreshingInventory):
+    after = True
+
+    def _midway(self, manager):
+        manager.update_aggregates([_zone('az9', ['h1'], 809)])
+
+
+def test_aggregates_read_before_a_change_do_not_undo_it(inventory):
+    store = _ChangedWhileRead(inventory, 'aggregate_get_all')
+    manager = host_manager.HostManager(inventory=store)
+    manager.update_from_report(fixtures.report('h1'))
+    manager.update_aggregates([_zone('az1', ['h1'], 801)])
+    store.manager = manager
+    manager.refresh_aggregates()   # reads az1; az9 is cast meanwhile
+    assert store.manager is None
+    assert manager.get_host_state('h1').availability_zones == {
+        'az1', 'az9'}
+    manager.refresh_aggregates()   # the next read has both
+    assert [a.name for a in manager.aggregates()] == ['az1', 'az9']
+
+
 def test_a_computes_full_instance_list_reconciles_the_inventory(inventory):
     manager = host_manager.HostManager()
     manager.load_from_inventory()

@@ -404,12 +404,35 @@ class TestAggregates:
             k: agg[k] for k in ('id', 'uuid', 'name', 'hosts', 'metadata',
                                 'availability_zone')}
 
+    def test_upsert_of_a_big_membership_keeps_the_rows_that_stay(self):
+        # More hosts than one statement may list (the IN and INSERT
+        # chunks), changed at both ends.
+        hosts = ['cmp%05d' % i for i in range(2500)]
+        first = api.aggregate_upsert({'uuid': UUID1, 'name': 'zone',
+                                      'hosts': hosts})
+        assert first['hosts'] == hosts
+        ids = _host_row_ids()
+        again = api.aggregate_upsert({'uuid': UUID1, 'name': 'zone',
+                                      'hosts': hosts[1200:] + ['new']})
+        assert again['hosts'] == sorted(hosts[1200:] + ['new'])
+        assert api.aggregate_get_all()[0]['hosts'] == again['hosts']
+        kept = _host_row_ids()
+        stayed = hosts[1200:]
+        assert [kept[h] for h in stayed] == [ids[h] for h in stayed]
+        assert _count('aggregate_hosts') == 1301
+
     def test_upsert_refuses_a_name_held_by_another_aggregate(self):
         api.aggregate_create('rack1', uuid=UUID1)
         api.aggregate_create('rack2', uuid=UUID2)
         with pytest.raises(exception.AggregateNameExists):
             api.aggregate_upsert({'uuid': UUID2, 'name': 'rack1'})
         assert api.aggregate_get(UUID2)['name'] == 'rack2'
+
+
+def _host_row_ids() -> dict:
+    with api.get_engine().connect() as conn:
+        return dict(conn.execute(sa.text(
+            'SELECT host, id FROM aggregate_hosts')).all())
 
 
 def test_the_aggregates_stamp_changes_with_every_aggregate_write():
