@@ -72,14 +72,11 @@ def parse_args(argv: list, default_config_files: list | None = None,
     CONF.set_default('kombu_missing_consumer_retry_timeout',
                      REPLY_RETRY_SECONDS, group='oslo_messaging_rabbit')
     # oslo's 0 lets the broker push a server every message queued for
-    # it: the executor takes them all and queues them, decoded, in
-    # memory (100,000 reports cast at once, a fleet's first or a
-    # backlog after an outage: 702 MB resident at the 40,000th against
-    # 522 MB with this bound, and the difference was kept); and
-    # of two daemons on one topic, one took a backlog the other could
-    # have served. Messages are acknowledged when a worker takes them,
-    # so this bounds what a server holds and leaves the rest queued on
-    # the broker.
+    # it, into its socket buffers, and of two daemons on one topic one
+    # took a backlog the other could have served.  This bounds only
+    # what is delivered and not yet acknowledged: oslo.messaging
+    # acknowledges an RPC message on receipt, and what the server's
+    # workers cannot take yet is bounded by ``rpc.bound_intake``.
     CONF.set_default('rabbit_qos_prefetch_count', PREFETCH_COUNT,
                      group='oslo_messaging_rabbit')
     CONF(argv, project='scheduler', prog=prog,

@@ -310,6 +310,62 @@ def test_a_stopped_consumer_lets_go_within_the_idle_wait():
     assert reconnect_delay == 1.0
 
 
+class _Held:
+    """An endpoint whose casts wait until the test lets them go."""
+
+    def __init__(self):
+        self.go = threading.Event()
+        self.lock = threading.Lock()
+        self.started = self.done = 0
+
+    @oslo_messaging.expose
+    def work(self, ctxt, n):
+        with self.lock:
+            self.started += 1
+        self.go.wait(10)
+        with self.lock:
+            self.done += 1
+
+
+def _until(condition, timeout=10):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, 'timed out'
+        time.sleep(0.01)
+
+
+def test_a_busy_server_leaves_what_it_cannot_serve_on_the_bus(
+        fake_transport, monkeypatch):
+    """oslo.messaging acknowledges a message when its consumer gets it
+    and queues what its workers cannot take yet without a bound: a busy
+    service pulled the broker's whole backlog into its memory."""
+    monkeypatch.setattr(concurrency, 'EXECUTOR', 'threading')
+    endpoint = _Held()
+    server = rpc.get_server(oslo_messaging.Target(topic='held', server='s1'),
+                            [endpoint], transport=fake_transport)
+    server.start(override_pool_size=2)
+    client = rpc.get_client(oslo_messaging.Target(topic='held'),
+                            transport=fake_transport)
+    queue = fake_transport._driver._exchange_manager.get_exchange(
+        'scheduler')._get_topic_queue('held')
+    try:
+        for n in range(20):
+            client.cast(CTX, 'work', n=n)
+        _until(lambda: endpoint.started == 2)
+        time.sleep(0.3)   # time enough to take all 20 without the bound
+        # Two served, two queued for the workers, one in the consumer's
+        # hand; the rest is still on the bus.
+        assert 20 - len(queue) <= 2 * (1 + rpc.QUEUED_PER_WORKER) + 1
+        assert endpoint.started == 2
+        endpoint.go.set()
+        _until(lambda: endpoint.done == 20)
+        assert not queue
+    finally:
+        endpoint.go.set()
+        server.stop()
+        server.wait()
+
+
 class _Server:
     """Records stop() and wait(); stop() returns only once every server
     of the barrier is stopping, as consumers that let go side by side."""
