@@ -398,12 +398,15 @@ def _delete_queues(topic: str) -> None:
 def _service_rss_mb(pid: int) -> float:
     """The resident memory of the process that serves: ``pid`` itself
     under eventlet with one worker, its child under the threading
-    executor (cotyledon's master forks even one worker)."""
+    executor (cotyledon's master forks even one worker, from a thread
+    of its own: each thread's children are listed apart)."""
+    children = []
     try:
-        with open('/proc/%d/task/%d/children' % (pid, pid)) as f:
-            children = [int(child) for child in f.read().split()]
+        for task in os.listdir('/proc/%d/task' % pid):
+            with open('/proc/%d/task/%s/children' % (pid, task)) as f:
+                children += [int(child) for child in f.read().split()]
     except OSError:
-        children = []
+        pass
     return max([_rss_mb(pid)] + [_rss_mb(child) for child in children])
 
 
