@@ -460,7 +460,7 @@ class FilterScheduler(driver.Scheduler):
             passed = self.filter_handler.get_filtered_objects(
                 enabled, hosts, spec_obj, 0, report)
         weighed = self.weight_handler.get_weighed_objects(
-            weighers, passed, spec_obj, explain=True)
+            weighers, passed, spec_obj, explain=True, detailed=max_ranked)
         rejected = {}
         for step in report.steps:
             for host, reason in step.rejected.items():

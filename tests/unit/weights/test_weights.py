@@ -154,6 +154,22 @@ def test_weights_add_up_with_their_multipliers(conf):
     assert all(w.contributions == {} for w in fast)
 
 
+def test_an_explain_details_only_the_hosts_it_shows(conf):
+    conf.config(cpu_weight_multiplier=2.0, group='filter_scheduler')
+    weighers = [ram.RAMWeigher(), cpu.CPUWeigher(), disk.DiskWeigher()]
+    handler = base.HostWeightHandler()
+    every = handler.get_weighed_objects(weighers, _hosts(),
+                                        fixtures.request(), explain=True)
+    top = handler.get_weighed_objects(weighers, _hosts(), fixtures.request(),
+                                      explain=True, detailed=2)
+    assert [(w.obj.host, w.weight) for w in top] == [
+        (w.obj.host, w.weight) for w in every]
+    assert [w.details for w in top[:2]] == [w.details for w in every[:2]]
+    assert [w.contributions for w in top[:2]] == [
+        w.contributions for w in every[:2]]
+    assert top[2].details == {} and every[2].details != {}
+
+
 def test_per_aggregate_multiplier_overrides_the_option(conf):
     # Admin guide: an aggregate's ram_weight_multiplier wins for its
     # hosts; with several the smallest is used.
