@@ -17,6 +17,7 @@ import ctypes
 import ctypes.util
 import functools
 import mmap
+import os
 import time
 import typing
 
@@ -43,17 +44,54 @@ class _MallInfo2(ctypes.Structure):
 @functools.cache
 def _glibc():
     """glibc's ``mallinfo2`` and ``malloc_trim``, or None elsewhere."""
-    name = ctypes.util.find_library('c')
+    libc = _libc()
     try:
-        libc = ctypes.CDLL(name)
         mallinfo2, malloc_trim = libc.mallinfo2, libc.malloc_trim
-    except (OSError, AttributeError, TypeError):
+    except AttributeError:
         return None
     mallinfo2.restype = _MallInfo2
     mallinfo2.argtypes = []
     malloc_trim.restype = ctypes.c_int
     malloc_trim.argtypes = [ctypes.c_size_t]
     return mallinfo2, malloc_trim
+
+
+#: Heaps (arenas) glibc's allocator may keep, unless the environment
+#: sets ``MALLOC_ARENA_MAX``: its default is eight a core.
+ARENAS = 2
+
+_M_ARENA_MAX = -8
+
+
+def limit_arenas(arenas: int = ARENAS) -> bool:
+    """Let glibc's allocator keep at most ``arenas`` heaps (False:
+    nothing done: not glibc, or ``MALLOC_ARENA_MAX`` in the environment,
+    which wins).  Call it before threads start.
+
+    glibc gives a thread that finds the heaps busy a heap of its own, up
+    to eight a core, and keeps what is freed in each for that heap.  A
+    service whose native threads take turns (the GIL) gains nothing from
+    that and holds each heap's freed memory apart: at 100,000 hosts with
+    the threading executor, eight callers at once left the service at
+    941 MB; with two heaps, 814 MB at the peak and 683 MB after.
+    """
+    if 'MALLOC_ARENA_MAX' in os.environ:
+        return False
+    libc = _libc()
+    mallopt = getattr(libc, 'mallopt', None) if libc is not None else None
+    if mallopt is None:
+        return False
+    mallopt.restype = ctypes.c_int
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    return bool(mallopt(_M_ARENA_MAX, arenas))
+
+
+@functools.cache
+def _libc():
+    try:
+        return ctypes.CDLL(ctypes.util.find_library('c'))
+    except (OSError, TypeError):
+        return None
 
 
 def free_held() -> int | None:

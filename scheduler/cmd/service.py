@@ -10,6 +10,7 @@ from oslo_reports import opts as gmr_opts
 from scheduler import config
 from scheduler.db import migration
 from scheduler import exception
+from scheduler import memory
 from scheduler import metrics
 from scheduler import service
 from scheduler import version
@@ -25,6 +26,8 @@ STARTUP_ERRORS = (exception.SchedulerDriverNotFound,
 
 
 def main(argv: list | None = None) -> None:
+    # Before any thread starts (oslo.messaging's, the workers').
+    memory.limit_arenas()
     config.parse_args(sys.argv[1:] if argv is None else argv,
                       prog='scheduler-service')
     # SIGUSR2 prints a Guru Meditation report: threads, green threads and

@@ -344,6 +344,10 @@ def bench_rabbit(hosts: int, requests: int, concurrency: int,
                      requests, 1)
         _timed_calls('over RabbitMQ, %d hosts, %d callers'
                      % (hosts, concurrency), api, ctxt, requests, concurrency)
+        print('%-44s %d claim(s) lost a race and were tried again'
+              % ('over RabbitMQ, %d hosts:' % hosts,
+                 _service_metrics(metrics_port).get(
+                     'scheduler_claim_conflicts_total', float('nan'))))
         t0 = time.perf_counter()
         explained = api.explain(ctxt, make_spec(0))
         print('%-44s one explain (admin: a reason per rejected host) in '
