@@ -212,7 +212,7 @@ class HostWeightHandler:
         order = sorted(range(len(weighed)), key=totals.__getitem__,
                        reverse=True)
         weighed = [weighed[i] for i in order]
-        for i, w in zip(order[:detailed], weighed):
+        for i, w in zip(order[:detailed] if scores else (), weighed):
             for name, raw, norm, multipliers in scores:
                 score = WeigherScore(raw[i], norm[i], multipliers[i])
                 w.details[name] = score
