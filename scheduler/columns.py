@@ -132,6 +132,12 @@ class _Interner:
         return code
 
 
+#: A change waits for the snapshots reading the store's arrays
+#: (``ColumnStore._waits``) while fewer than the larger of these wait:
+#: a count, and a fraction (1/n) of the rows.
+_WAIT_MIN = 64
+_WAIT_FRACTION = 32
+
 #: The columns by type: one 2-D block per type, a row of it per column.
 _BLOCKS = ((NUMBERS, np.float64), (FLAGS, bool), (CODES, np.int32))
 
@@ -232,10 +238,15 @@ class ColumnStore:
     ties) is kept as an insertion sequence number per row.
 
     A snapshot reads the store's own arrays and view list until it is
-    ``release``d (or changes a row itself, and takes copies): a change
-    arriving meanwhile is written into copies, which the store keeps.
-    So a request that only reads (every request of one instance) copies
-    nothing, and one that a report overtakes copies once, as before.
+    ``release``d (or changes a row itself, and takes copies).  A change
+    arriving meanwhile waits (``_pending``) until the last snapshot
+    reading the arrays is released, then is written in place: a claim
+    or a report that overtakes a request copies nothing.  Only a new
+    snapshot taken while another still reads, with changes waiting,
+    copies the arrays to see them (as does a burst of changes too
+    large to wait, an aggregate's); one decision at a time
+    (``FilterScheduler``'s ``max_concurrent_decisions``) makes that
+    rare.
     """
 
     def __init__(self, capacity: int = 1024):
@@ -268,47 +279,85 @@ class ColumnStore:
         #: request; None when an array was replaced (grown, a new
         #: aggregate column).
         self._read_only: tuple | None = None
+        #: ``(key, view or None for a removal)``, in order: changes
+        #: that wait for the snapshots reading the arrays.
+        self._pending: list = []
 
     def __len__(self) -> int:
         return len(self._rows)
 
     def _own(self) -> None:
-        """Before any change: copies, if a snapshot reads the arrays."""
+        """Copies, if a snapshot reads the arrays; then the changes
+        that waited for it."""
         if self._shared:
             self._arrays = self._arrays.copy()
             self._views = list(self._views)
             self._shared = 0
             self._generation += 1
+        self._apply_pending()
+
+    def _apply_pending(self) -> None:
+        pending, self._pending = self._pending, []
+        for key, view in pending:
+            if view is None:
+                self._remove(key)
+            else:
+                self._change(key, view)
+
+    def _waits(self, key, view) -> bool:
+        """Whether the change waits for the snapshots reading the
+        arrays.  A burst of changes (``_WAIT_MIN``, ``_WAIT_FRACTION``:
+        an aggregate's hosts) is written into copies at once instead:
+        applying it would hold up the request that releases the last
+        snapshot."""
+        if not self._shared:
+            return False
+        if len(self._pending) >= max(_WAIT_MIN,
+                                     self._size // _WAIT_FRACTION):
+            self._own()
+            return False
+        self._pending.append((key, view))
+        return True
 
     def release(self, generation: int) -> None:
-        """A snapshot of ``generation`` no longer reads the arrays."""
+        """A snapshot of ``generation`` no longer reads the arrays: the
+        changes that waited for the last one are written."""
         with self._lock:
             if generation == self._generation and self._shared:
                 self._shared -= 1
+                if not self._shared:
+                    self._apply_pending()
 
     def view_changed(self, key, view) -> None:
         with self._lock:
-            self._own()
-            row = self._rows.get(key)
-            if row is None:
-                row = self._free.pop() if self._free else self._new_row()
-                self._rows[key] = row
-                self._seq[row] = self._next_seq
-                self._next_seq += 1
-                self._ordered = None
-            replaces, self._views[row] = self._views[row], view
-            if self._arrays.put(row, view, self.interners, replaces):
-                self._has_values = {}
+            if not self._waits(key, view):
+                self._change(key, view)
+
+    def _change(self, key, view) -> None:
+        """Write ``view`` into its row (the arrays are the store's own)."""
+        row = self._rows.get(key)
+        if row is None:
+            row = self._free.pop() if self._free else self._new_row()
+            self._rows[key] = row
+            self._seq[row] = self._next_seq
+            self._next_seq += 1
+            self._ordered = None
+        replaces, self._views[row] = self._views[row], view
+        if self._arrays.put(row, view, self.interners, replaces):
+            self._has_values = {}
 
     def view_removed(self, key) -> None:
         with self._lock:
-            row = self._rows.pop(key, None)
-            if row is None:
-                return
-            self._own()
-            self._views[row] = None
-            self._free.append(row)
-            self._ordered = None
+            if not self._waits(key, None):
+                self._remove(key)
+
+    def _remove(self, key) -> None:
+        row = self._rows.pop(key, None)
+        if row is None:
+            return
+        self._views[row] = None
+        self._free.append(row)
+        self._ordered = None
 
     def _new_row(self) -> int:
         if self._size == self._capacity:
@@ -328,6 +377,10 @@ class ColumnStore:
     def snapshot(self) -> 'Snapshot':
         """The columns as they are now, for one request."""
         with self._lock:
+            if self._pending:
+                # Another snapshot still reads the arrays: this one
+                # sees the waiting changes in copies.
+                self._own()
             if self._ordered is None:
                 used = np.fromiter(self._rows.values(), np.int64,
                                    len(self._rows))

@@ -151,6 +151,20 @@ def native_lock():
     return threading.RLock()
 
 
+def request_semaphore(size: int):
+    """A semaphore for the threads that serve requests: green threads
+    under eventlet, native ones under threading.
+
+    Unlike ``native_lock``, waiting on it lets other green threads run,
+    so a request may hold it across a cooperative switch; it must not
+    be taken by work handed to ``run_blocking``.  Make it after
+    ``setup()`` (a driver's ``__init__`` is), when ``threading`` is the
+    runtime's own.
+    """
+    import threading
+    return threading.BoundedSemaphore(size)
+
+
 def run_blocking(func, *args, **kwargs):
     """Run ``func`` in a native thread, so the event loop keeps serving.
 

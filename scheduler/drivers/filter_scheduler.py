@@ -119,6 +119,9 @@ class FilterScheduler(driver.Scheduler):
         self.enabled_filters: list = []
         self.weighers: list = []
         self._columns: columns.ColumnStore | None = None
+        #: Held while a request filters and weighs (``_choose``).
+        self._deciding = concurrency.request_semaphore(
+            CONF.filter_scheduler.max_concurrent_decisions)
         self.reset()
 
     def reset(self) -> None:
@@ -302,8 +305,30 @@ class FilterScheduler(driver.Scheduler):
 
         Each instance is chosen against the nodes as the earlier
         instances' planned claims leave them; the claims are made
-        together at the end (``HostManager.claim_many``), all or none.
+        together at the end (``HostManager.claim_many``), all or none,
+        once the choosing is over: the next request chooses while the
+        database commits (``[filter_scheduler] max_concurrent_decisions``
+        bounds the requests that choose at once).
         """
+        group = spec_obj.obj_get('instance_group')
+        group_hosts = list(group.hosts) if group is not None else None
+        try:
+            with self._deciding:
+                planned, results = self._choose(
+                    context, spec_obj, uuids, kept, replace,
+                    return_alternates, report, enabled, weighers, group)
+            if planned:
+                self.host_manager.claim_many(planned)
+        except Exception:
+            if group is not None:
+                group.hosts = group_hosts
+            raise
+        return results
+
+    def _choose(self, context, spec_obj, uuids, kept, replace,
+                return_alternates, report, enabled, weighers,
+                group) -> tuple:
+        """``_place``'s choices: the claims to make and the answer."""
         num = spec_obj.num_instances
         hosts = self.column_candidates(spec_obj, report)
         #: Released once the choices are made: the claims' new views
@@ -311,10 +336,8 @@ class FilterScheduler(driver.Scheduler):
         snapshot = None if hosts is None else hosts.snapshot
         if hosts is None:
             hosts = self.candidate_hosts(spec_obj)
-        group = spec_obj.obj_get('instance_group')
         alternates_wanted = (CONF.scheduler.max_attempts - 1
                              if return_alternates else 0)
-        group_hosts = list(group.hosts) if group is not None else None
         if spec_obj.obj_get('force_hosts') or spec_obj.obj_get('force_nodes'):
             # Forcing skips the filters, and so the limits they set: an
             # operator who names a host takes responsibility for it.
@@ -349,18 +372,10 @@ class FilterScheduler(driver.Scheduler):
                 results.append(self._selections(
                     spec_obj, uuid, chosen, weighed, alternates_wanted,
                     limiting))
-            if snapshot is not None:
-                snapshot.release()
-            if planned:
-                self.host_manager.claim_many(planned)
-        except Exception:
-            if group is not None:
-                group.hosts = group_hosts
-            raise
         finally:
             if snapshot is not None:
                 snapshot.release()
-        return results
+        return planned, results
 
     def _plan_one(self, spec_obj, uuid, weighed, limiting, replace: bool,
                   tentative: dict):

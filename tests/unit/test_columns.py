@@ -281,11 +281,18 @@ def test_snapshots_read_the_store_until_released_and_copy_to_change(conf):
     first.release()
     manager.update_from_report(fixtures.report('a', memory_mb_used=100))
     assert store._arrays is arrays
-    # Held: the change goes into copies; the snapshot reads what it had.
+    # Held: the change waits, nothing copied; the snapshot reads what
+    # it had.
     held = store.snapshot()
     manager.update_from_report(fixtures.report('a', memory_mb_used=200))
-    assert store._arrays is not arrays
+    assert store._arrays is arrays
     assert used(held) == [100, 0]
+    # A new snapshot meanwhile sees the change, in copies.
+    newer = store.snapshot()
+    assert store._arrays is not arrays
+    assert used(newer) == [200, 0]
+    assert used(held) == [100, 0]
+    newer.release()
     assert used(store.snapshot()) == [200, 0]
     # A snapshot changing a row (a claim between instances) changes its
     # own copy, not the store nor another snapshot.
@@ -323,6 +330,57 @@ def test_snapshots_read_the_store_until_released_and_copy_to_change(conf):
         manager.update_from_report(fixtures.report(name))
     store_rows = store.snapshot()
     assert len(used(store_rows)) == len(store) == 16
+
+
+def test_changes_wait_for_the_snapshot_reading_and_keep_their_order(conf):
+    manager = fixtures.manager_with([fixtures.report(h) for h in 'abc'])
+    store = columns.ColumnStore()
+    manager.watch_views(store)
+    views = {v.host: v for v in manager.get_all_host_states()}
+
+    def seen(snap):
+        return [(snap.views[r].host, int(snap.column('memory_mb_used')[r]))
+                for r in snap.ordered]
+
+    held = store.snapshot()
+    arrays = store._arrays
+    # A claim or report overtaking a request: node 'a' leaves and comes
+    # back, 'b' changes.  Nothing is copied; the request reads what it
+    # had.
+    busier = views['b'].copy()
+    busier.memory_mb_used = 100
+    store.view_removed(('a', 'a'))
+    store.view_changed(('b', 'b'), busier)
+    store.view_changed(('a', 'a'), views['a'])
+    assert store._arrays is arrays
+    assert seen(held) == [('a', 0), ('b', 0), ('c', 0)]
+    # Released: written in place, in their order (the node that came
+    # back is last, as in the HostManager's order).
+    held.release()
+    assert store._arrays is arrays and not store._pending
+    after = store.snapshot()
+    assert seen(after) == [('b', 100), ('c', 0), ('a', 0)]
+    after.release()
+
+
+def test_a_burst_of_changes_does_not_wait_for_the_snapshot(conf):
+    manager = fixtures.manager_with([fixtures.report(h) for h in 'ab'])
+    store = columns.ColumnStore()
+    manager.watch_views(store)
+    view = manager.get_host_state('a')
+    held = store.snapshot()
+    arrays = store._arrays
+    for used in range(1, columns._WAIT_MIN + 2):
+        changed = view.copy()
+        changed.memory_mb_used = used
+        store.view_changed(('a', 'a'), changed)
+    # Too many to apply when the request ends: copied and written now.
+    assert store._arrays is not arrays and not store._pending
+    assert held.column('memory_mb_used')[held.ordered].tolist() == [0, 0]
+    fresh = store.snapshot()
+    assert fresh.column('memory_mb_used')[fresh.ordered].tolist() == \
+        [columns._WAIT_MIN + 1, 0]
+    held.release(), fresh.release()
 
 
 def test_plugins_get_read_only_columns_gathered_only_when_needed(conf):

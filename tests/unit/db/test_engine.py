@@ -3,6 +3,7 @@ connection (``engine.run_in_transaction``), and their way back to
 SQLAlchemy."""
 
 import sqlite3
+import threading
 
 from oslo_db import exception as db_exc
 import pytest
@@ -98,3 +99,27 @@ def test_any_other_error_is_raised_and_rolls_back(inventory):
     with pytest.raises(ValueError):
         engine.run_in_transaction(work)
     assert _value() == start
+
+
+def test_transactions_of_one_process_queue_for_sqlite_in_turn(inventory):
+    # A transaction waiting here starts the moment the one before it
+    # ends, instead of sleeping in SQLite's busy handler.
+    done = []
+    writer = engine._sqlite_writer()
+    writer.acquire()
+    try:
+        second = threading.Thread(
+            target=lambda: done.append(engine.run_in_transaction(_bump)))
+        second.start()
+        second.join(0.3)
+        assert not done, 'ran while another transaction of ours wrote'
+    finally:
+        writer.release()
+    second.join(10)
+    assert done == [None]
+    # A read does not queue.
+    writer.acquire()
+    try:
+        assert engine.run_read(lambda conn: 'read') == 'read'
+    finally:
+        writer.release()

@@ -6,6 +6,7 @@ checks where the instances went.  Randomness only enters through
 """
 
 import random
+import threading
 
 import pytest
 
@@ -533,6 +534,49 @@ def test_limits_answered_by_a_plugin_reach_the_selection(spread):
                     [fixtures.uuid(1)])
     assert placed[0][0].limits.memory_mb == 2048
     assert placed[0][0].limits.vcpu == 3
+
+
+class _WaitingFilter(filters.BaseHostFilter):
+    """Passes every host, after waiting for ``go`` (once per walk)."""
+
+    def __init__(self):
+        self.walks = 0
+        self.entered = threading.Event()
+        self.go = threading.Event()
+
+    def filter_all(self, host_states, spec_obj):
+        self.walks += 1
+        self.entered.set()
+        assert self.go.wait(10)
+        return list(host_states)
+
+
+@pytest.mark.parametrize('at_once', [1, 2])
+def test_requests_choose_one_at_a_time_unless_configured(spread, conf,
+                                                          tmp_path, at_once):
+    conf.config(max_concurrent_decisions=at_once, group='filter_scheduler')
+    driver = filter_scheduler.FilterScheduler(fixtures.manager_with(
+        _fleet(), url='sqlite:///%s' % (tmp_path / 'inventory.sqlite')))
+    waiting = _WaitingFilter()
+    driver.enabled_filters = [waiting]
+    answers = []
+
+    def place(n):
+        answers.append(_place(driver, fixtures.request(memory_mb=512),
+                              [fixtures.uuid(n)]))
+
+    first = threading.Thread(target=place, args=(1,))
+    first.start()
+    assert waiting.entered.wait(10)
+    second = threading.Thread(target=place, args=(2,))
+    second.start()
+    # The second request waits for the first to choose (a filter that
+    # waits on I/O lets it in when more may choose at once).
+    second.join(0.3)
+    assert waiting.walks == at_once
+    waiting.go.set()
+    first.join(10), second.join(10)
+    assert waiting.walks == 2 and len(answers) == 2
 
 
 def test_forced_and_ignored_hosts_match_in_any_case(conf):
