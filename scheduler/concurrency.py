@@ -17,6 +17,7 @@ thing.  Nothing else in the code base may depend on which runtime won:
 shared state is guarded by locks that work in both (``native_lock``).
 """
 
+import collections
 import gc
 import logging
 import os
@@ -151,18 +152,87 @@ def native_lock():
     return threading.RLock()
 
 
-def request_semaphore(size: int):
-    """A semaphore for the threads that serve requests: green threads
-    under eventlet, native ones under threading.
+class Turns:
+    """Requests take turns: at most ``size`` hold one at a time, the
+    others wait in the order they came.
 
-    Unlike ``native_lock``, waiting on it lets other green threads run,
-    so a request may hold it across a cooperative switch; it must not
-    be taken by work handed to ``run_blocking``.  Make it after
-    ``setup()`` (a driver's ``__init__`` is), when ``threading`` is the
-    runtime's own.
+    A holder that has had its turn for ``_SLICE`` and sees others
+    waiting gives it up at its next safe point (``Turn.pass_if_due``)
+    and queues again behind them, so that a long request (many
+    instances) does not hold short ones up; a request shorter than the
+    slice never hands over.  Built on the runtime's ``threading``
+    (green under eventlet): make it after ``setup()``, and take turns
+    only in threads that serve requests, never in ``run_blocking``
+    work.
     """
-    import threading
-    return threading.BoundedSemaphore(size)
+
+    def __init__(self, size: int):
+        import threading
+        self._lock_type = threading.Lock
+        self._lock = threading.Lock()
+        self._free = size
+        #: One closed gate per waiting request, first come first.
+        self._waiting: collections.deque = collections.deque()
+
+    def turn(self) -> 'Turn':
+        """``with turns.turn() as turn:`` (waits for it)."""
+        return Turn(self)
+
+    def _acquire(self) -> None:
+        with self._lock:
+            if self._free and not self._waiting:
+                self._free -= 1
+                return
+            gate = self._lock_type()
+            gate.acquire()
+            self._waiting.append(gate)
+        try:
+            # Opened by ``_release``, which hands this request the turn
+            # it gives up: only the request whose turn it is wakes.
+            gate.acquire()
+        except BaseException:
+            with self._lock:
+                handed = gate not in self._waiting
+                if not handed:
+                    self._waiting.remove(gate)
+            if handed:
+                self._release()
+            raise
+
+    def _release(self) -> None:
+        with self._lock:
+            if self._waiting:
+                self._waiting.popleft().release()
+            else:
+                self._free += 1
+
+    def others_wait(self) -> bool:
+        return bool(self._waiting)
+
+
+class Turn:
+    """One request's turn (``Turns.turn``)."""
+
+    def __init__(self, turns: Turns):
+        self._turns = turns
+        self._since = 0.0
+
+    def __enter__(self) -> 'Turn':
+        self._turns._acquire()
+        self._since = time.monotonic()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._turns._release()
+
+    def pass_if_due(self) -> None:
+        """At a safe point: let the requests waiting go first if this
+        one had its turn for ``_SLICE``; come back after them."""
+        if self._turns.others_wait() and \
+                time.monotonic() - self._since >= _SLICE:
+            self._turns._release()
+            self._turns._acquire()
+            self._since = time.monotonic()
 
 
 def run_blocking(func, *args, **kwargs):

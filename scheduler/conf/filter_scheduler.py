@@ -83,7 +83,10 @@ number of candidates are capped.
         min=1,
         help="""
 How many requests one worker filters and weighs at the same time; the
-others wait their turn.  Claims (the database transaction that follows
+others wait their turn, in the order they came.  A request of many
+instances that has had its turn for a few milliseconds lets those
+waiting go first between two of its instances, so short requests are
+not held up behind it.  Claims (the database transaction that follows
 a choice) are not counted: they overlap with the next request's
 choice.
 

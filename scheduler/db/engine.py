@@ -234,7 +234,7 @@ def _on_driver(work, begin: str | None):
         return _on_sqlalchemy(eng, work, begin)
     if not begin:
         return _on_sqlite(eng, work, begin)
-    with _sqlite_writer():
+    with _sqlite_writer().turn():
         return _on_sqlite(eng, work, begin)
 
 
@@ -246,7 +246,7 @@ def _on_sqlalchemy(eng: sa.Engine, work, begin: str | None):
         return work(conn)
 
 
-#: ``_sqlite_writer``'s semaphore, made on first use.
+#: ``_sqlite_writer``'s turns, made on first use.
 _SQLITE_WRITER = None
 
 
@@ -261,15 +261,15 @@ def _sqlite_writer():
     (measured with 8 callers at 10,000 hosts: a tenth of the worker's
     time in ``BEGIN IMMEDIATE``).  Queued here, the next claim starts
     as soon as the last one commits.  Other processes (workers) still
-    meet in SQLite's busy handler.  A semaphore of the request threads'
-    runtime (``concurrency.request_semaphore``): under eventlet a green
-    thread waits for it cooperatively.
+    meet in SQLite's busy handler.  Turns of the request threads'
+    runtime (``concurrency.Turns``): under eventlet a green thread waits
+    for its turn cooperatively.
     """
     global _SQLITE_WRITER
     if _SQLITE_WRITER is None:
         with _LOCK:
             if _SQLITE_WRITER is None:
-                _SQLITE_WRITER = concurrency.request_semaphore(1)
+                _SQLITE_WRITER = concurrency.Turns(1)
     return _SQLITE_WRITER
 
 

@@ -119,8 +119,8 @@ class FilterScheduler(driver.Scheduler):
         self.enabled_filters: list = []
         self.weighers: list = []
         self._columns: columns.ColumnStore | None = None
-        #: Held while a request filters and weighs (``_choose``).
-        self._deciding = concurrency.request_semaphore(
+        #: Taken while a request filters and weighs (``_choose``).
+        self._deciding = concurrency.Turns(
             CONF.filter_scheduler.max_concurrent_decisions)
         self.reset()
 
@@ -313,10 +313,11 @@ class FilterScheduler(driver.Scheduler):
         group = spec_obj.obj_get('instance_group')
         group_hosts = list(group.hosts) if group is not None else None
         try:
-            with self._deciding:
+            with self._deciding.turn() as turn:
                 planned, results = self._choose(
                     context, spec_obj, uuids, kept, replace,
-                    return_alternates, report, enabled, weighers, group)
+                    return_alternates, report, enabled, weighers, group,
+                    turn)
             if planned:
                 self.host_manager.claim_many(planned)
         except Exception:
@@ -326,9 +327,14 @@ class FilterScheduler(driver.Scheduler):
         return results
 
     def _choose(self, context, spec_obj, uuids, kept, replace,
-                return_alternates, report, enabled, weighers,
-                group) -> tuple:
-        """``_place``'s choices: the claims to make and the answer."""
+                return_alternates, report, enabled, weighers, group,
+                turn: concurrency.Turn) -> tuple:
+        """``_place``'s choices: the claims to make and the answer.
+
+        Between two instances a long request lets the requests waiting
+        for their turn go first (``turn.pass_if_due``) and lets green
+        threads run (``cooperative_yield``).
+        """
         num = spec_obj.num_instances
         hosts = self.column_candidates(spec_obj, report)
         #: Released once the choices are made: the claims' new views
@@ -350,6 +356,8 @@ class FilterScheduler(driver.Scheduler):
         limiting = request_limits.limiting(enabled)
         try:
             for index in range(num):
+                if index:
+                    turn.pass_if_due()
                 concurrency.cooperative_yield()
                 uuid = uuids[index] if uuids else None
                 if uuid:

@@ -7,6 +7,8 @@ and ``os.fork`` hooks cannot be undone in the test process.
 import os
 import subprocess
 import sys
+import threading
+import time
 
 from scheduler import concurrency
 from scheduler import service
@@ -110,3 +112,58 @@ def test_slice_begins_does_nothing_without_eventlet(monkeypatch):
     monkeypatch.setattr(concurrency, '_last_switch', [0.0])
     concurrency.slice_begins()
     assert concurrency._last_switch == [0.0]
+
+
+def _queue_behind(turns, name: str, order: list) -> threading.Thread:
+    """A thread that takes a turn, notes ``name``, and gives it back;
+    returned once it waits."""
+    def take():
+        with turns.turn():
+            order.append(name)
+
+    waiting = len(turns._waiting)
+    thread = threading.Thread(target=take)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while len(turns._waiting) == waiting:
+        assert time.monotonic() < deadline, '%s never queued' % name
+        time.sleep(0.001)
+    return thread
+
+
+def test_turns_are_taken_in_the_order_requests_came():
+    turns = concurrency.Turns(1)
+    order: list = []
+    with turns.turn():
+        threads = [_queue_behind(turns, name, order)
+                   for name in ('first', 'second', 'third')]
+    for thread in threads:
+        thread.join(10)
+    assert order == ['first', 'second', 'third']
+
+
+def test_a_long_turn_lets_the_waiting_go_first_then_comes_back():
+    turns = concurrency.Turns(1)
+    order: list = []
+    with turns.turn() as turn:
+        order.append('long, first instance')
+        short = _queue_behind(turns, 'short', order)
+        # Within its slice a request keeps its turn.
+        turn._since = time.monotonic()
+        turn.pass_if_due()
+        assert order == ['long, first instance']
+        turn._since -= concurrency._SLICE
+        turn.pass_if_due()
+        order.append('long, second instance')
+    short.join(10)
+    assert order == ['long, first instance', 'short',
+                     'long, second instance']
+
+
+def test_no_one_waiting_no_turn_given_up():
+    turns = concurrency.Turns(1)
+    with turns.turn() as turn:
+        turn._since -= 10 * concurrency._SLICE
+        turn.pass_if_due()
+        assert turns._free == 0 and not turns._waiting
+    assert turns._free == 1

@@ -106,20 +106,14 @@ def test_transactions_of_one_process_queue_for_sqlite_in_turn(inventory):
     # ends, instead of sleeping in SQLite's busy handler.
     done = []
     writer = engine._sqlite_writer()
-    writer.acquire()
-    try:
+    with writer.turn():
         second = threading.Thread(
             target=lambda: done.append(engine.run_in_transaction(_bump)))
         second.start()
         second.join(0.3)
         assert not done, 'ran while another transaction of ours wrote'
-    finally:
-        writer.release()
     second.join(10)
     assert done == [None]
     # A read does not queue.
-    writer.acquire()
-    try:
+    with writer.turn():
         assert engine.run_read(lambda conn: 'read') == 'read'
-    finally:
-        writer.release()

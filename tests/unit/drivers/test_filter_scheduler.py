@@ -552,8 +552,8 @@ class _WaitingFilter(filters.BaseHostFilter):
 
 
 @pytest.mark.parametrize('at_once', [1, 2])
-def test_requests_choose_one_at_a_time_unless_configured(spread, conf,
-                                                          tmp_path, at_once):
+def test_requests_choose_one_at_a_time_unless_configured(
+        spread, conf, tmp_path, at_once):
     conf.config(max_concurrent_decisions=at_once, group='filter_scheduler')
     driver = filter_scheduler.FilterScheduler(fixtures.manager_with(
         _fleet(), url='sqlite:///%s' % (tmp_path / 'inventory.sqlite')))
