@@ -309,8 +309,14 @@ class _DriverConnection:
     def __init__(self, dialect: sa.Dialect, driver):
         self.dialect = dialect
         self.driver_connection = driver
-        #: As ``sa.Connection.connection.driver_connection``.
-        self.connection = self
+
+    @property
+    def connection(self) -> '_DriverConnection':
+        """As ``sa.Connection.connection.driver_connection``; a property,
+        not an attribute: an object that refers to itself is freed only
+        by the garbage collector (two per request, each collection of
+        the young generation then costing more)."""
+        return self
 
     def exec_driver_sql(self, sql: str, params):
         cursor = self.driver_connection.cursor()

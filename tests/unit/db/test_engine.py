@@ -2,8 +2,10 @@
 connection (``engine.run_in_transaction``), and their way back to
 SQLAlchemy."""
 
+import gc
 import sqlite3
 import threading
+import weakref
 
 from oslo_db import exception as db_exc
 import pytest
@@ -117,3 +119,15 @@ def test_transactions_of_one_process_queue_for_sqlite_in_turn(inventory):
     # A read does not queue.
     with writer.turn():
         assert engine.run_read(lambda conn: 'read') == 'read'
+
+
+def test_the_driver_connection_is_freed_without_the_garbage_collector():
+    conn = engine._DriverConnection(None, None)
+    assert conn.connection.connection is conn
+    gone = weakref.ref(conn)
+    gc.disable()
+    try:
+        del conn
+        assert gone() is None
+    finally:
+        gc.enable()
