@@ -134,9 +134,12 @@ class _Interner:
 
 #: A change waits for the snapshots reading the store's arrays
 #: (``ColumnStore._waits``) while fewer than the larger of these wait:
-#: a count, and a fraction (1/n) of the rows.
+#: a count, and a fraction (1/n) of the rows.  Writing a waiting change
+#: costs about 10 us, copying the arrays about 0.05 us a row: past a
+#: few hundredths of the rows, a copy now is cheaper than making the
+#: request that releases the snapshot write them all.
 _WAIT_MIN = 64
-_WAIT_FRACTION = 32
+_WAIT_FRACTION = 128
 
 #: The columns by type: one 2-D block per type, a row of it per column.
 _BLOCKS = ((NUMBERS, np.float64), (FLAGS, bool), (CODES, np.int32))
