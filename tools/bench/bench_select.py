@@ -95,11 +95,20 @@ def make_spec(i: int, instances: int = 1) -> objects.RequestSpec:
         project_id='bench', user_id='bench')
 
 
+def _percentile(ms: list, fraction: float) -> float:
+    """Of sorted ``ms``: the value ``fraction`` of them do not exceed."""
+    return ms[min(len(ms) - 1, max(0, int(round(fraction * len(ms))) - 1))]
+
+
 def summarize(label: str, samples: list, wall: float) -> None:
+    """One line: median, p95, p99 and the slowest (a garbage
+    collection of the young generation shows there, once every few
+    hundred requests), and the rate."""
     ms = sorted(s * 1000 for s in samples)
-    p95 = ms[min(len(ms) - 1, int(round(0.95 * len(ms))) - 1)]
     print('%-44s n=%-5d median %8.2f ms   p95 %8.2f ms   %8.1f req/s'
-          % (label, len(ms), statistics.median(ms), p95, len(ms) / wall))
+          '   p99 %.2f ms, max %.2f ms'
+          % (label, len(ms), statistics.median(ms), _percentile(ms, 0.95),
+             len(ms) / wall, _percentile(ms, 0.99), ms[-1]))
     sys.stdout.flush()
 
 
