@@ -241,7 +241,7 @@ class ColumnStore:
     ties) is kept as an insertion sequence number per row.
 
     A snapshot reads the store's own arrays and view list until it is
-    ``release``d (or changes a row itself, and takes copies).  A change
+    ``release``d (a row it changes itself is its own).  A change
     arriving meanwhile waits (``_pending``) until the last snapshot
     reading the arrays is released, then is written in place: a claim
     or a report that overtakes a request copies nothing.  Only a new
@@ -421,10 +421,13 @@ class Snapshot:
     """The columns one request works on; only the request changes them
     (the chosen host's row, after a claim).
 
-    Until ``release`` (or its first ``put``) it reads the store's own
-    arrays and view list; the store copies them before changing any.
-    ``release`` it once it reads no more: a snapshot never released
-    costs the store one copy at its next change, nothing else.
+    Until ``release`` it reads the store's own arrays, whose changes
+    wait for it (``ColumnStore``).  ``release`` it once it reads no
+    more: a snapshot never released makes the store copy at its next
+    burst of changes, nothing else.  A row the request changes
+    (``put``) is kept aside, and a column read after that is copied
+    with it: a request of many instances copies the few columns its
+    later instances read, not every column.
     """
 
     def __init__(self, store: ColumnStore, arrays: _Arrays, views: list,
@@ -440,8 +443,14 @@ class Snapshot:
         #: every host, in order, is the column itself.
         self.ordered_is_every_row = ordered_is_every_row
         self._has_values = {} if has_values is None else has_values
-        #: The store generation read, None once released or copied.
+        #: The store generation read, None once released.
         self._generation = generation
+        #: Row -> {column name: value} of the rows ``put`` changed.
+        self._put: dict = {}
+        #: Column name -> this snapshot's copy, with the rows ``put``.
+        self._own: dict = {}
+        #: Whether ``views`` is this snapshot's own list.
+        self._own_views = False
 
     def release(self) -> None:
         """Read no more of the store's arrays (idempotent)."""
@@ -450,7 +459,16 @@ class Snapshot:
             self.store.release(generation)
 
     def column(self, name: str) -> np.ndarray:
-        return self.arrays.data[name]
+        own = self._own.get(name)
+        if own is not None:
+            return own
+        column = self.arrays.data[name]
+        if not self._put:
+            return column
+        own = self._own[name] = column.copy()
+        for row, values in self._put.items():
+            own[row] = values[name]
+        return own
 
     def aggregate_column(self, key: str) -> np.ndarray:
         column = self.arrays.agg.get(key)
@@ -475,17 +493,27 @@ class Snapshot:
         return found
 
     def put(self, row: int, view) -> None:
-        """Replace ``row``'s values by ``view``'s (a claimed host), in
-        copies of the store's arrays."""
-        if self._generation is not None:
-            self.arrays = self.arrays.copy()
+        """Replace ``row``'s values by ``view``'s (a claimed host), for
+        this snapshot only."""
+        if not self._own_views:
             self.views = list(self.views)
-            self.release()
+            self._own_views = True
+        numbers, flags, codes = _row(view)
+        values = dict(zip(NUMBERS, numbers))
+        values.update(zip(FLAGS, flags))
         with self.store._lock:
-            if self.arrays.put(row, view, self.store.interners,
-                               self.views[row]):
-                self._has_values = {}
-        self.views[row] = view
+            values.update((name, self.store.interners[name].code(value))
+                          for name, value in zip(CODES, codes))
+        self._put[row] = values
+        for name, own in self._own.items():
+            own[row] = values[name]
+        replaces, self.views[row] = self.views[row], view
+        if self.arrays.agg and not view.shares_aggregates(replaces):
+            for key, column in list(self.arrays.agg.items()):
+                if not column.flags.writeable:
+                    column = self.arrays.agg[key] = column.copy()
+                column[row] = aggregate_number(view, key)
+            self._has_values = {}
 
     def row_of(self, key) -> int | None:
         """The row of node ``key`` in this snapshot, if it has one."""

@@ -305,6 +305,13 @@ def test_snapshots_read_the_store_until_released_and_copy_to_change(conf):
     assert used(other) == [200, 0]
     assert used(store.snapshot()) == [200, 0]
     assert store._views[row] is not view
+    # Only the columns read since are copied (with the changed row).
+    assert set(mine._own) == {'memory_mb_used'}
+    assert mine.arrays.data is other.arrays.data
+    view = view.copy()
+    view.memory_mb_used = 60
+    mine.put(row, view)
+    assert used(mine) == [200, 60]
     # Releasing twice, or a snapshot of an older generation, is harmless.
     for snap in (mine, other, held, other):
         snap.release()
