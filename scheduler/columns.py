@@ -140,6 +140,9 @@ class _Interner:
 #: request that releases the snapshot write them all.
 _WAIT_MIN = 64
 _WAIT_FRACTION = 128
+#: The change log (``ColumnStore.changed_rows``) forgets its oldest
+#: changes past the larger of this and twice the rows.
+_LOG_MIN = 4096
 
 #: The columns by type: one 2-D block per type, a row of it per column.
 _BLOCKS = ((NUMBERS, np.float64), (FLAGS, bool), (CODES, np.int32))
@@ -285,6 +288,11 @@ class ColumnStore:
         #: ``(key, view or None for a removal)``, in order: changes
         #: that wait for the snapshots reading the arrays.
         self._pending: list = []
+        #: Rows written since ``_log_base`` changes were, in order: what
+        #: a decision kept from an earlier snapshot looks at again
+        #: (``changed_rows``, ``scheduler.repeats``).
+        self._log: list = []
+        self._log_base = 0
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -348,6 +356,28 @@ class ColumnStore:
         replaces, self._views[row] = self._views[row], view
         if self._arrays.put(row, view, self.interners, replaces):
             self._has_values = {}
+        self._logged(row)
+
+    def _logged(self, row: int) -> None:
+        log = self._log
+        log.append(row)
+        if len(log) > max(_LOG_MIN, 2 * self._size):
+            # Older positions are forgotten: decisions kept from before
+            # are taken again from scratch (``changed_rows``: None).
+            self._log_base += len(log)
+            self._log = []
+
+    def log_position(self) -> int:
+        """How many changes were written so far (``changed_rows``)."""
+        return self._log_base + len(self._log)
+
+    def changed_rows(self, since: int, until: int) -> list | None:
+        """Rows written by changes ``since`` to ``until`` (positions
+        ``log_position`` gave), with repeats; None once forgotten."""
+        with self._lock:
+            if since < self._log_base or until > self.log_position():
+                return None
+            return self._log[since - self._log_base:until - self._log_base]
 
     def view_removed(self, key) -> None:
         with self._lock:
@@ -361,6 +391,7 @@ class ColumnStore:
         self._views[row] = None
         self._free.append(row)
         self._ordered = None
+        self._logged(row)
 
     def _new_row(self) -> int:
         if self._size == self._capacity:
@@ -398,9 +429,11 @@ class ColumnStore:
                     cached[1] != self._size:
                 cached = self._read_only = (
                     self._arrays, self._size, self._arrays.view(self._size))
-            return Snapshot(self, cached[2].shallow(), self._views,
-                            self._ordered, self._has_values,
-                            self._generation, self._ordered_is_every_row)
+            snapshot = Snapshot(self, cached[2].shallow(), self._views,
+                                self._ordered, self._has_values,
+                                self._generation, self._ordered_is_every_row)
+            snapshot.log_position = self.log_position()
+            return snapshot
 
     def aggregate_column(self, key: str, size: int) -> np.ndarray:
         """Start keeping ``aggregate_number(view, key)`` for every row;
@@ -451,6 +484,8 @@ class Snapshot:
         self._own: dict = {}
         #: Whether ``views`` is this snapshot's own list.
         self._own_views = False
+        #: The store's ``log_position`` when taken.
+        self.log_position = 0
 
     def release(self) -> None:
         """Read no more of the store's arrays (idempotent)."""
@@ -514,6 +549,10 @@ class Snapshot:
                     column = self.arrays.agg[key] = column.copy()
                 column[row] = aggregate_number(view, key)
             self._has_values = {}
+
+    def put_rows(self) -> list:
+        """The rows ``put`` changed."""
+        return list(self._put)
 
     def row_of(self, key) -> int | None:
         """The row of node ``key`` in this snapshot, if it has one."""
@@ -823,14 +862,16 @@ def _mapped(views: list, passed: list, flt) -> list:
 
 def filter_candidates(cands: Candidates, spec_obj, filters: list,
                       index: int = 0,
-                      report: filters_base.FilterReport | None = None
-                      ) -> Candidates:
+                      report: filters_base.FilterReport | None = None,
+                      rejected: np.ndarray | None = None) -> Candidates:
     """``HostFilterHandler.get_filtered_objects`` over columns.
 
     A row-local filter that every candidate passed for the previous
     instance of the request looks again only at the hosts its claim
     changed: the walk, counts and survivors are the same as if it
-    looked at every host.
+    looked at every host.  ``rejected``, by row, is given the position
+    in ``filters`` of the filter that removed each host (the walk
+    ``scheduler.repeats`` keeps).
     """
     rebuild = filters_base.request_is_rebuild(spec_obj)
     memo = cands.memo
@@ -838,7 +879,7 @@ def filter_candidates(cands: Candidates, spec_obj, filters: list,
     # Asked once a walk: a call that logs nothing still costs a
     # microsecond, twice per filter and instance.
     debug = filters_base.LOG.isEnabledFor(logging.DEBUG)
-    for flt in filters:
+    for position, flt in enumerate(filters):
         if not filters_base.should_run(flt, index, rebuild):
             continue
         name = flt.name()
@@ -852,6 +893,8 @@ def filter_candidates(cands: Candidates, spec_obj, filters: list,
             mask = _filter_mask(flt, cands, spec_obj)
         if mask is not None:
             if mask is not _EVERY and not mask.all():
+                if rejected is not None:
+                    rejected[cands.rows[~mask]] = position
                 cands = cands.take(np.flatnonzero(mask))
             if vector_form(flt, 'filter_columns', _FILTER_METHODS) and \
                     row_local(flt, 'filter_columns'):
@@ -860,8 +903,12 @@ def filter_candidates(cands: Candidates, spec_obj, filters: list,
             cands = cands.in_order()
             views = cands.columns().views()
             passed = list(flt.filter_all(views, spec_obj))
-            cands = cands.take(np.array(_mapped(views, passed, flt),
-                                        np.int64))
+            kept = np.array(_mapped(views, passed, flt), np.int64)
+            if rejected is not None:
+                out = np.ones(len(cands), bool)
+                out[kept] = False
+                rejected[cands.rows[out]] = position
+            cands = cands.take(kept)
         if debug:
             filters_base.LOG.debug('Filter %s returned %d host(s)', name,
                                    len(cands))
@@ -899,16 +946,43 @@ def _changed_mask(flt, cands: Candidates, spec_obj):
     return mask
 
 
+def filter_is_row_local(flt, spec_obj) -> bool:
+    """Whether ``flt``'s answer for a host depends on that host's
+    columns and the request alone: it has a row-local vector form, or
+    it passes every host for this request (``RequestScopedFilter``'s
+    ``SKIP``)."""
+    if vector_form(flt, 'filter_columns', _FILTER_METHODS) is not None:
+        return row_local(flt, 'filter_columns')
+    return _skips(flt, spec_obj)
+
+
+def _skips(flt, spec_obj) -> bool:
+    """Whether ``flt`` is a ``RequestScopedFilter`` whose own
+    ``filter_all`` passes every host for this request."""
+    return isinstance(flt, filters_base.RequestScopedFilter) and \
+        type(flt).filter_all is \
+        filters_base.RequestScopedFilter.filter_all and \
+        flt.prepare(spec_obj) is filters_base.SKIP
+
+
+def filter_mask(flt, cands: Candidates, spec_obj) -> np.ndarray:
+    """Which of ``cands`` pass ``flt``: its vector form, or its
+    per-host form where it has none (or declines the request)."""
+    mask = _filter_mask(flt, cands, spec_obj)
+    if mask is not None:
+        return mask
+    views = cands.columns().views()
+    passed = {id(view) for view in flt.filter_all(views, spec_obj)}
+    return np.array([id(view) in passed for view in views], bool)
+
+
 def _filter_mask(flt, cands: Candidates, spec_obj,
                  columns: Columns | None = None):
     """The filter's mask over ``cands`` (or over ``columns``, some of
     them), or None to run it per host."""
     method = vector_form(flt, 'filter_columns', _FILTER_METHODS)
     if method is None:
-        if isinstance(flt, filters_base.RequestScopedFilter) and \
-                type(flt).filter_all is \
-                filters_base.RequestScopedFilter.filter_all and \
-                flt.prepare(spec_obj) is filters_base.SKIP:
+        if _skips(flt, spec_obj):
             # The base filter_all passes every host on SKIP.
             return np.ones(len(cands), bool)
         return None
@@ -1078,6 +1152,13 @@ def _weigh_again(cands: Candidates, spec_obj, weighers: list,
     if row != len(stack.ids):
         return None
     stack.clamp(positions)
+    if not positions and stack._last is not None:
+        # No candidate changed (the claimed host is not among them, or
+        # the hosts that changed since a kept decision are not).
+        ranked = Ranked(cands, stack._last[4], kept, stack)
+        if memo.order is not None:
+            ranked._order = memo.order
+        return ranked
     totals = None if previous is None else \
         stack.total_after(positions[0], previous)
     if totals is None:

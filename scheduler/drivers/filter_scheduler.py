@@ -15,6 +15,7 @@ from scheduler import filters
 from scheduler import loader
 from scheduler import metrics
 from scheduler import pipeline
+from scheduler import repeats
 from scheduler import request_limits
 from scheduler.resources import compute
 from scheduler import weights
@@ -119,6 +120,8 @@ class FilterScheduler(driver.Scheduler):
         self.enabled_filters: list = []
         self.weighers: list = []
         self._columns: columns.ColumnStore | None = None
+        #: Decisions kept for the next request of the same shape.
+        self._repeats = repeats.Repeats()
         #: Taken while a request filters and weighs (``_choose``).
         self._deciding = concurrency.Turns(
             CONF.filter_scheduler.max_concurrent_decisions)
@@ -135,6 +138,8 @@ class FilterScheduler(driver.Scheduler):
         weighers = load_weighers(fs.weight_classes)
         # Swap both at once: requests in flight keep the lists they took.
         self.enabled_filters, self.weighers = enabled, weighers
+        # Kept decisions read the old options (multipliers, zones...).
+        self._repeats.clear()
         LOG.info('Filter scheduler: filters %s; weighers %s',
                  [f.name() for f in enabled], [w.name() for w in weighers])
 
@@ -340,8 +345,13 @@ class FilterScheduler(driver.Scheduler):
         #: Released once the choices are made: the claims' new views
         #: are then written into the store's columns in place.
         snapshot = None if hosts is None else hosts.snapshot
+        #: The first instance decided from the last request of the
+        #: same shape (``scheduler.repeats``), or None.
+        repeat = None
         if hosts is None:
             hosts = self.candidate_hosts(spec_obj)
+        else:
+            repeat = self._repeats.begin(hosts, spec_obj, enabled, weighers)
         alternates_wanted = (CONF.scheduler.max_attempts - 1
                              if return_alternates else 0)
         if spec_obj.obj_get('force_hosts') or spec_obj.obj_get('force_nodes'):
@@ -362,8 +372,12 @@ class FilterScheduler(driver.Scheduler):
                 uuid = uuids[index] if uuids else None
                 if uuid:
                     spec_obj.instance_uuid = uuid
-                weighed = self.filter_and_weigh(spec_obj, hosts, index,
-                                                report, enabled, weighers)
+                if index == 0 and repeat is not None:
+                    weighed = repeat.filter_and_weigh(hosts, spec_obj,
+                                                      report, num - 1)
+                else:
+                    weighed = self.filter_and_weigh(
+                        spec_obj, hosts, index, report, enabled, weighers)
                 if uuid in kept:
                     chosen = self._kept_choice(kept[uuid], weighed)
                 else:
@@ -380,6 +394,8 @@ class FilterScheduler(driver.Scheduler):
                 results.append(self._selections(
                     spec_obj, uuid, chosen, weighed, alternates_wanted,
                     limiting))
+            if repeat is not None:
+                repeat.keep(weighed, num)
         finally:
             if snapshot is not None:
                 snapshot.release()

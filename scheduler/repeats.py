@@ -1,0 +1,383 @@
+"""Decisions kept from one request to the next one of the same shape.
+
+A cloud asks for the same few flavors, images and zones over and over,
+and between two such requests only a few hosts change: the previous
+request's claim, a report or two.  Within one request the columnar path
+(``scheduler.columns``) already keeps the answers of its row-local
+filters and weighers from one instance to the next, and asks them again
+only about the host the claim changed (``columns._Memo``).  This module
+keeps the same answers from one request to the next request with the
+same *fingerprint*: the request spec without its instance uuid.
+
+What is kept (``_Entry``):
+
+* the filter walk, as the position of the filter that removed each host
+  (``rejected``, by row) and how many hosts each filter removed;
+* the survivors, the row-local weighers' multipliers and raw weights,
+  their stack and the start of the ranking (what ``columns._Memo``
+  holds).
+
+The next request with that fingerprint asks the filters again about
+these hosts only:
+
+* the rows the store wrote since (``ColumnStore.changed_rows``);
+* the rows the previous request changed in its own snapshot (its later
+  instances' planned claims);
+* the hosts whose last report went stale since (liveness is the one
+  input of a row-local filter that moves with time).
+
+The weighers weigh again only the changed survivors.  The walk reported
+(counts, log lines) and the ranking are those of a walk from scratch;
+``tests/unit/test_repeats.py`` compares the two, request after request.
+
+A request decides from scratch when:
+
+* a filter that runs has no row-local vector form;
+* the hosts' order changed (a node joined or left);
+* more hosts changed than ``_AGAIN_MIN`` / ``_AGAIN_FRACTION`` allow;
+* a changed host's multiplier differs from the kept one (an aggregate
+  override that came or went).
+
+A reloaded configuration (``FilterScheduler.reset``) forgets everything
+kept.  One request at a time uses an entry: it is taken at the start of
+the request and put back at the end.
+"""
+
+import collections
+import logging
+import math
+
+import numpy as np
+
+from scheduler import columns
+from scheduler import concurrency
+from scheduler.filters import base as filters_base
+from scheduler.resources import liveness
+
+#: Fingerprints kept per worker (the least recently used is forgotten).
+_ENTRIES = 8
+#: A request with more changed hosts than the larger of these (a count,
+#: and 1/n of the hosts) decides from scratch: the walk over every host
+#: costs less than asking about that many hosts one by one.
+_AGAIN_MIN = 64
+_AGAIN_FRACTION = 64
+
+
+def fingerprint(spec_obj) -> str:
+    """What a kept decision is looked up by: the request spec without
+    its instance uuid (nor the list of fields it set)."""
+    primitive = spec_obj.obj_to_primitive()
+    primitive.pop('versioned_object.changes', None)
+    primitive.get('versioned_object.data', {}).pop('instance_uuid', None)
+    # Fields come in the object's field order; keys of nested dicts
+    # (extra specs, image properties, hints) in the caller's: the same
+    # request written otherwise is another fingerprint, decided afresh.
+    return repr(primitive)
+
+
+class _Entry:
+    """One fingerprint's decision, as its last request left it."""
+
+    def __init__(self, repeat: 'Repeat', ranked: 'columns.Ranked',
+                 single: bool):
+        snapshot = repeat.snapshot
+        #: The lists the request used: another list (a reload) is
+        #: another pipeline.
+        self.filters = repeat.filters
+        self.weighers = repeat.weighers
+        #: The hosts' order it was decided over.
+        self.ordered = snapshot.ordered
+        #: The store's ``log_position`` it saw.
+        self.log_position = snapshot.log_position
+        #: Rows its snapshot changed on its own (planned claims).
+        self.dirty = set(snapshot.put_rows())
+        #: ``liveness.cutoff()`` it was decided at (or before), and the
+        #: oldest report no older than that: until the cutoff passes
+        #: it, no host went stale.
+        self.cutoff = repeat.cutoff
+        self.next_expiry = repeat.next_expiry
+        #: By row: the position (among the filters that ran) of the
+        #: filter that removed the host; the number of filters for a
+        #: survivor.
+        self.rejected = repeat.rejected
+        #: Hosts each filter removed, then the survivors.
+        self.counts = repeat.counts
+        #: By row: the view the kept answers were given for.
+        self.views = repeat.views
+        self.survivors = ranked.cands.rows
+        previous = repeat.entry
+        if previous is not None and previous.survivors is self.survivors:
+            self.position = previous.position
+        else:
+            #: By row: the position among the survivors, -1 elsewhere.
+            self.position = np.full(len(self.rejected), -1, np.int64)
+            self.position[self.survivors] = np.arange(len(self.survivors))
+        #: ``columns._Memo.raw``: id(weigher) -> (multipliers, raw).
+        self.raw = {key: (_owned(mult), _owned(raw))
+                    for key, (mult, raw) in ranked.raw.items()}
+        self.stack = ranked.stack
+        #: The ranking's sorted start, when the ranking was by these
+        #: weights alone (one instance: no earlier weights break ties).
+        self.order = ranked._order if single else None
+
+
+def _owned(value):
+    """``value``, copied if it is an array this process may write to
+    elsewhere (a column of the store, read-only here)."""
+    if isinstance(value, np.ndarray) and not value.flags.writeable:
+        return value.copy()
+    return value
+
+
+class Repeats:
+    """The decisions kept by one worker, by fingerprint."""
+
+    def __init__(self):
+        self._lock = concurrency.native_lock()
+        self._entries: collections.OrderedDict = collections.OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        """Forget every decision (the configuration changed)."""
+        with self._lock:
+            self._entries.clear()
+
+    def begin(self, cands: 'columns.Candidates', spec_obj, filters: list,
+              weighers: list) -> 'Repeat | None':
+        """A request's use of the kept decisions, or None when its
+        decision is not one to keep (a rebuild, ignored hosts, a filter
+        without a row-local vector form)."""
+        snapshot = cands.snapshot
+        if cands.rows is not snapshot.ordered or cands.memo is not None:
+            return None
+        if filters_base.request_is_rebuild(spec_obj):
+            return None
+        ran = [flt for flt in filters if flt.run_filter_for_index(0)]
+        if not all(columns.filter_is_row_local(flt, spec_obj)
+                   for flt in ran):
+            return None
+        key = fingerprint(spec_obj)
+        with self._lock:
+            entry = self._entries.pop(key, None)
+        return Repeat(self, key, entry, ran, filters, weighers)
+
+    def _keep(self, key: str, entry: _Entry) -> None:
+        with self._lock:
+            self._entries[key] = entry
+            while len(self._entries) > _ENTRIES:
+                self._entries.popitem(last=False)
+
+
+class Repeat:
+    """One request's first instance, decided again from a kept decision
+    where there is one, and kept for the next request."""
+
+    def __init__(self, owner: Repeats, key: str, entry: _Entry | None,
+                 ran: list, filters: list, weighers: list):
+        self._owner = owner
+        self._key = key
+        self.entry = entry
+        self.ran = ran
+        self.filters = filters
+        self.weighers = weighers
+        self.snapshot = None
+        self.cutoff = self.next_expiry = None
+        self.rejected = self.counts = self.views = None
+
+    def filter_and_weigh(self, cands: 'columns.Candidates', spec_obj,
+                         report: filters_base.FilterReport | None,
+                         later: int) -> 'columns.Ranked':
+        """``columns.filter_and_weigh`` for the first instance."""
+        self.snapshot = cands.snapshot
+        ranked = None
+        if self.entry is not None:
+            ranked = self._again(cands.snapshot, spec_obj, report)
+        if ranked is None:
+            self.entry = None
+            ranked = self._afresh(cands, spec_obj, report)
+        ranked.sorted_at_least += later
+        return ranked
+
+    def keep(self, ranked, instances: int) -> None:
+        """Keep the request's decision, as its last instance (``ranked``)
+        left it, for the next request: only when that instance ranked
+        the first one's survivors."""
+        if self.rejected is None or not isinstance(ranked, columns.Ranked):
+            return
+        if ranked.cands.rows is not self.survivors:
+            return
+        self._owner._keep(self._key, _Entry(self, ranked, instances == 1))
+
+    def _afresh(self, cands, spec_obj, report) -> 'columns.Ranked':
+        """The walk over every host, recorded."""
+        snapshot = cands.snapshot
+        cutoff = liveness.cutoff()
+        rejected = np.full(len(snapshot.views), len(self.ran), np.int16)
+        passed = columns.filter_candidates(cands, spec_obj, self.ran, 0,
+                                           report, rejected)
+        ranked = columns.weigh_candidates(passed, spec_obj, self.weighers,
+                                          True)
+        ordered = snapshot.ordered
+        self.rejected = rejected
+        self.counts = np.bincount(rejected[ordered],
+                                  minlength=len(self.ran) + 1)
+        self.cutoff = cutoff
+        self.next_expiry = _oldest_live(
+            snapshot.column('received_at')[ordered], cutoff)
+        self.views = list(snapshot.views)
+        self.survivors = passed.rows
+        return ranked
+
+    def _again(self, snapshot, spec_obj, report) -> 'columns.Ranked | None':
+        """The kept decision brought up to ``snapshot``; None (nothing
+        changed yet) when it cannot be."""
+        entry = self.entry
+        if entry.ordered is not snapshot.ordered or \
+                entry.filters is not self.filters or \
+                entry.weighers is not self.weighers:
+            return None
+        logged = snapshot.store.changed_rows(entry.log_position,
+                                             snapshot.log_position)
+        cutoff = liveness.cutoff()
+        if logged is None or cutoff < entry.cutoff:
+            return None
+        rows = set(logged)
+        rows.update(entry.dirty)
+        next_expiry = entry.next_expiry
+        ordered = snapshot.ordered
+        if cutoff > next_expiry:
+            received = snapshot.column('received_at')[ordered]
+            rows.update(ordered[(received >= entry.cutoff) &
+                                (received < cutoff)].tolist())
+            next_expiry = _oldest_live(received, cutoff)
+        if len(rows) > max(_AGAIN_MIN, len(ordered) // _AGAIN_FRACTION):
+            return None
+        changed = np.array(sorted(rows), np.int64)
+        everyone = len(self.ran)
+        new = first_rejections(snapshot, changed, spec_obj, self.ran)
+        old = entry.rejected[changed]
+        staying = changed[(new == everyone) & (old == everyone)]
+        if not _multipliers_hold(entry, snapshot, staying):
+            return None
+        # From here on the entry is this request's: nothing returns None.
+        np.subtract.at(entry.counts, old, 1)
+        np.add.at(entry.counts, new, 1)
+        entry.rejected[changed] = new
+        if len(changed):
+            next_expiry = min(next_expiry, _oldest_live(
+                snapshot.column('received_at')[changed], cutoff))
+        views = entry.views
+        for row in changed.tolist():
+            views[row] = snapshot.views[row]
+        self.rejected, self.counts, self.views = \
+            entry.rejected, entry.counts, views
+        self.cutoff, self.next_expiry = cutoff, next_expiry
+        checked = frozenset(id(flt) for flt in self.ran)
+        if ((new == everyone) & (old != everyone)).any():
+            # A host passes that did not: ranked from scratch, in order.
+            survivors = ordered[entry.rejected[ordered] == everyone]
+            passed = columns.Candidates(snapshot, survivors,
+                                        checked=checked)
+        else:
+            passed = _kept_candidates(entry, snapshot, staying, checked)
+            leaving = changed[(new != everyone) & (old == everyone)]
+            if len(leaving):
+                keep = np.ones(len(passed), bool)
+                keep[entry.position[leaving]] = False
+                passed = passed.take(np.flatnonzero(keep))
+        _report(report, self.ran, entry.counts, len(ordered), spec_obj)
+        self.survivors = passed.rows
+        return columns.weigh_candidates(passed, spec_obj, self.weighers,
+                                        True)
+
+
+def _kept_candidates(entry: _Entry, snapshot, staying: np.ndarray,
+                     checked: frozenset) -> 'columns.Candidates':
+    """The kept survivors as the next instance of a request sees them:
+    every row-local answer kept but the changed hosts'."""
+    memo = columns._Memo(staying, checked, entry.raw, entry.stack,
+                         entry.order)
+    cands = columns.Candidates(snapshot, entry.survivors, None, memo,
+                               np.arange(len(entry.survivors)), checked)
+    cands.same_as_memo = True
+    cands._changed = entry.position[staying]
+    return cands
+
+
+def first_rejections(snapshot, rows: np.ndarray, spec_obj,
+                     filters: list) -> np.ndarray:
+    """For each of ``rows``: the position in ``filters`` of the first
+    that removes it (``len(filters)`` when every one passes it), as a
+    walk over those hosts alone finds it."""
+    result = np.full(len(rows), len(filters), np.int16)
+    alive = np.arange(len(rows))
+    few = len(rows) <= columns._PER_HOST_MAX
+    views = [snapshot.views[row] for row in rows.tolist()] if few else None
+    for position, flt in enumerate(filters):
+        if not len(alive):
+            break
+        if few:
+            # A few hosts: asked by the per-host form (which the vector
+            # form stands for), cheaper than gathering their columns.
+            asked = [views[i] for i in alive.tolist()]
+            passed = list(flt.filter_all(asked, spec_obj))
+            if len(passed) == len(asked):
+                continue
+            passed = {id(view) for view in passed}
+            mask = np.array([id(view) in passed for view in asked], bool)
+        else:
+            mask = columns.filter_mask(
+                flt, columns.Candidates(snapshot, rows[alive]), spec_obj)
+        out = ~mask
+        result[alive[out]] = position
+        alive = alive[mask]
+    return result
+
+
+def _multipliers_hold(entry: _Entry, snapshot, rows: np.ndarray) -> bool:
+    """Whether each kept multiplier still holds for the changed
+    survivors ``rows``: multipliers come from the configuration (a
+    reload forgets every kept decision) and the host's aggregates, so
+    only a host whose aggregates may have changed is asked again."""
+    for row, position in zip(rows.tolist(), entry.position[rows].tolist()):
+        view = snapshot.views[row]
+        if view.shares_aggregates(entry.views[row]):
+            continue
+        for weigher in entry.weighers:
+            kept = entry.raw.get(id(weigher))
+            if kept is None:
+                continue
+            multipliers = kept[0]
+            then = multipliers if np.ndim(multipliers) == 0 \
+                else multipliers[position]
+            if weigher.weight_multipliers([view])[0] != then:
+                return False
+    return True
+
+
+def _oldest_live(received: np.ndarray, cutoff: float) -> float:
+    """The oldest report among ``received`` not stale at ``cutoff``."""
+    live = received[received >= cutoff]
+    return float(live.min()) if len(live) else math.inf
+
+
+def _report(report, filters: list, counts: np.ndarray, hosts: int,
+            spec_obj) -> None:
+    """The filter walk's bookkeeping from kept counts: the steps and
+    log lines a walk from scratch records."""
+    debug = filters_base.LOG.isEnabledFor(logging.DEBUG)
+    before = hosts
+    for position, flt in enumerate(filters):
+        name = flt.name()
+        after = before - int(counts[position])
+        if debug:
+            filters_base.LOG.debug('Starting with %d host(s) for %s',
+                                   before, name)
+            filters_base.LOG.debug('Filter %s returned %d host(s)', name,
+                                   after)
+        if not filters_base.record_step(report, name, before, after,
+                                        spec_obj):
+            break
+        before = after
