@@ -666,16 +666,18 @@ def _has_vector_form(cls: type, name: str, per_host: tuple) -> bool:
                                          for a in per_host))
 
 
-def row_local(plugin, name: str) -> bool:
+def row_local(plugin, name) -> bool:
     """Whether ``plugin``'s vector form ``name`` is row-local
     (``BaseHostFilter.row_local``): the flag must come from the class
-    that defines ``name`` or a subclass of it."""
-    key = (type(plugin), 'row_local', (name,))
+    that defines ``name`` or a subclass of it.  ``name`` may be a tuple
+    of per-host methods: whether those are row-local."""
+    names = name if isinstance(name, tuple) else (name,)
+    key = (type(plugin), 'row_local', names)
     found = _VECTOR_FORMS.get(key)
     if found is None:
         found = _VECTOR_FORMS[key] = bool(getattr(plugin, 'row_local',
                                                   False)) and \
-            _has_vector_form(type(plugin), 'row_local', (name,))
+            _has_vector_form(type(plugin), 'row_local', names)
     return found
 
 
@@ -953,7 +955,7 @@ def filter_is_row_local(flt, spec_obj) -> bool:
     ``SKIP``)."""
     if vector_form(flt, 'filter_columns', _FILTER_METHODS) is not None:
         return row_local(flt, 'filter_columns')
-    return _skips(flt, spec_obj)
+    return row_local(flt, _FILTER_METHODS) or _skips(flt, spec_obj)
 
 
 def _skips(flt, spec_obj) -> bool:

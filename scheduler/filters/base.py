@@ -33,7 +33,13 @@ class BaseHostFilter:
     #: instances.  For each later instance of a request, only the hosts
     #: an earlier claim changed are then looked at again.  Honoured only
     #: when set by the class that defines ``filter_columns`` or by a
-    #: subclass of it.
+    #: subclass of it.  A filter without a vector form may set it too,
+    #: in the class that defines its per-host methods (or a subclass):
+    #: its answer for a host then depends on that host's view and the
+    #: request alone, and a request of the same shape as the last one
+    #: asks it only about the hosts that changed since
+    #: (``scheduler.repeats``).  Either way the answer must not depend
+    #: on the clock, but through ``scheduler.resources.liveness``.
     row_local = False
 
     def host_passes(self, host_state, spec_obj) -> bool:

@@ -69,6 +69,10 @@ class ComputeCapabilitiesFilter(base.RequestScopedFilter):
 
     run_filter_once_per_request = True
 
+    #: The host's own attributes and stats against the flavor's extra
+    #: specs: a kept decision asks only about the hosts that changed.
+    row_local = True
+
     def prepare(self, spec_obj):
         """``[(key, path, requirement, scoped)]`` this filter checks."""
         checks = []

@@ -24,6 +24,12 @@ class IoOpsFilter(base.RequestScopedFilter):
     def passes(self, host_state, max_io_ops: int) -> bool:
         return host_state.num_io_ops < max_io_ops
 
+    row_local = True
+
+    def filter_columns(self, columns, max_io_ops: int):
+        """``passes`` over columns (``scheduler.columns``)."""
+        return columns.num_io_ops < max_io_ops
+
     def rejection_reason(self, host_state, spec_obj) -> str:
         return ('%d concurrent I/O operations >= max_io_ops_per_host %d'
                 % (host_state.num_io_ops, self.prepare(spec_obj)))

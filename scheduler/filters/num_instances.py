@@ -23,6 +23,12 @@ class NumInstancesFilter(base.RequestScopedFilter):
     def passes(self, host_state, max_instances: int) -> bool:
         return host_state.num_instances < max_instances
 
+    row_local = True
+
+    def filter_columns(self, columns, max_instances: int):
+        """``passes`` over columns (``scheduler.columns``)."""
+        return columns.num_instances < max_instances
+
     def rejection_reason(self, host_state, spec_obj) -> str:
         return ('%d instances >= max_instances_per_host %d'
                 % (host_state.num_instances, self.prepare(spec_obj)))
