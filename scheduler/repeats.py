@@ -81,6 +81,7 @@ class _Entry:
     def __init__(self, repeat: 'Repeat', ranked: 'columns.Ranked',
                  single: bool):
         snapshot = repeat.snapshot
+        previous = repeat.entry
         #: The lists the request used: another list (a reload) is
         #: another pipeline.
         self.filters = repeat.filters
@@ -104,8 +105,9 @@ class _Entry:
         self.counts = repeat.counts
         #: By row: the view the kept answers were given for.
         self.views = repeat.views
+        #: What the ``RequestScopedFilter`` s prepared, by ``id``.
+        self.prepared = previous.prepared if previous is not None else {}
         self.survivors = ranked.cands.rows
-        previous = repeat.entry
         if previous is not None and previous.survivors is self.survivors:
             self.position = previous.position
         else:
@@ -256,7 +258,8 @@ class Repeat:
             return None
         changed = np.array(sorted(rows), np.int64)
         everyone = len(self.ran)
-        new = first_rejections(snapshot, changed, spec_obj, self.ran)
+        new = first_rejections(snapshot, changed, spec_obj, self.ran,
+                               entry.prepared)
         old = entry.rejected[changed]
         staying = changed[(new == everyone) & (old == everyone)]
         if not _multipliers_hold(entry, snapshot, staying):
@@ -306,33 +309,48 @@ def _kept_candidates(entry: _Entry, snapshot, staying: np.ndarray,
     return cands
 
 
-def first_rejections(snapshot, rows: np.ndarray, spec_obj,
-                     filters: list) -> np.ndarray:
+def first_rejections(snapshot, rows: np.ndarray, spec_obj, filters: list,
+                     prepared: dict | None = None) -> np.ndarray:
     """For each of ``rows``: the position in ``filters`` of the first
     that removes it (``len(filters)`` when every one passes it), as a
-    walk over those hosts alone finds it."""
+    walk over those hosts alone finds it.  ``prepared``: what each
+    ``RequestScopedFilter`` prepared from a request of this fingerprint
+    (by ``id``), filled as asked."""
     result = np.full(len(rows), len(filters), np.int16)
-    alive = np.arange(len(rows))
-    few = len(rows) <= columns._PER_HOST_MAX
-    views = [snapshot.views[row] for row in rows.tolist()] if few else None
-    for position, flt in enumerate(filters):
-        if not len(alive):
-            break
-        if few:
-            # A few hosts: asked by the per-host form (which the vector
-            # form stands for), cheaper than gathering their columns.
-            asked = [views[i] for i in alive.tolist()]
-            passed = list(flt.filter_all(asked, spec_obj))
-            if len(passed) == len(asked):
-                continue
-            passed = {id(view) for view in passed}
-            mask = np.array([id(view) in passed for view in asked], bool)
-        else:
+    if len(rows) > columns._PER_HOST_MAX:
+        alive = np.arange(len(rows))
+        for position, flt in enumerate(filters):
+            if not len(alive):
+                break
             mask = columns.filter_mask(
                 flt, columns.Candidates(snapshot, rows[alive]), spec_obj)
-        out = ~mask
-        result[alive[out]] = position
-        alive = alive[mask]
+            result[alive[~mask]] = position
+            alive = alive[mask]
+        return result
+    # A few hosts: asked by the per-host form (which the vector form
+    # stands for), cheaper than gathering their columns.
+    prepared = {} if prepared is None else prepared
+    views = [snapshot.views[row] for row in rows.tolist()]
+    alive = list(range(len(rows)))
+    for position, flt in enumerate(filters):
+        if not alive:
+            break
+        if type(flt).filter_all is filters_base.RequestScopedFilter.filter_all:
+            ready = prepared.get(id(flt), prepared)
+            if ready is prepared:
+                ready = prepared[id(flt)] = flt.prepare(spec_obj)
+            if ready is filters_base.SKIP:
+                continue
+            passes = flt.passes
+            kept = [i for i in alive if passes(views[i], ready)]
+        else:
+            passed = {id(view) for view in flt.filter_all(
+                [views[i] for i in alive], spec_obj)}
+            kept = [i for i in alive if id(views[i]) in passed]
+        if len(kept) < len(alive):
+            for i in set(alive).difference(kept):
+                result[i] = position
+            alive = kept
     return result
 
 
