@@ -38,9 +38,11 @@ A request decides from scratch when:
 * a changed host's multiplier differs from the kept one (an aggregate
   override that came or went).
 
-A reloaded configuration (``FilterScheduler.reset``) forgets everything
-kept.  One request at a time uses an entry: it is taken at the start of
-the request and put back at the end.
+A shape is kept from its second request on (a shape seen once may not
+come back).  A reloaded configuration (``FilterScheduler.reset``)
+forgets everything kept; ``[filter_scheduler] keep_decisions = false``
+keeps nothing.  One request at a time uses an entry: it is taken at the
+start of the request and put back at the end.
 """
 
 import collections
@@ -48,14 +50,19 @@ import logging
 import math
 
 import numpy as np
+from oslo_config import cfg
 
 from scheduler import columns
 from scheduler import concurrency
 from scheduler.filters import base as filters_base
 from scheduler.resources import liveness
 
+CONF = cfg.CONF
+
 #: Fingerprints kept per worker (the least recently used is forgotten).
 _ENTRIES = 8
+#: Fingerprints remembered as seen, to keep a shape's second request.
+_SEEN = 64
 #: A request with more changed hosts than the larger of these (a count,
 #: and 1/n of the hosts) decides from scratch: the walk over every host
 #: costs less than asking about that many hosts one by one.
@@ -68,7 +75,12 @@ def fingerprint(spec_obj) -> str:
     its instance uuid (nor the list of fields it set)."""
     primitive = spec_obj.obj_to_primitive()
     primitive.pop('versioned_object.changes', None)
-    primitive.get('versioned_object.data', {}).pop('instance_uuid', None)
+    data = primitive.get('versioned_object.data', {})
+    data.pop('instance_uuid', None)
+    # A field unset and the same field set to None read alike
+    # (``obj_get``); the pipeline sets some (``image``) as it goes.
+    for name in [name for name, value in data.items() if value is None]:
+        del data[name]
     # Fields come in the object's field order; keys of nested dicts
     # (extra specs, image properties, hints) in the caller's: the same
     # request written otherwise is another fingerprint, decided afresh.
@@ -137,6 +149,9 @@ class Repeats:
     def __init__(self):
         self._lock = concurrency.native_lock()
         self._entries: collections.OrderedDict = collections.OrderedDict()
+        #: Fingerprints of the last requests (``_SEEN``): a decision is
+        #: kept from the second request of a shape on.
+        self._seen: collections.OrderedDict = collections.OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -145,12 +160,17 @@ class Repeats:
         """Forget every decision (the configuration changed)."""
         with self._lock:
             self._entries.clear()
+            self._seen.clear()
 
     def begin(self, cands: 'columns.Candidates', spec_obj, filters: list,
               weighers: list) -> 'Repeat | None':
         """A request's use of the kept decisions, or None when its
         decision is not one to keep (a rebuild, ignored hosts, a filter
         without a row-local vector form)."""
+        if not CONF.filter_scheduler.keep_decisions:
+            if self._entries:
+                self.clear()
+            return None
         snapshot = cands.snapshot
         if cands.rows is not snapshot.ordered or cands.memo is not None:
             return None
@@ -163,7 +183,21 @@ class Repeats:
         key = fingerprint(spec_obj)
         with self._lock:
             entry = self._entries.pop(key, None)
+            if entry is None and not self._seen_before(key):
+                # A shape seen once may not come back: recording its
+                # walk would cost it for nothing.
+                return None
         return Repeat(self, key, entry, ran, filters, weighers)
+
+    def _seen_before(self, key: str) -> bool:
+        seen = self._seen
+        if key in seen:
+            seen.move_to_end(key)
+            return True
+        seen[key] = None
+        if len(seen) > _SEEN:
+            seen.popitem(last=False)
+        return False
 
     def _keep(self, key: str, entry: _Entry) -> None:
         with self._lock:

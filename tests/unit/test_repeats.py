@@ -116,7 +116,7 @@ def test_kept_decisions_decide_as_decisions_from_scratch(
     driver = filter_scheduler.FilterScheduler(manager)
     hosts = sorted({r.host for r in reports})
     shapes = data.draw(st.lists(equivalence.requests(hosts), min_size=1,
-                                max_size=3))
+                                max_size=2))
     for spec in shapes:
         # Ignored hosts are decided from scratch: mostly left out.
         if data.draw(st.integers(0, 3)):
@@ -124,9 +124,9 @@ def test_kept_decisions_decide_as_decisions_from_scratch(
     clock = [NOW]
     uuid = [0]
     placed = []
-    for _step in range(data.draw(st.integers(3, 12))):
+    for _step in range(data.draw(st.integers(4, 16))):
         action = data.draw(st.sampled_from(
-            ['request'] * 5
+            ['request'] * 6
             + ['report', 'clock', 'clock', 'aggregate', 'release', 'node']))
         if action == 'report':
             i = data.draw(st.integers(0, len(reports) - 1))
@@ -214,52 +214,79 @@ def test_a_repeated_request_asks_the_filters_about_the_changed_hosts_only(
     driver.enabled_filters = driver.enabled_filters + [_Asked()]
     counted = _Counted(monkeypatch)
     _select(driver, _spec(), 1)
-    assert _Asked.asked == 20 + 0  # the zone's hosts, from scratch
-    _Asked.asked = 0
     _select(driver, _spec(), 2)
-    # The first request's claim changed one host: asked about it alone.
+    # The second request of the shape is kept: each asked about the
+    # zone's 20 hosts.
+    assert (counted.afresh, counted.again) == (1, 0)
+    assert _Asked.asked == 40
+    _Asked.asked = 0
+    _select(driver, _spec(), 3)
+    # The last claim changed one host: asked about it alone.
     assert (counted.afresh, counted.again) == (1, 1)
     assert _Asked.asked == 1
 
 
+def test_a_shape_seen_once_is_not_kept(conf, monkeypatch):
+    manager, driver, _reports = _bench_like(conf)
+    counted = _Counted(monkeypatch)
+    for n in range(3):
+        _select(driver, _spec(instances=n + 1), 10 * n + 1)
+    assert (counted.afresh, counted.again) == (0, 0)
+    assert len(driver._repeats) == 0
+
+
 def test_the_walk_of_a_repeated_request_counts_every_host(conf):
     manager, driver, _reports = _bench_like(conf)
-    first, again = filters.FilterReport(), filters.FilterReport()
-    driver.select_destinations(None, _spec(), [fixtures.uuid(1)],
-                               report=first)
-    driver.select_destinations(None, _spec(), [fixtures.uuid(2)],
-                               report=again)
-    walk = equivalence._walk(first)
-    assert walk[1] == ('AvailabilityZoneFilter', 40, 20)
-    assert equivalence._walk(again) == walk
+    walks = []
+    for n in range(3):
+        report = filters.FilterReport()
+        driver.select_destinations(None, _spec(), [fixtures.uuid(n + 1)],
+                                   report=report)
+        walks.append(equivalence._walk(report))
+    assert walks[0][1] == ('AvailabilityZoneFilter', 40, 20)
+    assert walks[2] == walks[1] == walks[0]
 
 
 def test_shapes_are_kept_apart_and_a_reload_forgets_them(conf, monkeypatch):
     manager, driver, _reports = _bench_like(conf)
     counted = _Counted(monkeypatch)
-    for n, zone in enumerate(['az1', 'az2', 'az1', 'az2']):
+    for n, zone in enumerate(['az1', 'az2'] * 3):
         _select(driver, _spec(zone), n + 1)
     assert (counted.afresh, counted.again) == (2, 2)
     assert len(driver._repeats) == 2
     driver.reset()
     assert len(driver._repeats) == 0
-    _select(driver, _spec('az1'), 10)
-    assert counted.afresh == 3
+    for n in range(2):
+        _select(driver, _spec('az1'), 10 + n)
+    assert (counted.afresh, counted.again) == (3, 2)
+
+
+def test_keep_decisions_off_keeps_nothing(conf, monkeypatch):
+    manager, driver, _reports = _bench_like(conf)
+    counted = _Counted(monkeypatch)
+    for n in range(2):
+        _select(driver, _spec(), n + 1)
+    assert len(driver._repeats) == 1
+    conf.config(keep_decisions=False, group='filter_scheduler')
+    for n in range(2):
+        _select(driver, _spec(), n + 3)
+    assert (counted.afresh, counted.again) == (1, 0)
+    assert len(driver._repeats) == 0
 
 
 def test_a_host_gone_stale_is_dropped_from_a_kept_decision(conf):
     manager, driver, reports = _bench_like(conf, count=4)
-    conf.config(host_subset_size=1, group='filter_scheduler')
     liveness.set_clock(lambda: NOW - 40)
     manager.update_from_report(reports[0])     # h0 reported 40 s ago
     liveness.set_clock(lambda: NOW)
     for n in range(1, 3):
         manager.update_from_report(reports[n])
-    first = _select(driver, _spec('az1'), 1)
-    assert {s.service_host for s in first[0]} == {'h0', 'h2'}
+    for n in range(2):
+        kept = _select(driver, _spec('az1'), n + 1)
+    assert {s.service_host for s in kept[0]} == {'h0', 'h2'}
     # 70 s since h0's report: past [scheduler] service_down_time (60 s).
     liveness.set_clock(lambda: NOW + 30)
-    again = _select(driver, _spec('az1'), 2)
+    again = _select(driver, _spec('az1'), 3)
     assert {s.service_host for s in again[0]} == {'h2'}
 
 
@@ -267,11 +294,12 @@ def test_a_new_multiplier_override_on_a_changed_host_decides_afresh(
         conf, monkeypatch):
     manager, driver, _reports = _bench_like(conf, count=4)
     counted = _Counted(monkeypatch)
-    placed = _select(driver, _spec('az1'), 1)[0][0]
+    for n in range(2):
+        placed = _select(driver, _spec('az1'), n + 1)[0][0]
     manager.update_aggregates([objects.Aggregate(
         name='heavy', hosts=[placed.service_host],
         metadata={'ram_weight_multiplier': '-50'})])
-    again = _select(driver, _spec('az1'), 2)[0][0]
+    again = _select(driver, _spec('az1'), 3)[0][0]
     assert counted.again == 0 and counted.afresh == 2
     # RAM now repels from the overridden host: the other one is chosen.
     assert again.service_host != placed.service_host
@@ -281,6 +309,40 @@ def test_several_instances_keep_the_decision_for_the_next_request(
         conf, monkeypatch):
     manager, driver, _reports = _bench_like(conf)
     counted = _Counted(monkeypatch)
-    _select(driver, _spec(instances=3), 1)
-    _select(driver, _spec(instances=3), 4)
+    for n in range(3):
+        _select(driver, _spec(instances=3), 3 * n + 1)
     assert (counted.afresh, counted.again) == (1, 1)
+
+
+def test_planned_claims_that_did_not_land_are_looked_at_again(
+        conf, monkeypatch):
+    """A request's later instances plan claims in its own snapshot only;
+    when the claims then fail (another worker took the room), the kept
+    decision must not keep those planned hosts as they were planned."""
+    manager, driver, _reports = _bench_like(conf, count=8)
+    for n in range(2):
+        _select(driver, _spec(instances=3), 3 * n + 1)
+    real = manager.claim_many
+    conflicts = []
+
+    def conflict_once(planned):
+        if not conflicts:
+            conflicts.append(planned)
+            raise exception.ClaimConflict(host=planned[0].request.host,
+                                          nodename=planned[0].request.nodename)
+        return real(planned)
+
+    monkeypatch.setattr(manager, 'claim_many', conflict_once)
+    spec, uuids = _spec(instances=3), [fixtures.uuid(n) for n in (7, 8, 9)]
+    kept = driver.select_destinations(None, spec.obj_clone(), uuids,
+                                      return_alternates=True)
+    assert conflicts
+    manager.usage_db.release(uuids)
+    manager.refresh_nodes(sorted({(s.service_host, s.nodename)
+                                  for alts in kept for s in alts}))
+    conf.config(keep_decisions=False, group='filter_scheduler')
+    conflicts.clear()
+    scratch = driver.select_destinations(None, spec.obj_clone(), uuids,
+                                         return_alternates=True)
+    assert [[(s.service_host, s.weight) for s in alts] for alts in kept] \
+        == [[(s.service_host, s.weight) for s in alts] for alts in scratch]
