@@ -300,9 +300,30 @@ def test_a_new_multiplier_override_on_a_changed_host_decides_afresh(
         name='heavy', hosts=[placed.service_host],
         metadata={'ram_weight_multiplier': '-50'})])
     again = _select(driver, _spec('az1'), 3)[0][0]
-    assert counted.again == 0 and counted.afresh == 2
+    assert (counted.afresh, counted.again) == (1, 0)
     # RAM now repels from the overridden host: the other one is chosen.
     assert again.service_host != placed.service_host
+
+
+def test_a_shape_whose_kept_decisions_miss_is_recorded_less_often(
+        conf, monkeypatch):
+    manager, driver, reports = _bench_like(conf, count=200)
+    counted = _Counted(monkeypatch)
+    recorded = []
+    for n in range(9):
+        if n >= 2:
+            # More hosts report between two requests than a kept
+            # decision looks at again (the larger of 64 and 1/64th).
+            for report in reports[:70]:
+                report.num_io_ops = n
+                manager.update_from_report(report)
+        afresh = counted.afresh
+        _select(driver, _spec(), n + 1)
+        recorded.append(counted.afresh - afresh)
+    assert counted.again == 0
+    # Recorded, missed (not recorded), 2 skipped, recorded, missed,
+    # 4 skipped.
+    assert recorded == [0, 1, 0, 0, 0, 1, 0, 0, 0]
 
 
 def test_several_instances_keep_the_decision_for_the_next_request(

@@ -86,13 +86,14 @@ def host_state(i: int) -> objects.HostState:
         num_instances=i % 7, num_io_ops=i % 5).set_defaults()
 
 
-def make_spec(i: int, instances: int = 1) -> objects.RequestSpec:
+def make_spec(i: int, instances: int = 1,
+              project: str = 'bench') -> objects.RequestSpec:
     return objects.RequestSpec(
         flavor=objects.Flavor(memory_mb=2048, vcpus=2, root_gb=20,
                               extra_specs={}),
         image=objects.ImageMeta(properties={'hw_architecture': 'x86_64'}),
         availability_zone='az%d' % (1 + i % 2), num_instances=instances,
-        project_id='bench', user_id='bench')
+        project_id=project, user_id='bench')
 
 
 def _percentile(ms: list, fraction: float) -> float:
@@ -206,21 +207,44 @@ def time_reports(driver, hosts: int, reports: int = 2000) -> None:
 
 
 def time_inprocess(driver, requests: int, instances: int = 1,
-                   columnar: bool = True) -> tuple:
+                   columnar: bool = True, new_shapes: bool = False,
+                   churn: int = 0) -> tuple:
     """``(samples in seconds, wall seconds)`` of in-process requests of
-    ``instances`` instances each."""
+    ``instances`` instances each.
+
+    The requests come in two shapes (two zones), so that from the third
+    one on each is decided from the decision its shape's last request
+    kept (``[filter_scheduler] keep_decisions``).  ``new_shapes``: each
+    request is of a shape never seen (a project of its own), decided
+    from scratch.  ``churn``: that many busy reports (hosts taken in
+    turn) are taken between two requests, untimed: kept decisions then
+    look again at those hosts too.
+    """
     CONF.set_override('columnar', columnar, group='filter_scheduler')
     ctxt = context.get_admin_context()
-    # One untimed request: the columns are built on the first one.
-    driver.select_destinations(ctxt, make_spec(0, instances),
-                               [str(uuid.uuid4()) for _ in range(instances)],
-                               return_alternates=True)
+    manager = driver.host_manager
+
+    def spec(i):
+        return make_spec(i, instances,
+                         'bench-%d' % i if new_shapes else 'bench')
+
+    # Untimed: the columns are built on the first request, and each
+    # shape is kept from its second.
+    for i in range(4):
+        driver.select_destinations(
+            ctxt, spec(i), [str(uuid.uuid4()) for _ in range(instances)],
+            return_alternates=True)
+    hosts = len(manager.get_all_host_states())
     samples = []
     start = time.perf_counter()
     for i in range(requests):
+        for n in range(churn):
+            state = host_state((i * churn + n) % hosts)
+            state.num_io_ops = (i + n) % 5
+            manager.update_from_report(state)
         uuids = [str(uuid.uuid4()) for _ in range(instances)]
         t0 = time.perf_counter()
-        driver.select_destinations(ctxt, make_spec(i, instances), uuids,
+        driver.select_destinations(ctxt, spec(i), uuids,
                                    return_alternates=True)
         samples.append(time.perf_counter() - t0)
     return samples, time.perf_counter() - start
@@ -243,6 +267,16 @@ def bench_inprocess(hosts: int, requests: int, instances: list,
             summarize('in process, %d hosts, k=%d, %s'
                       % (hosts, k, 'columnar' if columnar else 'per host'),
                       samples, wall)
+    if True in modes:
+        # What a kept decision saves, and what it costs when shapes do
+        # not repeat or many hosts report between two requests.
+        for label, kwargs in (('new shape each', {'new_shapes': True}),
+                              ('10 reports between', {'churn': 10}),
+                              ('100 reports between', {'churn': 100})):
+            samples, wall = time_inprocess(driver, requests, 1, True,
+                                           **kwargs)
+            summarize('in process, %d hosts, k=1, %s'
+                      % (hosts, label), samples, wall)
     print('in process, %d hosts: RSS %.0f MB after the requests'
           % (hosts, _rss_mb(os.getpid())))
 
