@@ -51,6 +51,7 @@ import math
 
 import numpy as np
 from oslo_config import cfg
+from oslo_versionedobjects import base as ovo_base
 
 from scheduler import columns
 from scheduler import concurrency
@@ -78,20 +79,37 @@ _AGAIN_FRACTION = 640
 
 
 def fingerprint(spec_obj) -> str:
-    """What a kept decision is looked up by: the request spec without
-    its instance uuid (nor the list of fields it set)."""
-    primitive = spec_obj.obj_to_primitive()
-    primitive.pop('versioned_object.changes', None)
-    data = primitive.get('versioned_object.data', {})
-    data.pop('instance_uuid', None)
-    # A field unset and the same field set to None read alike
-    # (``obj_get``); the pipeline sets some (``image``) as it goes.
-    for name in [name for name, value in data.items() if value is None]:
-        del data[name]
-    # Fields come in the object's field order; keys of nested dicts
-    # (extra specs, image properties, hints) in the caller's: the same
-    # request written otherwise is another fingerprint, decided afresh.
-    return repr(primitive)
+    """What a kept decision is looked up by: every field the request
+    spec (and each object in it) has set, but its instance uuid.
+
+    A field unset and the same field set to None read alike
+    (``obj_get``; the pipeline sets some, ``image``, as it goes).
+    Values are written as ``repr`` writes them: a value of a type
+    without a ``repr`` of its own never matches another request's, and
+    keys of nested dicts (extra specs, image properties, hints) in the
+    caller's order: the same request written otherwise is another
+    fingerprint, decided afresh.
+    """
+    return repr(_shape(spec_obj, 'instance_uuid'))
+
+
+def _shape(value, skip: str | None = None):
+    """``value`` as nested tuples of plain values (``fingerprint``)."""
+    if isinstance(value, ovo_base.VersionedObject):
+        stored = value.__dict__
+        parts = [value.obj_name(), value.VERSION]
+        for name in value.fields:
+            field = stored.get('_obj_' + name)
+            if field is not None and name != skip:
+                parts.append((name, _shape(field)))
+        return tuple(parts)
+    if isinstance(value, (list, tuple)):
+        return tuple(_shape(item) for item in value)
+    if isinstance(value, dict):
+        return tuple((key, _shape(item)) for key, item in value.items())
+    if isinstance(value, (set, frozenset)):
+        return ('set', tuple(sorted(repr(item) for item in value)))
+    return value
 
 
 class _Entry:

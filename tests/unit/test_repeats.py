@@ -367,3 +367,24 @@ def test_planned_claims_that_did_not_land_are_looked_at_again(
                                          return_alternates=True)
     assert [[(s.service_host, s.weight) for s in alts] for alts in kept] \
         == [[(s.service_host, s.weight) for s in alts] for alts in scratch]
+
+
+def test_a_fingerprint_is_the_request_but_its_instance_uuid():
+    spec = _spec()
+    same = _spec()
+    same.instance_uuid = fixtures.uuid(5)
+    same.image = None
+    assert repeats.fingerprint(same) == repeats.fingerprint(spec)
+    others = [_spec('az2'), _spec(instances=2),
+              fixtures.request(memory_mb=2048, vcpus=2, root_gb=20,
+                               availability_zone='az1', project_id='q',
+                               user_id='u'),
+              fixtures.request(memory_mb=2048, vcpus=2, root_gb=20,
+                               availability_zone='az1', project_id='p',
+                               user_id='u', extra_specs={'a': '1'}),
+              fixtures.request(memory_mb=2048, vcpus=2, root_gb=20,
+                               availability_zone='az1', project_id='p',
+                               user_id='u', image_properties={})]
+    prints = {repeats.fingerprint(other) for other in others}
+    assert len(prints) == len(others)
+    assert repeats.fingerprint(spec) not in prints
