@@ -948,19 +948,19 @@ def _changed_mask(flt, cands: Candidates, spec_obj):
     return mask
 
 
-def filter_is_row_local(flt, spec_obj) -> bool:
+def filter_is_row_local(flt) -> bool:
     """Whether ``flt``'s answer for a host depends on that host's
-    columns and the request alone: it has a row-local vector form, or
-    it passes every host for this request (``RequestScopedFilter``'s
-    ``SKIP``)."""
+    columns and the request alone: its vector form is row-local, or,
+    without one, its per-host methods are (``BaseHostFilter.row_local``).
+    """
     if vector_form(flt, 'filter_columns', _FILTER_METHODS) is not None:
         return row_local(flt, 'filter_columns')
-    return row_local(flt, _FILTER_METHODS) or _skips(flt, spec_obj)
+    return row_local(flt, _FILTER_METHODS)
 
 
-def _skips(flt, spec_obj) -> bool:
+def filter_skips(flt, spec_obj) -> bool:
     """Whether ``flt`` is a ``RequestScopedFilter`` whose own
-    ``filter_all`` passes every host for this request."""
+    ``filter_all`` passes every host for this request (``SKIP``)."""
     return isinstance(flt, filters_base.RequestScopedFilter) and \
         type(flt).filter_all is \
         filters_base.RequestScopedFilter.filter_all and \
@@ -984,7 +984,7 @@ def _filter_mask(flt, cands: Candidates, spec_obj,
     them), or None to run it per host."""
     method = vector_form(flt, 'filter_columns', _FILTER_METHODS)
     if method is None:
-        if _skips(flt, spec_obj):
+        if filter_skips(flt, spec_obj):
             # The base filter_all passes every host on SKIP.
             return np.ones(len(cands), bool)
         return None

@@ -179,6 +179,8 @@ class Repeats:
         #: Fingerprints of the last requests (``_SEEN``): a decision is
         #: kept from the second request of a shape on.
         self._seen: collections.OrderedDict = collections.OrderedDict()
+        #: ``(filters, ran, unsure)`` of ``_pipeline``.
+        self._filters: tuple | None = None
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -203,9 +205,8 @@ class Repeats:
             return None
         if filters_base.request_is_rebuild(spec_obj):
             return None
-        ran = [flt for flt in filters if flt.run_filter_for_index(0)]
-        if not all(columns.filter_is_row_local(flt, spec_obj)
-                   for flt in ran):
+        ran, unsure = self._pipeline(filters)
+        if not all(columns.filter_skips(flt, spec_obj) for flt in unsure):
             return None
         key = fingerprint(spec_obj)
         with self._lock:
@@ -213,6 +214,18 @@ class Repeats:
             if entry is None and not self._to_record(key):
                 return None
         return Repeat(self, key, entry, ran, filters, weighers)
+
+    def _pipeline(self, filters: list) -> tuple:
+        """``(the filters that run for a first instance, those of them
+        that are not row-local: a request is kept only if they pass
+        every host for it)``, once per list."""
+        known = self._filters
+        if known is None or known[0] is not filters:
+            ran = [flt for flt in filters if flt.run_filter_for_index(0)]
+            unsure = [flt for flt in ran
+                      if not columns.filter_is_row_local(flt)]
+            known = self._filters = (filters, ran, unsure)
+        return known[1], known[2]
 
     def _to_record(self, key: str) -> bool:
         """Whether to record the walk of a request of shape ``key``
