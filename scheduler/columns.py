@@ -293,6 +293,10 @@ class ColumnStore:
         #: (``changed_rows``, ``scheduler.repeats``).
         self._log: list = []
         self._log_base = 0
+        #: By row: the count of aggregate changes when the row's
+        #: aggregates last changed (``aggregates_changed``).
+        self._aggregate_stamps = np.zeros(capacity, np.int64)
+        self._aggregate_changes = 0
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -356,6 +360,9 @@ class ColumnStore:
         replaces, self._views[row] = self._views[row], view
         if self._arrays.put(row, view, self.interners, replaces):
             self._has_values = {}
+        if replaces is None or not view.shares_aggregates(replaces):
+            self._aggregate_changes += 1
+            self._aggregate_stamps[row] = self._aggregate_changes
         self._logged(row)
 
     def _logged(self, row: int) -> None:
@@ -370,6 +377,11 @@ class ColumnStore:
     def log_position(self) -> int:
         """How many changes were written so far (``changed_rows``)."""
         return self._log_base + len(self._log)
+
+    def aggregates_changed(self, row: int, since: int) -> bool:
+        """Whether ``row``'s aggregates may have changed after the
+        ``aggregate_changes`` count ``since`` (a snapshot's)."""
+        return self._aggregate_stamps[row] > since
 
     def changed_rows(self, since: int, until: int) -> list | None:
         """Rows written by changes ``since`` to ``until`` (positions
@@ -401,6 +413,9 @@ class ColumnStore:
             seq = np.zeros(self._capacity, np.int64)
             seq[:self._size] = self._seq[:self._size]
             self._seq = seq
+            stamps = np.zeros(self._capacity, np.int64)
+            stamps[:self._size] = self._aggregate_stamps[:self._size]
+            self._aggregate_stamps = stamps
         self._views.append(None)
         self._size += 1
         return self._size - 1
@@ -433,6 +448,7 @@ class ColumnStore:
                                 self._ordered, self._has_values,
                                 self._generation, self._ordered_is_every_row)
             snapshot.log_position = self.log_position()
+            snapshot.aggregate_changes = self._aggregate_changes
             return snapshot
 
     def aggregate_column(self, key: str, size: int) -> np.ndarray:
@@ -484,8 +500,10 @@ class Snapshot:
         self._own: dict = {}
         #: Whether ``views`` is this snapshot's own list.
         self._own_views = False
-        #: The store's ``log_position`` when taken.
+        #: The store's ``log_position`` and count of aggregate changes
+        #: when taken.
         self.log_position = 0
+        self.aggregate_changes = 0
 
     def release(self) -> None:
         """Read no more of the store's arrays (idempotent)."""

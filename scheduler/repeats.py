@@ -140,8 +140,8 @@ class _Entry:
         self.rejected = repeat.rejected
         #: Hosts each filter removed, then the survivors (a list).
         self.counts = repeat.counts
-        #: By row: the view the kept answers were given for.
-        self.views = repeat.views
+        #: The store's count of aggregate changes it saw.
+        self.aggregate_changes = snapshot.aggregate_changes
         #: What the ``RequestScopedFilter`` s prepared, by ``id``.
         self.prepared = previous.prepared if previous is not None else {}
         #: ``columns.Candidates.checked`` of the survivors: every filter.
@@ -286,7 +286,7 @@ class Repeat:
         self.weighers = weighers
         self.snapshot = None
         self.cutoff = self.next_expiry = None
-        self.rejected = self.counts = self.views = None
+        self.rejected = self.counts = None
 
     def filter_and_weigh(self, cands: 'columns.Candidates', spec_obj,
                          report: filters_base.FilterReport | None,
@@ -337,7 +337,6 @@ class Repeat:
         self.cutoff = cutoff
         self.next_expiry = _oldest_live(
             snapshot.column('received_at')[ordered], cutoff)
-        self.views = list(snapshot.views)
         self.survivors = passed.rows
         return ranked
 
@@ -378,7 +377,7 @@ class Repeat:
         if not _multipliers_hold(entry, snapshot, staying):
             return None
         # From here on the entry is this request's: nothing returns None.
-        counts, views = entry.counts, entry.views
+        counts = entry.counts
         received = snapshot.column('received_at')
         entering, leaving = False, []
         for row, now, then in zip(changed, new, old):
@@ -390,10 +389,9 @@ class Repeat:
                     entering = True
                 elif then == everyone:
                     leaving.append(row)
-            views[row] = snapshot.views[row]
             if cutoff <= received[row] < next_expiry:
                 next_expiry = float(received[row])
-        self.rejected, self.counts, self.views = rejected, counts, views
+        self.rejected, self.counts = rejected, counts
         self.cutoff, self.next_expiry = cutoff, next_expiry
         checked = entry.checked
         if entering:
@@ -476,10 +474,11 @@ def _multipliers_hold(entry: _Entry, snapshot, rows: np.ndarray) -> bool:
     survivors ``rows``: multipliers come from the configuration (a
     reload forgets every kept decision) and the host's aggregates, so
     only a host whose aggregates may have changed is asked again."""
+    store = snapshot.store
     for row, position in zip(rows.tolist(), entry.position[rows].tolist()):
-        view = snapshot.views[row]
-        if view.shares_aggregates(entry.views[row]):
+        if not store.aggregates_changed(row, entry.aggregate_changes):
             continue
+        view = snapshot.views[row]
         for weigher in entry.weighers:
             kept = entry.raw.get(id(weigher))
             if kept is None:
