@@ -150,7 +150,9 @@ def _ranking(weighed):
     return [(w.obj.key(), w.weight) for w in weighed]
 
 
-def _select(driver, spec, uuids, columnar, conf, seed):
+def _select(driver, spec, uuids, columnar, conf, seed, keep=False):
+    """The request's answer and filter walk; its claims given back
+    unless ``keep``."""
     conf.config(columnar=columnar, group='filter_scheduler')
     report = filters.FilterReport()
     random.seed(seed)
@@ -163,9 +165,13 @@ def _select(driver, spec, uuids, columnar, conf, seed):
                    for s in alts] for alts in result]
     except exception.NoValidHost:
         answer = 'NoValidHost'
-    driver.host_manager.usage_db.release(uuids)
-    driver.host_manager.refresh_nodes(
-        [s.key() for s in driver.host_manager.get_all_host_states()])
+    if not keep:
+        # Only the nodes it claimed on change back: the others stay as
+        # they were (and as decisions kept from before saw them).
+        driver.host_manager.usage_db.release(uuids)
+        if answer != 'NoValidHost':
+            driver.host_manager.refresh_nodes(
+                sorted({alts[0][:2] for alts in answer}))
     return answer, _walk(report)
 
 

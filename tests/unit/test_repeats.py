@@ -11,8 +11,6 @@ back); the columnar path, with the decisions it kept, must give the
 same filter walk and the same placements, alternates and weights.
 """
 
-import random
-
 from hypothesis import HealthCheck
 from hypothesis import Phase
 from hypothesis import event
@@ -62,32 +60,7 @@ class _Counted:
         monkeypatch.setattr(repeats.Repeat, '_afresh', counted_afresh)
 
 
-def _placed(driver, spec, uuids, columnar, conf, seed, keep):
-    """The request's answer and walk; its claims given back unless
-    ``keep``."""
-    conf.config(columnar=columnar, group='filter_scheduler')
-    report = filters.FilterReport()
-    random.seed(seed)
-    try:
-        result = driver.select_destinations(None, spec.obj_clone(), uuids,
-                                            return_alternates=True,
-                                            report=report)
-        answer = [[(s.service_host, s.nodename, s.weight,
-                    s.limits.obj_to_primitive() if s.limits else None)
-                   for s in alts] for alts in result]
-    except exception.NoValidHost:
-        answer = 'NoValidHost'
-    if not keep:
-        # Only the nodes it claimed on change back: the others stay as
-        # the kept decisions saw them.
-        driver.host_manager.usage_db.release(uuids)
-        if answer != 'NoValidHost':
-            driver.host_manager.refresh_nodes(
-                sorted({alts[0][:2] for alts in answer}))
-    return answer, equivalence._walk(report)
-
-
-def _changed_report(base, draw, received: bool = True):
+def _changed_report(base, draw):
     """``base`` with new usage or state, as its next report says."""
     report = base.obj_clone()
     report.memory_mb_used = draw(st.sampled_from([0, 512, 1024, 3072]))
@@ -158,9 +131,10 @@ def test_kept_decisions_decide_as_decisions_from_scratch(
                      for n in range(spec.num_instances)]
             uuid[0] += spec.num_instances
             seed = data.draw(st.integers(0, 1000))
-            per_host = _placed(driver, spec, uuids, False, conf, seed,
-                               keep=False)
-            kept = _placed(driver, spec, uuids, True, conf, seed, keep=True)
+            per_host = equivalence._select(driver, spec, uuids, False, conf,
+                                           seed)
+            kept = equivalence._select(driver, spec, uuids, True, conf, seed,
+                                       keep=True)
             assert kept == per_host
             if kept[0] != 'NoValidHost':
                 placed.append(uuids)
