@@ -14,9 +14,10 @@ request, log scale) and the same numbers as a Markdown table in
 * with ``--nova-json`` (what ``tox -e bench-nova -- --json PATH``
   writes): nova 34's filter-and-weigh and ours on the same fleet, from
   that interleaved run;
-* the previous release's curve, from
-  ``doc/images/latency-previous.json`` (figures recorded when it was
-  current, kept so that each plot shows where the code came from).
+* earlier curves, from ``doc/images/latency-previous.json`` (figures
+  recorded when they were current, kept so that each plot shows where
+  the code came from): the first release's, host by host, and the
+  columnar path's before decisions were kept across requests.
 
 Drawn with plain SVG so that no plotting library is needed.
 """
@@ -40,7 +41,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 SIZES = [250, 500, 1000, 2500, 5000, 10000]
 WIDTH, HEIGHT, MARGIN = 780, 440, 60
 COLOURS = ['#1f77b4', '#2ca02c', '#d62728', '#9467bd', '#8c564b',
-           '#7f7f7f']
+           '#7f7f7f', '#ff7f0e']
 
 
 def measure(sizes: list, requests: int) -> dict:
@@ -83,12 +84,14 @@ def from_nova_json(path: str) -> dict:
 
 
 def previous(path: str) -> dict:
+    """The earlier curves kept in ``path``: one object, or a list."""
     if not os.path.exists(path):
         return {}
     with open(path) as f:
         data = json.load(f)
-    return {data['name']: {'hosts': data['hosts'],
-                           'median': data['median']}}
+    return {curve['name']: {'hosts': curve['hosts'],
+                            'median': curve['median']}
+            for curve in (data if isinstance(data, list) else [data])}
 
 
 def svg(curves: dict, title: str) -> str:
