@@ -32,7 +32,8 @@ The weighers weigh again only the changed survivors.  The walk reported
 
 A request decides from scratch when:
 
-* a filter that runs has no row-local vector form;
+* a filter that runs is not row-local (``BaseHostFilter.row_local``)
+  and does not pass every host for the request (``SKIP``);
 * the hosts' order changed (a node joined or left);
 * more hosts changed than ``_AGAIN_MIN`` / ``_AGAIN_FRACTION`` allow;
 * a changed host's multiplier differs from the kept one (an aggregate
