@@ -69,6 +69,11 @@ METRICS = {
     'scheduler_claims_expired_total': (
         'counter', 'Claims released because the compute never reported '
                    'the instance (a build that was probably lost).', ()),
+    'scheduler_kept_decisions_total': (
+        'counter', 'Requests decided from the decision kept for their '
+                   'shape (used), those whose kept decision was of no use '
+                   '(missed), and decisions recorded to be kept.',
+        ('outcome',)),
 }
 
 # Counters get no "_created" samples: they were not part of the
@@ -175,6 +180,14 @@ def set_hosts(known: int, up: int) -> None:
 def record_report() -> None:
     """Count one compute report: their rate shows the fleet is talking."""
     _metrics.by_name['scheduler_host_reports_total'].inc()
+
+
+def record_kept_decision(outcome: str) -> None:
+    """Count a kept decision ``used``, ``missed`` or ``recorded``
+    (``[filter_scheduler] keep_decisions``): a low share of ``used``
+    means the requests' shapes rarely repeat, or hosts change too
+    fast between them."""
+    _metrics.child('scheduler_kept_decisions_total', outcome).inc()
 
 
 def record_claim_conflict() -> None:

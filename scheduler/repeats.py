@@ -52,14 +52,17 @@ import math
 
 import numpy as np
 from oslo_config import cfg
+from oslo_log import log as oslo_logging
 from oslo_versionedobjects import base as ovo_base
 
 from scheduler import columns
 from scheduler import concurrency
+from scheduler import metrics
 from scheduler.filters import base as filters_base
 from scheduler.resources import liveness
 
 CONF = cfg.CONF
+LOG = oslo_logging.getLogger(__name__)
 
 #: Fingerprints kept per worker (the least recently used is forgotten).
 _ENTRIES = 8
@@ -254,6 +257,7 @@ class Repeats:
 
     def _missed(self, key: str) -> None:
         """A kept decision of shape ``key`` was of no use."""
+        metrics.record_kept_decision('missed')
         with self._lock:
             state = self._seen.setdefault(key, [0, 0])
             state[0] += 1
@@ -261,6 +265,7 @@ class Repeats:
 
     def _hit(self, key: str) -> None:
         """A kept decision of shape ``key`` was used."""
+        metrics.record_kept_decision('used')
         state = self._seen.get(key)
         if state is not None and state[0]:
             with self._lock:
@@ -288,6 +293,8 @@ class Repeat:
         self.snapshot = None
         self.cutoff = self.next_expiry = None
         self.rejected = self.counts = None
+        #: Hosts a kept decision looked at again.
+        self.changed = 0
 
     def filter_and_weigh(self, cands: 'columns.Candidates', spec_obj,
                          report: filters_base.FilterReport | None,
@@ -300,7 +307,14 @@ class Repeat:
             ranked = self._again(cands.snapshot, spec_obj, report)
             if ranked is not None:
                 self._owner._hit(self._key)
+                LOG.debug('Decided from the kept decision of the request\'s '
+                          'shape, its filters and weighers asked again about '
+                          '%d changed host(s)', self.changed)
             else:
+                LOG.debug('The kept decision of the request\'s shape is of '
+                          'no use (a node joined or left, more hosts '
+                          'changed than it looks at again, or a multiplier '
+                          'override changed): deciding from scratch')
                 # Decided from scratch, not recorded: the next requests
                 # of the shape are likely to find as many changes.
                 self.entry = None
@@ -324,6 +338,7 @@ class Repeat:
 
     def _afresh(self, cands, spec_obj, report) -> 'columns.Ranked':
         """The walk over every host, recorded."""
+        metrics.record_kept_decision('recorded')
         snapshot = cands.snapshot
         cutoff = liveness.cutoff()
         rejected = np.full(len(snapshot.views), len(self.ran), np.int16)
@@ -366,6 +381,7 @@ class Repeat:
         if len(rows) > max(_AGAIN_MIN, len(ordered) // _AGAIN_FRACTION):
             return None
         changed = sorted(rows)
+        self.changed = len(changed)
         everyone = len(self.ran)
         # A few rows: plain lists, not arrays (a microsecond an
         # operation on arrays, a tenth of that on lists).

@@ -24,11 +24,13 @@ from scheduler import columns
 from scheduler.drivers import filter_scheduler
 from scheduler import exception
 from scheduler import filters
+from scheduler import metrics
 from scheduler import objects
 from scheduler import repeats
 from scheduler.resources import liveness
 from tests.unit import fixtures
 from tests.unit import test_columns as equivalence
+from tests.unit import test_metrics
 
 NOW = equivalence.NOW
 
@@ -198,6 +200,21 @@ def test_a_repeated_request_asks_the_filters_about_the_changed_hosts_only(
     # The last claim changed one host: asked about it alone.
     assert (counted.afresh, counted.again) == (1, 1)
     assert _Asked.asked == 1
+
+
+def test_kept_decisions_are_counted_for_operators(conf):
+    manager, driver, _reports = _bench_like(conf)
+    before = metrics.render()
+    for n in range(4):
+        _select(driver, _spec(), n + 1)
+    after = metrics.render()
+
+    def count(text, outcome):
+        return test_metrics.parse(text).get(
+            ('scheduler_kept_decisions_total', (('outcome', outcome),)), 0)
+
+    assert [count(after, o) - count(before, o)
+            for o in ('recorded', 'used', 'missed')] == [1, 2, 0]
 
 
 def test_a_shape_seen_once_is_not_kept(conf, monkeypatch):
