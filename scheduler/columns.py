@@ -991,9 +991,14 @@ def filter_mask(flt, cands: Candidates, spec_obj) -> np.ndarray:
     mask = _filter_mask(flt, cands, spec_obj)
     if mask is not None:
         return mask
-    views = cands.columns().views()
+    return np.array(per_host_mask(flt, cands.columns().views(), spec_obj),
+                    bool)
+
+
+def per_host_mask(flt, views: list, spec_obj) -> list:
+    """Whether each of ``views`` passes ``flt``'s per-host form."""
     passed = {id(view) for view in flt.filter_all(views, spec_obj)}
-    return np.array([id(view) in passed for view in views], bool)
+    return [id(view) in passed for view in views]
 
 
 def _filter_mask(flt, cands: Candidates, spec_obj,

@@ -476,9 +476,9 @@ def first_rejections(snapshot, rows: np.ndarray, spec_obj, filters: list,
             passes = flt.passes
             kept = [i for i in alive if passes(views[i], ready)]
         else:
-            passed = {id(view) for view in flt.filter_all(
-                [views[i] for i in alive], spec_obj)}
-            kept = [i for i in alive if id(views[i]) in passed]
+            mask = columns.per_host_mask(flt, [views[i] for i in alive],
+                                         spec_obj)
+            kept = [i for i, passes in zip(alive, mask) if passes]
         if len(kept) < len(alive):
             for i in set(alive).difference(kept):
                 result[i] = position
