@@ -35,10 +35,15 @@ The authoring API for plugins (``scheduler/filters/base.py``,
   ``column_multipliers(columns)`` for its multipliers (the base class
   has one that honours ``multiplier_option`` and aggregate overrides).
 
-A plugin whose vector form is ``row_local`` (every in-tree one) is
-asked, for each later instance of a request, only about the node the
-previous instance was placed on: its other answers (masks, raw weights
-and multipliers) are kept from the previous instance (``_Memo``).
+An in-tree vector form (``_reusable``: each answers for a host from
+that host's columns and the request alone) is asked, for each later
+instance of a request, only about the node the previous instance was
+placed on: its other answers (masks, raw weights and multipliers) are
+kept from the previous instance (``_Memo``).  An in-tree weigher whose
+answers also depend on what the request's earlier instances changed in
+the request itself says so per request with ``_row_local_for(spec_obj)``
+(the soft (anti-)affinity weighers, for a request of their group).  An
+out-of-tree vector form is asked about every candidate each time.
 
 A vector form counts only when it is defined by the same class as the
 per-host methods it stands for, or by a subclass of it: a subclass of
@@ -84,7 +89,7 @@ NUMBERS = ('memory_mb', 'memory_mb_used', 'local_gb', 'local_gb_used',
 #: Boolean columns.
 FLAGS = ('disabled', 'forced_down')
 #: Categorical columns: int32 codes of interned values.
-CODES = ('zones', 'supported')
+CODES = ('zones', 'supported', 'host')
 
 
 def _row(view) -> tuple:
@@ -103,7 +108,8 @@ def _row(view) -> tuple:
              compute.usable_disk_mb(view)),
             (bool(view.disabled), bool(view.forced_down)),
             (frozenset(view.availability_zones),
-             tuple(tuple(t) for t in view.supported_instances or ())))
+             tuple(tuple(t) for t in view.supported_instances or ()),
+             view.host))
 
 
 def aggregate_number(view, key: str) -> float:
@@ -135,14 +141,15 @@ class _Interner:
 #: A change waits for the snapshots reading the store's arrays
 #: (``ColumnStore._waits``) while fewer than the larger of these wait:
 #: a count, and a fraction (1/n) of the rows.  Writing a waiting change
-#: costs about 10 us, copying the arrays about 0.05 us a row: past a
-#: few hundredths of the rows, a copy now is cheaper than making the
+#: costs as much as copying a few hundred rows of the arrays: past a
+#: small fraction of the rows, a copy now is cheaper than making the
 #: request that releases the snapshot write them all.
 _WAIT_MIN = 64
 _WAIT_FRACTION = 128
-#: The change log (``ColumnStore.changed_rows``) forgets its oldest
-#: changes past the larger of this and twice the rows.
-_LOG_MIN = 4096
+#: Instance entries a dropped view left (``ColumnStore._unlisted``)
+#: are forgotten, once no snapshot is live, past the larger of this
+#: and the rows.
+_UNLISTED_MIN = 4096
 
 #: The columns by type: one 2-D block per type, a row of it per column.
 _BLOCKS = ((NUMBERS, np.float64), (FLAGS, bool), (CODES, np.int32))
@@ -288,15 +295,15 @@ class ColumnStore:
         #: ``(key, view or None for a removal)``, in order: changes
         #: that wait for the snapshots reading the arrays.
         self._pending: list = []
-        #: Rows written since ``_log_base`` changes were, in order: what
-        #: a decision kept from an earlier snapshot looks at again
-        #: (``changed_rows``, ``scheduler.repeats``).
-        self._log: list = []
-        self._log_base = 0
-        #: By row: the count of aggregate changes when the row's
-        #: aggregates last changed (``aggregates_changed``).
-        self._aggregate_stamps = np.zeros(capacity, np.int64)
-        self._aggregate_changes = 0
+        #: Instance uuid -> the row (an int), or rows (a tuple), whose
+        #: view lists it (``Snapshot.instance_counts``).  A superset
+        #: of every snapshot's: an entry a view dropped is kept
+        #: (``_unlisted``) until no snapshot is left that may still
+        #: read the view that had it.
+        self._instance_rows: dict = {}
+        self._unlisted: list = []
+        #: Snapshots taken and not released, whatever they read.
+        self._live = 0
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -338,10 +345,14 @@ class ColumnStore:
         """A snapshot of ``generation`` no longer reads the arrays: the
         changes that waited for the last one are written."""
         with self._lock:
+            self._live -= 1
             if generation == self._generation and self._shared:
                 self._shared -= 1
                 if not self._shared:
                     self._apply_pending()
+            if not self._live and len(self._unlisted) > max(
+                    _UNLISTED_MIN, self._size):
+                self._forget_unlisted()
 
     def view_changed(self, key, view) -> None:
         with self._lock:
@@ -358,38 +369,9 @@ class ColumnStore:
             self._next_seq += 1
             self._ordered = None
         replaces, self._views[row] = self._views[row], view
+        self._index_instances(row, replaces, view)
         if self._arrays.put(row, view, self.interners, replaces):
             self._has_values = {}
-        if replaces is None or not view.shares_aggregates(replaces):
-            self._aggregate_changes += 1
-            self._aggregate_stamps[row] = self._aggregate_changes
-        self._logged(row)
-
-    def _logged(self, row: int) -> None:
-        log = self._log
-        log.append(row)
-        if len(log) > max(_LOG_MIN, 2 * self._size):
-            # Older positions are forgotten: decisions kept from before
-            # are taken again from scratch (``changed_rows``: None).
-            self._log_base += len(log)
-            self._log = []
-
-    def log_position(self) -> int:
-        """How many changes were written so far (``changed_rows``)."""
-        return self._log_base + len(self._log)
-
-    def aggregates_changed(self, row: int, since: int) -> bool:
-        """Whether ``row``'s aggregates may have changed after the
-        ``aggregate_changes`` count ``since`` (a snapshot's)."""
-        return self._aggregate_stamps[row] > since
-
-    def changed_rows(self, since: int, until: int) -> list | None:
-        """Rows written by changes ``since`` to ``until`` (positions
-        ``log_position`` gave), with repeats; None once forgotten."""
-        with self._lock:
-            if since < self._log_base or until > self.log_position():
-                return None
-            return self._log[since - self._log_base:until - self._log_base]
 
     def view_removed(self, key) -> None:
         with self._lock:
@@ -400,10 +382,69 @@ class ColumnStore:
         row = self._rows.pop(key, None)
         if row is None:
             return
+        self._index_instances(row, self._views[row], None)
         self._views[row] = None
         self._free.append(row)
         self._ordered = None
-        self._logged(row)
+
+    def _index_instances(self, row: int, old, new) -> None:
+        """Keep ``_instance_rows`` a superset of what the views list,
+        now that ``row``'s view ``old`` is replaced by ``new`` (None: a
+        removal).  Lists are shared by a view and its copies until
+        replaced: most changes (a report saying nothing new) cost a
+        comparison of identities."""
+        before = () if old is None else old.instance_uuids
+        after = () if new is None else new.instance_uuids
+        if before is after:
+            return
+        if before:
+            previous = set(before)
+            added = [uuid for uuid in after if uuid not in previous]
+            if len(previous) + len(added) != len(after):
+                # Some went (else ``after`` is ``before`` and ``added``:
+                # a claim).  Their entries go once no snapshot can
+                # read ``old``; one missed here only stays.
+                self._unlisted.extend(
+                    (uuid, row) for uuid in previous.difference(after))
+        else:
+            added = after
+        index = self._instance_rows
+        for uuid in added:
+            found = index.get(uuid)
+            if found is None:
+                index[uuid] = row
+            elif found.__class__ is int:
+                if found != row:
+                    index[uuid] = (found, row)
+            elif row not in found:
+                index[uuid] = found + (row,)
+
+    def _forget_unlisted(self) -> None:
+        """Drop the entries of ``_instance_rows`` no view lists any
+        more (no snapshot is left that may read an older view)."""
+        index = self._instance_rows
+        for uuid, row in self._unlisted:
+            view = self._views[row] if row < len(self._views) else None
+            if view is not None and uuid in view.instance_uuids:
+                continue
+            found = index.get(uuid)
+            if found is None:
+                continue
+            if found.__class__ is int:
+                if found == row:
+                    del index[uuid]
+                continue
+            rest = tuple(r for r in found if r != row)
+            index[uuid] = rest[0] if len(rest) == 1 else rest
+        self._unlisted = []
+
+    def instance_rows(self, uuid: str) -> tuple:
+        """The rows whose view listed ``uuid`` (a superset: the caller
+        checks the views it reads)."""
+        found = self._instance_rows.get(uuid)
+        if found is None:
+            return ()
+        return (found,) if found.__class__ is int else found
 
     def _new_row(self) -> int:
         if self._size == self._capacity:
@@ -413,9 +454,6 @@ class ColumnStore:
             seq = np.zeros(self._capacity, np.int64)
             seq[:self._size] = self._seq[:self._size]
             self._seq = seq
-            stamps = np.zeros(self._capacity, np.int64)
-            stamps[:self._size] = self._aggregate_stamps[:self._size]
-            self._aggregate_stamps = stamps
         self._views.append(None)
         self._size += 1
         return self._size - 1
@@ -444,12 +482,10 @@ class ColumnStore:
                     cached[1] != self._size:
                 cached = self._read_only = (
                     self._arrays, self._size, self._arrays.view(self._size))
-            snapshot = Snapshot(self, cached[2].shallow(), self._views,
-                                self._ordered, self._has_values,
-                                self._generation, self._ordered_is_every_row)
-            snapshot.log_position = self.log_position()
-            snapshot.aggregate_changes = self._aggregate_changes
-            return snapshot
+            self._live += 1
+            return Snapshot(self, cached[2].shallow(), self._views,
+                            self._ordered, self._has_values,
+                            self._generation, self._ordered_is_every_row)
 
     def aggregate_column(self, key: str, size: int) -> np.ndarray:
         """Start keeping ``aggregate_number(view, key)`` for every row;
@@ -500,10 +536,6 @@ class Snapshot:
         self._own: dict = {}
         #: Whether ``views`` is this snapshot's own list.
         self._own_views = False
-        #: The store's ``log_position`` and count of aggregate changes
-        #: when taken.
-        self.log_position = 0
-        self.aggregate_changes = 0
 
     def release(self) -> None:
         """Read no more of the store's arrays (idempotent)."""
@@ -568,9 +600,29 @@ class Snapshot:
                 column[row] = aggregate_number(view, key)
             self._has_values = {}
 
-    def put_rows(self) -> list:
-        """The rows ``put`` changed."""
-        return list(self._put)
+    def instance_counts(self, uuids: frozenset) -> dict:
+        """Row -> how many of ``uuids`` its view lists (rows with none
+        left out), as ``len(uuids.intersection(view.instance_uuids))``
+        would say for every row, without walking them: the store's
+        index names the rows that may list each uuid, the views this
+        snapshot reads decide, and the rows it changed itself (its
+        request's planned claims) are counted directly."""
+        views = self.views
+        counts: dict = {}
+        for uuid in uuids:
+            for row in self.store.instance_rows(uuid):
+                if row in self._put or row >= len(views):
+                    continue
+                view = views[row]
+                if view is not None and uuid in view.instance_uuids:
+                    counts[row] = counts.get(row, 0) + 1
+        for row in self._put:
+            found = len(uuids.intersection(views[row].instance_uuids))
+            if found:
+                counts[row] = found
+            else:
+                counts.pop(row, None)
+        return counts
 
     def row_of(self, key) -> int | None:
         """The row of node ``key`` in this snapshot, if it has one."""
@@ -630,6 +682,25 @@ class Columns:
         return np.fmin(self.local_gb - self.local_gb_used,
                        self.disk_available_least)
 
+    def instances_among(self, uuids: frozenset) -> np.ndarray:
+        """How many of the instances ``uuids`` each candidate's view
+        lists (``Snapshot.instance_counts``)."""
+        counts = np.zeros(len(self.snapshot.views))
+        for row, count in self.snapshot.instance_counts(uuids).items():
+            counts[row] = count
+        return counts[self.rows]
+
+    def host_counts(self, names: list) -> np.ndarray:
+        """How many times each candidate's host name is in ``names``
+        (``names.count(host)`` per candidate)."""
+        interner = self.snapshot.store.interners['host']
+        table = np.zeros(len(interner.values) + 1)
+        for name in set(names):
+            code = interner.codes.get(name)
+            if code is not None:
+                table[code] = names.count(name)
+        return table[self.host]
+
     def code_mask(self, name: str,
                   predicate: typing.Callable[[typing.Any], bool]
                   ) -> np.ndarray:
@@ -684,29 +755,32 @@ def _has_vector_form(cls: type, name: str, per_host: tuple) -> bool:
                                          for a in per_host))
 
 
-def row_local(plugin, name) -> bool:
-    """Whether ``plugin``'s vector form ``name`` is row-local
-    (``BaseHostFilter.row_local``): the flag must come from the class
-    that defines ``name`` or a subclass of it.  ``name`` may be a tuple
-    of per-host methods: whether those are row-local."""
-    names = name if isinstance(name, tuple) else (name,)
-    key = (type(plugin), 'row_local', names)
+def _reusable(plugin, name: str) -> bool:
+    """Whether ``plugin``'s vector form ``name`` is one of this
+    project's own, which answer for each host from that host's columns
+    and the request alone (the property tests hold them to it): the
+    memo (``_Memo``) reuses their answers.  Nothing asks plugin authors
+    to promise as much, so an out-of-tree vector form, or an in-tree
+    one a plugin overrides, is asked about every host each time."""
+    key = (type(plugin), 'reusable', name)
     found = _VECTOR_FORMS.get(key)
     if found is None:
-        found = _VECTOR_FORMS[key] = bool(getattr(plugin, 'row_local',
-                                                  False)) and \
-            _has_vector_form(type(plugin), 'row_local', names)
+        owner = next(klass for klass in type(plugin).__mro__
+                     if name in vars(klass))
+        found = _VECTOR_FORMS[key] = \
+            owner.__module__.split('.', 1)[0] == __name__.split('.', 1)[0]
     return found
 
 
-_FILTER_METHODS = ('host_passes', 'filter_all', 'prepare', 'passes')
+#: The per-host methods each vector form stands for (``vector_form``).
+FILTER_METHODS = ('host_passes', 'filter_all', 'prepare', 'passes')
+WEIGH_METHODS = ('_weigh_object', 'weigh_objects')
+MULTIPLIER_METHODS = ('weight_multiplier', 'weight_multipliers')
 #: Up to this many changed hosts, a row-local plugin is asked about
 #: them by its per-host form (which its vector form stands for): a few
 #: microseconds a host, against some twenty for gathering columns and
 #: running array operations over a handful of rows.
 _PER_HOST_MAX = 4
-_WEIGH_METHODS = ('_weigh_object', 'weigh_objects')
-_MULTIPLIER_METHODS = ('weight_multiplier', 'weight_multipliers')
 
 
 class Candidates:
@@ -855,11 +929,11 @@ def _order(keys: list, n: int, among: np.ndarray | None = None
 def _kth_largest(values: np.ndarray, k: int) -> float:
     """The ``k``-th largest of ``values`` (``0 < k <= len(values) // 2``).
 
-    ``np.partition`` over every host costs about 10 us at 1,000 hosts
-    and 100 us at 10,000.  The smallest of the maxima of ``k`` blocks is
-    no larger than the ``k``-th largest value (those ``k`` maxima are
+    ``np.partition`` over every host grows with the fleet, and runs for
+    every request.  The smallest of the maxima of ``k`` blocks is no
+    larger than the ``k``-th largest value (those ``k`` maxima are
     distinct entries), and usually few values reach it: only those are
-    partitioned (8 us at 10,000 hosts).  Ties and adversarial orders
+    partitioned.  Ties and adversarial orders
     cost at most one pass more than partitioning everything.
     """
     n = len(values)
@@ -882,16 +956,14 @@ def _mapped(views: list, passed: list, flt) -> list:
 
 def filter_candidates(cands: Candidates, spec_obj, filters: list,
                       index: int = 0,
-                      report: filters_base.FilterReport | None = None,
-                      rejected: np.ndarray | None = None) -> Candidates:
+                      report: filters_base.FilterReport | None = None
+                      ) -> Candidates:
     """``HostFilterHandler.get_filtered_objects`` over columns.
 
     A row-local filter that every candidate passed for the previous
     instance of the request looks again only at the hosts its claim
     changed: the walk, counts and survivors are the same as if it
-    looked at every host.  ``rejected``, by row, is given the position
-    in ``filters`` of the filter that removed each host (the walk
-    ``scheduler.repeats`` keeps).
+    looked at every host.
     """
     rebuild = filters_base.request_is_rebuild(spec_obj)
     memo = cands.memo
@@ -899,7 +971,7 @@ def filter_candidates(cands: Candidates, spec_obj, filters: list,
     # Asked once a walk: a call that logs nothing still costs a
     # microsecond, twice per filter and instance.
     debug = filters_base.LOG.isEnabledFor(logging.DEBUG)
-    for position, flt in enumerate(filters):
+    for flt in filters:
         if not filters_base.should_run(flt, index, rebuild):
             continue
         name = flt.name()
@@ -913,21 +985,15 @@ def filter_candidates(cands: Candidates, spec_obj, filters: list,
             mask = _filter_mask(flt, cands, spec_obj)
         if mask is not None:
             if mask is not _EVERY and not mask.all():
-                if rejected is not None:
-                    rejected[cands.rows[~mask]] = position
                 cands = cands.take(np.flatnonzero(mask))
-            if vector_form(flt, 'filter_columns', _FILTER_METHODS) and \
-                    row_local(flt, 'filter_columns'):
+            if vector_form(flt, 'filter_columns', FILTER_METHODS) and \
+                    _reusable(flt, 'filter_columns'):
                 checked.add(id(flt))
         else:
             cands = cands.in_order()
             views = cands.columns().views()
             passed = list(flt.filter_all(views, spec_obj))
             kept = np.array(_mapped(views, passed, flt), np.int64)
-            if rejected is not None:
-                out = np.ones(len(cands), bool)
-                out[kept] = False
-                rejected[cands.rows[out]] = position
             cands = cands.take(kept)
         if debug:
             filters_base.LOG.debug('Filter %s returned %d host(s)', name,
@@ -966,17 +1032,7 @@ def _changed_mask(flt, cands: Candidates, spec_obj):
     return mask
 
 
-def filter_is_row_local(flt) -> bool:
-    """Whether ``flt``'s answer for a host depends on that host's
-    columns and the request alone: its vector form is row-local, or,
-    without one, its per-host methods are (``BaseHostFilter.row_local``).
-    """
-    if vector_form(flt, 'filter_columns', _FILTER_METHODS) is not None:
-        return row_local(flt, 'filter_columns')
-    return row_local(flt, _FILTER_METHODS)
-
-
-def filter_skips(flt, spec_obj) -> bool:
+def _skips(flt, spec_obj) -> bool:
     """Whether ``flt`` is a ``RequestScopedFilter`` whose own
     ``filter_all`` passes every host for this request (``SKIP``)."""
     return isinstance(flt, filters_base.RequestScopedFilter) and \
@@ -985,29 +1041,13 @@ def filter_skips(flt, spec_obj) -> bool:
         flt.prepare(spec_obj) is filters_base.SKIP
 
 
-def filter_mask(flt, cands: Candidates, spec_obj) -> np.ndarray:
-    """Which of ``cands`` pass ``flt``: its vector form, or its
-    per-host form where it has none (or declines the request)."""
-    mask = _filter_mask(flt, cands, spec_obj)
-    if mask is not None:
-        return mask
-    return np.array(per_host_mask(flt, cands.columns().views(), spec_obj),
-                    bool)
-
-
-def per_host_mask(flt, views: list, spec_obj) -> list:
-    """Whether each of ``views`` passes ``flt``'s per-host form."""
-    passed = {id(view) for view in flt.filter_all(views, spec_obj)}
-    return [id(view) in passed for view in views]
-
-
 def _filter_mask(flt, cands: Candidates, spec_obj,
                  columns: Columns | None = None):
     """The filter's mask over ``cands`` (or over ``columns``, some of
     them), or None to run it per host."""
-    method = vector_form(flt, 'filter_columns', _FILTER_METHODS)
+    method = vector_form(flt, 'filter_columns', FILTER_METHODS)
     if method is None:
-        if filter_skips(flt, spec_obj):
+        if _skips(flt, spec_obj):
             # The base filter_all passes every host on SKIP.
             return np.ones(len(cands), bool)
         return None
@@ -1081,7 +1121,7 @@ def _term(weigher, cands: Candidates, columns: Columns, spec_obj,
     memo = cands.memo
     before = None if memo is None else memo.raw.get(id(weigher))
     column_multipliers = vector_form(weigher, 'column_multipliers',
-                                     _MULTIPLIER_METHODS)
+                                     MULTIPLIER_METHODS)
     if before is not None:
         # Multipliers come from configuration and aggregates, which a
         # claim does not change.
@@ -1092,9 +1132,10 @@ def _term(weigher, cands: Candidates, columns: Columns, spec_obj,
         views, back = _materialise(cands)[1:]
         multipliers = np.array(weigher.weight_multipliers(views),
                                float)[back]
-    method = vector_form(weigher, 'weigh_columns', _WEIGH_METHODS)
+    method = vector_form(weigher, 'weigh_columns', WEIGH_METHODS)
     local = method is not None and column_multipliers is not None and \
-        row_local(weigher, 'weigh_columns')
+        _reusable(weigher, 'weigh_columns') and \
+        _row_local_for(weigher, spec_obj)
     # One number (the usual case) is tested without ndarray.any's
     # Python-level wrapper.
     if not (multipliers.any() if multipliers.ndim else multipliers):
@@ -1127,6 +1168,15 @@ def _term(weigher, cands: Candidates, columns: Columns, spec_obj,
         # The same raw weight everywhere normalises to 0.
         return None
     return weigher, multipliers, _full(raw, n), local
+
+
+def _row_local_for(weigher, spec_obj) -> bool:
+    """Whether an in-tree weigher stays row-local for this request
+    (its ``_row_local_for(spec_obj)``, when it has one: a soft (anti-)
+    affinity weigher is not for a request of its group, whose hosts
+    change with every instance placed)."""
+    check = getattr(weigher, '_row_local_for', None)
+    return check is None or check(spec_obj)
 
 
 def _weigh_again(cands: Candidates, spec_obj, weighers: list,
@@ -1178,8 +1228,7 @@ def _weigh_again(cands: Candidates, spec_obj, weighers: list,
         return None
     stack.clamp(positions)
     if not positions and stack._last is not None:
-        # No candidate changed (the claimed host is not among them, or
-        # the hosts that changed since a kept decision are not).
+        # No candidate changed (the claimed host is not among them).
         ranked = Ranked(cands, stack._last[4], kept, stack)
         if memo.order is not None:
             ranked._order = memo.order
@@ -1230,10 +1279,9 @@ def _moved(order: np.ndarray | None, moved: int, keys: list) -> np.ndarray:
 #: outgrow the CPU caches and weigher by weigher is faster.
 _STACK_MAX = 4096
 #: ... and up to this many times as many when more instances of the
-#: request follow: the stack costs the first instance a little (60 us
-#: at 5,000 candidates) and saves each later one its whole
-#: normalisation (``_Stack.total_after``): measured at 10,000 hosts, ten
-#: instances took 3.8 ms instead of 5.3.
+#: request follow: the stack costs the first instance a little and
+#: saves each later one its whole normalisation
+#: (``_Stack.total_after``).
 _LATER_STACKS = 4
 
 

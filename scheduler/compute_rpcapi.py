@@ -62,5 +62,14 @@ class ComputeAPI:
 
     def terminate_instance(self, context, host: str,
                            instance_uuid: str) -> None:
-        cctxt = self.client.prepare(server=host, version='1.0')
+        """Cast the termination to ``host``; raises if nothing takes it.
+
+        With the mandatory flag, as ``run_instance``: a compute whose
+        queue is gone, or not re-declared yet after a broker restart,
+        makes this raise ``oslo_messaging.MessageUndeliverable`` at the
+        sender (one of ``UNDELIVERED``), who can try again, instead of
+        the instance staying up while its caller thinks it gone.
+        """
+        cctxt = self.client.prepare(server=host, version='1.0',
+                                    transport_options=MANDATORY)
         cctxt.cast(context, 'terminate_instance', instance_uuid=instance_uuid)

@@ -15,13 +15,20 @@ is imported:
 socket, threading or time users: ``scheduler.cmd`` calls it first
 thing.  Nothing else in the code base may depend on which runtime won:
 shared state is guarded by locks that work in both (``native_lock``).
+
+Under eventlet the process has one native thread that runs Python code
+of ours or of a library: the hub's.  ``run_native`` is the only way to
+run work on another one, and it takes leaf work only (see there); the
+rest of the code base keeps to green threads.
 """
 
 import collections
 import gc
 import logging
 import os
+import sys
 import time
+import traceback
 import warnings
 
 EVENTLET = 'eventlet'
@@ -50,6 +57,9 @@ EXECUTOR_ENV = 'SCHEDULER_EXECUTOR'
 
 _patched = False
 _log_locks_renewed_after_fork = False
+#: The OS thread that runs the hub (and every green thread), once
+#: patched.
+_hub_thread_ident: int | None = None
 
 
 def configured_runtime(argv: list | None = None) -> str:
@@ -117,42 +127,79 @@ def monkey_patch() -> None:
     global _patched
     if _patched or os.environ.get(NO_PATCH_ENV):
         return
+    global _native_marks
     import eventlet
     eventlet.monkey_patch()
+    from eventlet import patcher
+    _native_marks = patcher.original('threading').local()
+    _green_psycopg2()
     _patched = True
+
+
+def patched() -> bool:
+    """Whether the process runs on eventlet (green threads)."""
+    return _patched
+
+
+def _green_psycopg2() -> None:
+    """Make psycopg2 yield to other green threads while it waits.
+
+    Without it a query blocks every green thread of the process until
+    the server answers: database work was once sent to native threads
+    for that, and native threads must not touch green locks
+    (``run_native``).  psycopg2's wait callback waits through the hub
+    instead.  Nothing to do without psycopg2.
+    """
+    try:
+        import psycopg2
+        from psycopg2 import extensions
+    except ImportError:
+        return
+    from eventlet import hubs
+
+    def wait(connection) -> None:
+        while True:
+            state = connection.poll()
+            if state == extensions.POLL_OK:
+                return
+            if state == extensions.POLL_READ:
+                hubs.trampoline(connection.fileno(), read=True)
+            elif state == extensions.POLL_WRITE:
+                hubs.trampoline(connection.fileno(), write=True)
+            else:
+                raise psycopg2.OperationalError(
+                    'unexpected state from poll(): %r' % (state,))
+
+    extensions.set_wait_callback(wait)
 
 
 def tune_garbage_collector() -> None:
     """Keep the garbage collector's pauses short and full collections rare.
 
     A scheduler keeps tens of thousands of long-lived objects (a report
-    and a view per node): a full collection walks them all (180 ms at
-    10,000 hosts).  With Python's defaults one ran every few seconds
-    under load (pauses of up to 200 ms, the slowest 5% of requests);
-    the generations' thresholds make that once per 250 million
-    allocations.
+    and a view per node): a full collection walks them all, a pause
+    every request in flight waits out.  With Python's defaults one ran
+    every few seconds under load; the older generations' thresholds
+    make full collections very rare.
 
-    The young generation stays small (2,000): the libraries under the
-    RPC server leave short-lived objects in reference cycles that only
-    a collection frees (kombu builds a class per publish, oslo.messaging
-    raises an exception per poll; about 200 objects a call), and a
-    collection costs what it frees.  At 50,000 each one freed about
-    50,000 objects in 33-47 ms, every second under load; at 2,000 the
-    pauses are a few milliseconds (10,000 hosts over RabbitMQ, 2,000
-    calls: the slowest of one caller 38-45 ms before, 7-13 ms after;
-    the p99 with eight callers 57-60 ms before, 31-34 ms after; the
-    medians the same).
+    The young generation stays small: the libraries under the RPC
+    server leave short-lived objects in reference cycles that only a
+    collection frees (kombu builds a class per publish, oslo.messaging
+    raises an exception per poll), and a collection costs what it
+    frees, so many small collections pause requests less than a few
+    large ones.  The figures behind both choices are in
+    doc/performance.md ("Pauses of the garbage collector").
     """
     gc.set_threshold(2000, 50, 2500)
 
 
 def native_lock():
-    """A re-entrant lock that works from green and native threads alike.
+    """A re-entrant lock for state shared by the threads that serve
+    requests, in either runtime.
 
-    Work handed to ``run_blocking`` runs in a native thread while green
-    threads serve requests; a green lock must not be taken there.  A
-    native lock is safe in both as long as its holder never yields:
-    keep I/O (database, bus, logging) outside the sections it guards.
+    Under eventlet it is a native lock, which a green thread may hold
+    as long as it never yields inside: keep I/O (database, bus,
+    logging) outside the sections it guards.
     """
     if _patched:
         from eventlet import patcher
@@ -171,8 +218,8 @@ class Turns:
     instances) does not hold short ones up; a request shorter than the
     slice never hands over.  Built on the runtime's ``threading``
     (green under eventlet): make it after ``setup()``, and take turns
-    only in threads that serve requests, never in ``run_blocking``
-    work.
+    only in threads that serve requests: ``run_native`` work is refused
+    (``NativeThreadError``).
     """
 
     def __init__(self, size: int):
@@ -188,6 +235,7 @@ class Turns:
         return Turn(self)
 
     def _acquire(self) -> None:
+        refuse_native_thread('Turns')
         with self._lock:
             if self._free and not self._waiting:
                 self._free -= 1
@@ -209,6 +257,7 @@ class Turns:
             raise
 
     def _release(self) -> None:
+        refuse_native_thread('Turns')
         with self._lock:
             if self._waiting:
                 self._waiting.popleft().release()
@@ -229,6 +278,12 @@ class Turn:
     def __enter__(self) -> 'Turn':
         self._turns._acquire()
         self._since = time.monotonic()
+        # The turn's CPU slice starts now: a request that waited for
+        # its turn (or for the database before it) found the slice
+        # spent and gave the CPU away at its first safe point, holding
+        # the turn through a whole trip of the hub, while every request
+        # behind it waited.
+        slice_begins()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -242,18 +297,179 @@ class Turn:
             self._turns._release()
             self._turns._acquire()
             self._since = time.monotonic()
+            slice_begins()
 
 
-def run_blocking(func, *args, **kwargs):
-    """Run ``func`` in a native thread, so the event loop keeps serving.
+class NativeThreadError(RuntimeError):
+    """Code that may only run in a green thread ran on a native one."""
 
-    For long blocking work (database batches) in a monkey-patched
-    process; without eventlet it is a plain call.
+
+#: Marks the native threads ``run_native`` runs work on (under
+#: eventlet): ``threading.local`` of the original module, so that it
+#: tells native threads apart, not green ones.
+_native_marks = None
+
+
+def thread_stacks(threads: list) -> str:
+    """What each of ``threads`` is doing, for a log: name and stack.
+
+    A native thread's stack comes from ``sys._current_frames()``; a
+    green thread (a ``threading.Thread`` under eventlet) is not an OS
+    thread and shows its frame if its greenlet is found, else its name
+    only.
     """
-    if not _patched:
+    frames = sys._current_frames()
+    parts = []
+    for thread in threads:
+        frame = frames.get(thread.ident)
+        if frame is None and _patched:
+            frame = _green_frame(thread.ident)
+        stack = ''.join(traceback.format_stack(frame)) if frame is not None \
+            else '  (no stack available)\n'
+        parts.append('%s:\n%s' % (thread.name, stack))
+    return ''.join(parts)
+
+
+def _green_frame(ident):
+    """The current frame of the greenlet whose id is ``ident``, if any."""
+    import greenlet
+    for obj in gc.get_objects():
+        if isinstance(obj, greenlet.greenlet) and id(obj) == ident:
+            return obj.gr_frame
+    return None
+
+
+def in_native_thread() -> bool:
+    """Whether this is a native thread ``run_native`` gave work to."""
+    return _native_marks is not None and \
+        getattr(_native_marks, 'records', None) is not None
+
+
+def refuse_native_thread(what: str) -> None:
+    """Raise ``NativeThreadError`` in ``run_native`` work.
+
+    For the runtime's own primitives (green under eventlet): a native
+    thread that waited on one, or woke a green thread from one, froze
+    the process (``greenlet.error: Cannot switch to a different
+    thread``, then nothing more, not even SIGTERM).  Refused loudly
+    instead.
+    """
+    if in_native_thread():
+        raise NativeThreadError(
+            '%s may not be used on a native thread (run_native work)'
+            % what)
+
+
+def run_native(func, *args, **kwargs):
+    """Run ``func(*args, **kwargs)`` on a native thread; the only way
+    onto one in this code base.
+
+    Under eventlet everything shared in the process is green (the
+    monkey-patched locks of SQLAlchemy's pool, of oslo.messaging, of
+    the inventory's engine, ``Turns``) and a native thread must touch
+    none of them: waiting on a green lock, or releasing one a green
+    thread waits on, switches between OS threads, which greenlets
+    cannot do, and the process froze.  So the work handed here must
+    be a leaf: a C call or computation on its arguments that lets the
+    GIL go (``memory.trim``), never the database, the bus or shared
+    objects.  What is enforced here:
+
+    * the native thread has no event hub (``_NoHub``): a green
+      primitive that would switch there (waiting on a green lock,
+      releasing one a green thread waits on, a green sleep or socket,
+      psycopg2's wait callback) raises ``NativeThreadError`` in the
+      work instead of freezing the process;
+    * the runtime's primitives of this code base refuse to be used
+      there at all (``refuse_native_thread``);
+    * log records the work emits are not written from the native
+      thread (a handler's lock, and the logging module's own, may be
+      green): they are kept and handed to their loggers by the calling
+      green thread once the work is done.
+
+    Database work needs no native thread: under eventlet the drivers
+    yield while they wait (PyMySQL through green sockets, psycopg2
+    through the wait callback ``monkey_patch`` installs; SQLite works
+    in the process).  Without eventlet this is a plain call.
+    """
+    if not _patched or in_native_thread():
         return func(*args, **kwargs)
+    from eventlet import hubs
     from eventlet import tpool
-    return tpool.execute(func, *args, **kwargs)
+    _defer_native_log_records()
+
+    def marked():
+        _native_marks.records = records
+        hubs.use_hub(_NoHub)
+        try:
+            return func(*args, **kwargs)
+        finally:
+            _native_marks.records = None
+
+    records: list = []
+    try:
+        return tpool.execute(marked)
+    finally:
+        _replay(records)
+
+
+class _NoHub:
+    """The event hub of ``run_native``'s threads: there is none.
+
+    eventlet makes a hub for a thread the first time one of its green
+    primitives needs to switch there; a native thread given one would
+    switch to green threads of another OS thread, which greenlets
+    cannot do.  Made instead, this refuses.
+    """
+
+    def __init__(self):
+        raise NativeThreadError(
+            'a green primitive (lock, event, sleep, socket) would switch '
+            'on a native thread: run_native work must not touch the '
+            'shared objects of green threads')
+
+
+class _NativeRecords(logging.Filter):
+    """Keeps the records of ``run_native`` work from every handler."""
+
+    def filter(self, record):
+        records = getattr(_native_marks, 'records', None)
+        if records is None:
+            return True
+        if not any(kept is record for kept in records):
+            records.append(record)
+        return False
+
+
+_NATIVE_RECORDS = _NativeRecords()
+
+
+def _defer_native_log_records() -> None:
+    """Put ``_NATIVE_RECORDS`` on every handler (they may change with
+    a reload), and make the logging module's own lock native.
+
+    A logger takes that lock the first time it is asked about a level,
+    from whichever thread asks; oslo.log's set-up makes it green.  A
+    native one is safe for both runtimes: its holders never yield.
+    Swapped from a green thread, which no other holds it across.
+    """
+    from eventlet import patcher
+    native_rlock = patcher.original('threading').RLock
+    if not isinstance(logging._lock, type(native_rlock())):
+        logging._lock = native_rlock()
+    loggers = [logging.getLogger()] + [
+        logger for logger in logging.Logger.manager.loggerDict.values()
+        if isinstance(logger, logging.Logger)]
+    for logger in loggers:
+        for handler in logger.handlers:
+            if _NATIVE_RECORDS not in handler.filters:
+                handler.addFilter(_NATIVE_RECORDS)
+
+
+def _replay(records: list) -> None:
+    for record in records:
+        logger = logging.getLogger(record.name)
+        if logger.isEnabledFor(record.levelno):
+            logger.handle(record)
 
 
 #: How long a green thread may keep the CPU between two safe points

@@ -1,5 +1,8 @@
 """Command-line and configuration-file parsing shared by every command."""
 
+import logging as std_logging
+import sys
+
 from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging
@@ -35,6 +38,11 @@ REPLY_RETRY_SECONDS = 2
 #: (see parse_args): above ``[DEFAULT] executor_thread_pool_size``
 #: (oslo's 64), so that no worker waits for a delivery.
 PREFETCH_COUNT = 100
+
+#: Our default for ``[oslo_messaging_rabbit] rabbit_interval_max``
+#: (see parse_args): the longest pause between two attempts to reach
+#: the broker again, in seconds.
+RECONNECT_INTERVAL_MAX = 2
 
 
 def register_logging_options() -> None:
@@ -79,15 +87,63 @@ def parse_args(argv: list, default_config_files: list | None = None,
     # workers cannot take yet is bounded by ``rpc.bound_intake``.
     CONF.set_default('rabbit_qos_prefetch_count', PREFETCH_COUNT,
                      group='oslo_messaging_rabbit')
-    CONF(argv, project='scheduler', prog=prog,
-         version=version.version_string(),
-         default_config_files=default_config_files)
+    # A connection that lost the broker is re-established by its
+    # heartbeat thread, which holds the connection's lock from the first
+    # attempt to the one that succeeds, pauses between attempts
+    # included (1, 3, 5 ... s, up to oslo's 30).  A reply or a build
+    # cast that takes that connection from the pool waits for the lock:
+    # after a broker restart it waited out a pause that began while the
+    # broker was down, up to 30 s with the broker back, and a stopping
+    # service waited for it (SIGTERM took more than 10 s).  With short
+    # pauses the connection comes back, and lets go of its lock, within
+    # about two seconds of the broker.
+    CONF.set_default('rabbit_interval_max', RECONNECT_INTERVAL_MAX,
+                     group='oslo_messaging_rabbit')
+    try:
+        CONF(argv, project='scheduler', prog=prog,
+             version=version.version_string(),
+             default_config_files=default_config_files)
+    except (cfg.Error, OSError) as e:
+        if command_line_tool:
+            raise  # its own one-line error handling says it
+        # A missing, unreadable or malformed file: one line, not a
+        # traceback from deep inside oslo.config.
+        raise SystemExit('%s: configuration error: %s'
+                         % (prog or 'scheduler', _one_line(e)))
+    if command_line_tool:
+        # The service's ``debug = True`` (as devstack writes it) is for
+        # the service's log: a command shares the file, and its output
+        # must not open with log lines.  Only its own --debug counts.
+        CONF.set_override('debug', '--debug' in argv)
     if setup_logging:
         setup_logging_or_exit()
     if setup_logging and command_line_tool and CONF.debug:
         logging.getLogger('scheduler').logger.setLevel(logging.DEBUG)
         for name in _LIBRARY_LOGGERS:
             logging.getLogger(name).logger.setLevel(logging.INFO)
+
+
+def _one_line(error: BaseException) -> str:
+    text = ' '.join(str(error).split())
+    return text or type(error).__name__
+
+
+def exit_on_startup_error(prog: str, error: BaseException,
+                          logged: bool = False, code: int = 1) -> None:
+    """End a daemon that cannot start with one line, and status ``code``.
+
+    The line goes to the log (unless ``logged`` already) and, when the
+    log is a file, to stderr too: under systemd stderr is what
+    ``systemctl status`` shows.  Never a traceback: the line says what
+    to fix.
+    """
+    line = _one_line(error)
+    if not logged:
+        logging.getLogger('scheduler').error('Cannot start: %s', line)
+    if CONF.log_file or CONF.log_dir:
+        sys.stderr.write('%s: %s\n' % (prog, line))
+    std_logging.shutdown()
+    raise SystemExit(code)
 
 
 def setup_logging_or_exit() -> None:

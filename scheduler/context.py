@@ -2,6 +2,9 @@
 
 from oslo_context import context
 
+#: The sender of a context made in this process (see scheduler.trust).
+LOCAL_SENDER = '<local>'
+
 
 class RequestContext(context.RequestContext):
     """oslo.context's context plus the caller's source address.
@@ -9,11 +12,16 @@ class RequestContext(context.RequestContext):
     ``remote_address`` is the address the original request came from
     (an API service sets it from the HTTP request); the IP-prefix
     scheduler places instances by it.
+
+    ``sender`` is the broker user that published the message the
+    context came with, as the broker checked it (``scheduler.trust``);
+    never read from or written to the wire: the server sets it.
     """
 
     def __init__(self, remote_address: str | None = None, **kwargs):
         super().__init__(**kwargs)
         self.remote_address = remote_address
+        self.sender: str | None = LOCAL_SENDER
 
     def to_dict(self) -> dict:
         values = super().to_dict()
@@ -29,6 +37,7 @@ class RequestContext(context.RequestContext):
         """A copy with admin rights, for the scheduler's own look-ups."""
         ctx = self.from_dict(self.to_dict())
         ctx.is_admin = True
+        ctx.sender = self.sender
         if 'admin' not in ctx.roles:
             ctx.roles = list(ctx.roles) + ['admin']
         return ctx

@@ -14,6 +14,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from scheduler import compute_rpcapi
+from scheduler.db import availability
 from scheduler import exception
 from scheduler import host_manager as host_manager_mod
 from scheduler import objects
@@ -32,10 +33,19 @@ class Scheduler(metaclass=abc.ABCMeta):
                  host_manager: host_manager_mod.HostManager | None = None):
         self.host_manager = host_manager or host_manager_mod.HostManager()
         self.compute_rpcapi = compute_rpcapi.ComputeAPI()
+        #: Set when the service begins to stop (``Service.stop``): the
+        #: builds it still serves try their other hosts at once instead
+        #: of waiting for computes to declare their queues again.
+        self.stopping = False
 
-    def update_service_capabilities(self, host_state) -> None:
-        """Record a compute's report (``HostState``) of one of its nodes."""
-        self.host_manager.update_from_report(host_state)
+    def update_service_capabilities(self, host_state,
+                                    shared: bool = False) -> None:
+        """Record a compute's report (``HostState``) of one of its nodes.
+
+        ``shared``: from the intake queue, which no other worker hears
+        (``HostManager.update_from_report``).
+        """
+        self.host_manager.update_from_report(host_state, shared=shared)
 
     def hosts_up(self, context, topic: str | None = None) -> list:
         """Names of the hosts that reported recently and are not disabled."""
@@ -117,19 +127,33 @@ class Scheduler(metaclass=abc.ABCMeta):
             single.num_instances = 1
             single.instance_uuid = uuid
             try:
+                # Start-up may have put the load off (a database outage).
+                self.host_manager.ensure_loaded()
                 self._build_one(context, single, uuid)
             except exception.NoValidHost as e:
                 LOG.warning('Could not schedule instance %(uuid)s: %(err)s',
                             {'uuid': uuid, 'err': e})
-            except Exception:
-                LOG.exception('Failed to schedule instance %s', uuid)
+            except Exception as e:
+                if not availability.is_outage(e):
+                    LOG.exception('Failed to schedule instance %s', uuid)
+                    continue
+                # The outage is logged once (with a count of these); the
+                # instance is named, as the caller will not hear of it.
+                availability.count('builds not scheduled')
+                LOG.warning('Could not schedule instance %(uuid)s: the '
+                            'inventory database is unavailable; nothing '
+                            'was claimed or cast', {'uuid': uuid})
 
     def _build_one(self, context, spec_obj, uuid: str) -> None:
         ignored = list(spec_obj.obj_get('ignore_hosts') or [])
         tried: list = []
         for attempt in range(CONF.scheduler.max_attempts):
             if tried:
-                time.sleep(min(attempt, MAX_REDELIVERY_WAIT))
+                if not self.stopping:
+                    # Computes declare their queues again a few
+                    # seconds after a broker restart; a stopping
+                    # service has no seconds to give (its stop budget).
+                    time.sleep(min(attempt, MAX_REDELIVERY_WAIT))
                 spec_obj.ignore_hosts = ignored + tried
                 try:
                     selections = self.select_destinations(
@@ -171,6 +195,7 @@ class Scheduler(metaclass=abc.ABCMeta):
         Drivers without filters describe the hosts they would choose
         among.
         """
+        self.host_manager.refresh_changed_reports()
         hosts = self.host_manager.get_up_host_states()
         return {'driver': type(self).__name__,
                 'hosts_known': len(self.host_manager.get_all_host_states()),

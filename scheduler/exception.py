@@ -150,7 +150,33 @@ class WeigherConfigurationError(ConfigurationError):
     msg_fmt = 'Weigher %(weigher)s is misconfigured: %(reason)s'
 
 
+class InventoryUnavailable(SchedulerException):
+    """The inventory database cannot be used right now: retry later.
+
+    Raised to callers (``select_destinations``, ``explain``) while the
+    database is away, restarting or out of connections; nothing was
+    claimed.  Transient: the same request succeeds once it is back.
+    """
+
+    msg_fmt = ('The scheduler inventory is unavailable, retry later: '
+               '%(reason)s')
+
+
 class BrokerUnreachable(SchedulerException):
     """The message bus did not take a connection (command-line tools)."""
 
     msg_fmt = 'cannot reach the message bus at %(url)s: %(reason)s'
+
+
+class SchedulerTooOld(SchedulerException):
+    """The scheduler cannot read what this client would send.
+
+    Raised by ``SchedulerAPI`` at the sender, before anything is sent,
+    when ``[upgrade_levels] scheduler`` is unset during a rolling
+    upgrade: the casts would go where the older scheduler never looks.
+    """
+
+    msg_fmt = ('Not sending %(method)s at scheduler RPC API %(needed)s: '
+               'no scheduler on topic %(topic)s would hear it (%(why)s). '
+               'Set [upgrade_levels] scheduler = auto (or the schedulers\' '
+               'version) on this node for the rolling upgrade')

@@ -17,11 +17,17 @@ node is refreshed so the next choice sees it full.
 Shared state is guarded by one lock and views are replaced, never
 changed in place: a request that already holds a view keeps a
 consistent one, under eventlet and under native threads alike.
+
+The manager owns the reports, the views composed from them and the
+down nodes; it is the facade drivers, the manager and the CLI call.
+Under the same lock, ``usage_cache.UsageCache`` owns the usage rows
+and pending claims, ``report_backlog.ReportBacklog`` the reports not
+written yet, and ``host_aggregates.HostAggregates`` the aggregates.
 """
 
 import dataclasses
 import datetime
-import time
+import threading
 import typing
 import uuid as uuid_lib
 
@@ -30,12 +36,17 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from scheduler import concurrency
+from scheduler.db import availability
 from scheduler.db import usage
 from scheduler import exception
+from scheduler import host_aggregates
 from scheduler import host_view
 from scheduler import metrics
 from scheduler import notifications
 from scheduler import objects
+from scheduler import report_backlog
+from scheduler import report_writer
+from scheduler import usage_cache
 from scheduler.resources import compute
 from scheduler.resources import liveness
 from scheduler.resources import numa
@@ -44,38 +55,11 @@ from scheduler.resources import pci
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
 
-#: How far behind the highest sequence number seen each refresh looks
-#: again, where the inventory's sequence is native.  Its numbers are
-#: handed out when a transaction writes and become visible when it
-#: commits, which may be out of order; rows committed late are caught by
-#: this window (and, if missed, by the claim's own check, which
-#: refreshes the node).  SQLite's counter row makes commits visible in
-#: order: no window there (``usage.commits_in_seq_order``).
-_SEQ_LOOKBACK = 16
-
-#: Nodes ``flush`` writes per transaction.
-FLUSH_BATCH = 1000
-
-
-@dataclasses.dataclass
-class Claim(usage.Placement):
-    """Resources of one placed instance that no report includes yet."""
-
-    claimed_at: float = dataclasses.field(default_factory=time.time)
-    status: str = 'claimed'
-
-    @classmethod
-    def from_row(cls, row: dict) -> 'Claim':
-        return cls(
-            row['instance_uuid'], row['host'], row['nodename'],
-            row['memory_mb'], row['vcpus'], row['disk_gb'],
-            project_id=row.get('project_id'), user_id=row.get('user_id'),
-            numa=[tuple(x) for x in row.get('numa') or []],
-            pci=[(_pool_key(key), count)
-                 for key, count in row.get('pci') or []],
-            claimed_at=(_timestamp(row['updated_at'])
-                        if row.get('updated_at') else time.time()),
-            status=row.get('status', 'claimed'))
+#: Kept here for callers and tests that name them.
+Claim = usage_cache.Claim
+_SEQ_LOOKBACK = usage_cache.SEQ_LOOKBACK
+row_key = usage_cache.row_key
+_timestamp = usage_cache.timestamp
 
 
 @dataclasses.dataclass
@@ -113,31 +97,46 @@ class HostManager:
         #: key -> the view filters see (report + usage + pending claims):
         #: the report view itself when there is nothing to lay over it.
         self._states: dict = {}
-        #: key -> the node's usage row as last read (or as we changed it).
-        self._usage: dict = {}
-        #: key -> {instance uuid: Claim} pending on the node.
-        self._pending: dict = {}
-        self._high_water = 0
-        #: ``_SEQ_LOOKBACK``, or 0 where commits are seen in order.
-        self._lookback: int | None = None
-        self._aggregates: list = []
-        self._host_aggregates: dict = {}
-        #: Nodes whose last report is not in the inventory yet.
-        self._dirty_reports: set = set()
-        #: Nodes whose saved report only needs a new time.
-        self._touched: set = set()
+        #: Each node's usage row and pending claims, as last read.
+        self._usage_cache = usage_cache.UsageCache(lambda: self.usage_db)
+        #: Reports (and the usage they carry) not written yet.
+        self._backlog = report_backlog.ReportBacklog(self._lock)
         #: host -> its nodes' keys (the keys of ``_reports``).
         self._nodes_of: dict = {}
-        self._usage_reports: dict = {}
         self._down: set = set()
-        self._aggregates_stamp: tuple | None = None
-        #: Changes made to ``_aggregates`` (a read that began before the
-        #: last one is stale).
-        self._aggregates_version = 0
-        #: Writes of aggregates in flight (``_writing_aggregates``).
-        self._aggregate_writes = 0
+        #: The aggregates and each host's share of them.
+        self._aggregates = host_aggregates.HostAggregates(
+            self._lock, lambda: self.db, self._hosts_changed)
         #: Told of every view composed or dropped (``watch_views``).
         self._watchers: list = []
+        #: Whether the saved state was loaded (``ensure_loaded``).
+        self._loaded = False
+        #: One load at a time; the others wait for it.  The runtime's
+        #: lock (green under eventlet): it is held across queries.
+        self._load_lock = threading.Lock()
+        #: The highest report sequence number read (``refresh_reports``).
+        self._report_mark = 0
+        #: key -> the ``changed_seq`` of the stored report this worker's
+        #: report of the node is (or is newer than).
+        self._report_seqs: dict = {}
+        #: The highest ``changed_seq`` up to which every changed report
+        #: was read (``refresh_changed_reports``).
+        self._changed_mark = 0
+        #: Reports taken from the intake, written before they are used.
+        self._writer = report_writer.ReportWriter(self._write_taken,
+                                                  _newer_report)
+        #: Report sequence numbers of this worker's own writes, not
+        #: read back yet.
+        self._own_seqs: set = set()
+        #: The freshness read under way (``refresh_usage``): set when it
+        #: ends; the runtime's event (green under eventlet).  None when
+        #: none is.  Under ``_refresh_state``, never held across I/O.
+        self._refreshing: threading.Event | None = None
+        self._refresh_state = concurrency.native_lock()
+        #: Freshness reads begun and the last one ended, by number (one
+        #: at a time, so they end in the order they begin).
+        self._refreshes_begun = 0
+        self._refreshes_done = 0
 
     @property
     def db(self):
@@ -157,37 +156,58 @@ class HostManager:
         """Load reports, aggregates, usage and pending claims saved before.
 
         A restarted worker schedules around every claim in the inventory
-        before any compute has reported again.
+        before any compute has reported again.  A node that reported to
+        this worker already keeps its report (newer than the saved one:
+        a load put off by a database outage, see ``ensure_loaded``).
         """
         self.refresh_aggregates()
         reports = {}
-        for row in self.db.host_reports_get_all():
-            try:
-                state = objects.HostState.obj_from_primitive(row['report'])
-            except Exception as e:
-                LOG.warning('Ignoring unreadable saved report of %s/%s: %s',
-                            row['host'], row['nodename'], e)
+        seqs = {}
+        mark = 0
+        rows = self.db.host_reports_get_all()
+        for row in rows:
+            mark = max(mark, row.get('seq', 0))
+            view = _stored_view(row)
+            if view is None:
                 continue
-            updated = row.get('updated_at')
-            view = host_view.HostView(
-                state, _timestamp(updated) if updated else None)
-            view.disabled = bool(row.get('disabled', view.disabled))
             reports[view.key()] = view
+            seqs[view.key()] = row.get('changed_seq', 0)
         usage_rows = self.usage_db.usage_get_all()
-        pending = self.usage_db.pending_claims()
+        pending = self._usage_cache.read_pending()
         with self._lock:
+            self._report_mark = max(self._report_mark, mark)
+            self._changed_mark = max(self._changed_mark, mark)
+            self._report_seqs.update(seqs)
             for key, view in reports.items():
-                self._attach_aggregates(view, like=self._reports.get(key))
+                if key in self._reports:
+                    continue
+                self._aggregates.attach(view)
                 self._reports[key] = view
                 self._nodes_of.setdefault(key[0], set()).add(key)
-            self._set_usage_rows(usage_rows)
-            self._set_pending(pending, [row_key(r) for r in usage_rows])
+            self._usage_cache.take(usage_rows, pending,
+                                   [row_key(r) for r in usage_rows])
             for key in list(self._reports):
                 self._compose(key)
+            self._loaded = True
         LOG.info('Loaded %(hosts)d host state(s), %(agg)d aggregate(s) and '
                  '%(claims)d pending claim(s) from the inventory',
                  {'hosts': len(reports), 'agg': len(self._aggregates),
                   'claims': len(pending)})
+
+    def ensure_loaded(self) -> None:
+        """Load the saved state now if start-up could not.
+
+        A worker forked while the database is away (the launcher
+        replacing one that died) starts all the same and serves
+        ``InventoryUnavailable``; its first request or periodic run
+        after the outage loads what it missed.  Raises the outage's
+        error while it lasts.  Cheap once loaded (one attribute read).
+        """
+        if self._loaded:
+            return
+        with self._load_lock:
+            if not self._loaded:
+                self.load_from_inventory()
 
     def flush(self) -> None:
         """Write new reports to the inventory (periodic task, shutdown).
@@ -195,50 +215,51 @@ class HostManager:
         Claims are not written here: they are in the inventory before
         the caller hears of them.  Reports are: the full report for a
         restarted worker, and the usage it carries, which moves the
-        claims it confirms out of pending.
-
-        Rows are made from the nodes' views when written, and written
-        ``FLUSH_BATCH`` nodes a transaction: a fleet's first reports (or
-        the backlog of a worker that could not write for a while) were
-        once held as rows until one flush wrote them all: at 50,000
-        new nodes that left the process 125 MB larger (577 against 452
-        MB resident).
+        claims it confirms out of pending; the new times of quiet
+        reports; and the reports taken from the intake that are still
+        waiting for their write (``report_writer``: a stop, or an
+        outage, left them).  Under eventlet the database drivers yield
+        while they wait, so requests keep being served meanwhile; never
+        on a native thread (``concurrency.run_native``).
         """
+        left = self._writer.take_all()
+        if left:
+            self._write_taken(left)
+        done = self._backlog.write(self.db, self.usage_db,
+                                   self._report_rows, self.refresh_nodes,
+                                   self._reported, self._written)
+        if done.confirmed:
+            LOG.debug('Reports confirmed %d claim(s)', done.confirmed)
+        if done.error is not None:
+            # What was not written is kept for the next flush.
+            self._write_failed(done.error, 'host reports')
+
+    @staticmethod
+    def _write_failed(error: BaseException, what: str) -> None:
+        if availability.is_outage(error):
+            # Told once per outage, with a count of these.
+            availability.count('saving %s (kept, retried)' % what)
+        else:
+            LOG.error('Could not write to the inventory (%s); will retry: '
+                      '%s', what, error, exc_info=error)
+
+    def _written(self, keys: list, seq: int | None, changed: bool) -> None:
+        """Reports of nodes ``keys`` (``changed``), or only their
+        times, were stored at report sequence ``seq``: this worker holds
+        them, ``refresh_reports`` need not read them back."""
+        if not isinstance(seq, int):
+            return
         with self._lock:
-            dirty, self._dirty_reports = self._dirty_reports, set()
-            usage_reports, self._usage_reports = self._usage_reports, {}
-            touched, self._touched = self._touched - dirty, set()
-        dirty_keys = sorted(dirty)
-        usage_keys = sorted(usage_reports)
-        written = applied = 0
-        try:
-            now = timeutils.utcnow()
-            for chunk in _batches(dirty_keys):
-                rows = self._report_rows(chunk, now)
-                if rows:
-                    self.db.host_reports_save(rows)
-                written += len(chunk)
-            if touched:
-                self.db.host_reports_touch(sorted(touched), now)
-                touched = set()
-            for chunk in _batches(usage_keys):
-                confirmed = self.usage_db.apply_reports(
-                    [usage_reports[key] for key in chunk])
-                if confirmed:
-                    LOG.debug('Reports confirmed %d claim(s)',
-                              len(confirmed))
-                self.refresh_nodes(list(chunk))
-                applied += len(chunk)
-        except Exception:
-            # Keep what was not written for the next flush.
-            LOG.exception('Could not write to the inventory; will retry')
-            with self._lock:
-                self._touched.update(touched)
-                self._dirty_reports.update(
-                    key for key in dirty_keys[written:]
-                    if key in self._reports)
-                for key in usage_keys[applied:]:
-                    self._usage_reports.setdefault(key, usage_reports[key])
+            self._own_seqs.add(seq)
+            if not changed:
+                return
+            for key in keys:
+                if self._report_seqs.get(key, -1) < seq:
+                    self._report_seqs[key] = seq
+
+    def _reported(self, key) -> bool:
+        with self._lock:
+            return key in self._reports
 
     def _report_rows(self, keys: list, now: datetime.datetime) -> list:
         """What ``host_reports_save`` writes of nodes ``keys``: each
@@ -246,18 +267,26 @@ class HostManager:
         since has none)."""
         with self._lock:
             views = [self._reports.get(key) for key in keys]
-        return [dict(_report_row(view.report), updated_at=now)
+        return [report_backlog.report_row(view.report, now)
                 for view in views if view is not None]
 
     # -- reports from computes ------------------------------------------
 
-    def update_from_report(self, report) -> None:
+    def update_from_report(self, report, shared: bool = False) -> None:
         """Take a compute's report as the new state of its node.
 
         A report that says what the last one said (a quiet node's
         periodic report) only tells that the node is alive: its views
         get the new time, and the inventory only the time, at the next
         flush.  Anything else builds the node's views anew.
+
+        ``shared``: the report came from the intake queue (API 1.5), so
+        no other worker hears it.  A new one is then written to the
+        inventory first, in a batch of a fraction of a second
+        (``report_writer``), and becomes this worker's view once
+        written: from then on every worker sees it at its next request
+        (``refresh_changed_reports``).  Otherwise (every worker hears
+        it) it is written at the next flush.
         """
         key = (report.host, report.nodename)
         with self._lock:
@@ -265,35 +294,130 @@ class HostManager:
         if old is not None and old.says_the_same(report):
             with self._lock:
                 if (self._reports.get(key) is old and key not in self._down
-                        and key not in self._usage_reports
-                        and not self._usage_changed(key, old)):
+                        and not self._backlog.usage_unwritten(key)
+                        and not self._usage_cache.usage_changed(key, old)):
                     self._alive(key, old)
                     return
         view = host_view.HostView(report)
         key = view.key()
+        if shared:
+            with self._lock:
+                carried = (_node_report(view)
+                           if self._usage_cache.usage_changed(key, view)
+                           else None)
+            self._writer.submit(report_writer.Taken(key, view, carried))
+            return
         with self._lock:
-            back = key in self._down
-            new = not back and key not in self._reports
-            self._down.discard(key)
-            self._attach_aggregates(view, like=self._reports.get(key))
-            self._reports[key] = view
-            self._nodes_of.setdefault(key[0], set()).add(key)
-            self._dirty_reports.add(key)
-            if self._usage_changed(key, view):
-                self._usage_reports[key] = _node_report(view)
-            self._compose(key)
-        if back:
-            LOG.info('Host %s/%s is reporting again; scheduling to it', *key)
-        elif new:
-            LOG.info('New host %s/%s reported', *key)
+            told = self._install(view, unwritten=True,
+                                 usage=_node_report(view)
+                                 if self._usage_cache.usage_changed(key, view)
+                                 else None)
+        _log_taken(key, told)
 
-    def _alive(self, key, report_view) -> None:
+    def _install(self, view, unwritten: bool, usage=None,
+                 unless_older: bool = False) -> str | None:
+        """Make ``view`` its node's report and compose the node's view
+        (called with the lock held).
+
+        ``unwritten``: the inventory does not have the report yet (the
+        next flush writes it).  ``usage``: the usage it carries that the
+        inventory does not have yet (``usage.NodeReport``, written by
+        the next flush), or None.  ``unless_older``: not when the report
+        held is newer (one read from the inventory meanwhile).  Returns
+        'new', 'back' (it was down) or '' for the log, None when not
+        installed.
+        """
+        key = view.key()
+        old = self._reports.get(key)
+        if unless_older and old is not None and _newer_report(old, view):
+            return None
+        back = key in self._down
+        self._down.discard(key)
+        self._aggregates.attach(view, like=old)
+        self._reports[key] = view
+        self._nodes_of.setdefault(key[0], set()).add(key)
+        if unwritten:
+            self._backlog.report_changed(key, usage)
+        elif usage is not None:
+            self._backlog.usage_changed(key, usage)
+        self._compose(key)
+        if back:
+            return 'back'
+        return 'new' if old is None else ''
+
+    def _write_taken(self, taken: list) -> None:
+        """Write reports taken from the intake (``report_writer``), then
+        make them this worker's views.
+
+        One transaction for the reports, one for the usage they carry
+        (which confirms claims), then the usage rows are read back.
+        What cannot be written is installed all the same and kept for
+        the periodic flush: this worker goes on scheduling with it, and
+        the others learn it once the inventory is back.
+        """
+        now = report_backlog.stored_time()
+        keys = [item.key for item in taken]
+        try:
+            seq = self.db.host_reports_save(
+                [report_backlog.report_row(item.view.report, now)
+                 for item in taken])
+        except Exception as e:
+            self._write_failed(e, 'host reports')
+            with self._lock:
+                told = [(item.key, self._install(item.view, unwritten=True,
+                                                 usage=item.usage))
+                        for item in taken]
+            for key, what in told:
+                _log_taken(key, what)
+            return
+        self._written(keys, seq, True)
+        carried = [item.usage for item in taken if item.usage is not None]
+        usage_keys = [item.key for item in taken if item.usage is not None]
+        rows, pending = [], []
+        if carried:
+            try:
+                confirmed = self.usage_db.apply_reports(carried)
+                rows = self._usage_cache.read_nodes(set(usage_keys))
+                pending = self._usage_cache.read_pending(usage_keys)
+            except Exception as e:
+                self._write_failed(e, 'the usage of host reports')
+                usage_keys = []
+            else:
+                if confirmed:
+                    LOG.debug('Reports confirmed %d claim(s)',
+                              len(confirmed))
+        with self._lock:
+            # The usage rows first: the views composed below lay them
+            # over the new reports at once.
+            if usage_keys:
+                self._usage_cache.take(rows, pending, usage_keys)
+            applied = set(usage_keys)
+            told = []
+            for item in taken:
+                what = self._install(
+                    item.view, unwritten=False, unless_older=True,
+                    usage=None if item.key in applied else item.usage)
+                if what is None and item.key in applied:
+                    # A newer report is held: the usage row is new.
+                    self._compose(item.key)
+                told.append((item.key, what))
+        for key, what in told:
+            _log_taken(key, what)
+
+    def _alive(self, key, report_view, received_at: float | None = None
+               ) -> None:
         """Node ``key`` reported again, with nothing new: new views with
-        the time of this report (views are replaced, never changed)."""
-        now = liveness.now()
-        fresh = report_view.successor(received_at=now)
+        the time of this report (views are replaced, never changed).
+
+        ``received_at`` given: another worker took the report and the
+        inventory has it (``refresh_reports``), nothing to write.
+        """
+        fresh = report_view.successor(
+            received_at=liveness.now() if received_at is None
+            else received_at)
         self._reports[key] = fresh
-        self._touched.add(key)
+        if received_at is None:
+            self._backlog.report_alive(key)
         self._renew_state(key, report_view, fresh)
 
     def _renew_state(self, key, old_report, report) -> None:
@@ -312,19 +436,6 @@ class HostManager:
             view.set_aggregates(report.aggregates, like=report)
         self._publish(key, view)
 
-    def _usage_changed(self, key, view) -> bool:
-        """Whether the report says more than the node's usage row has."""
-        row = self._usage.get(key)
-        if row is None:
-            return True
-        listed = set(view.instance_uuids)
-        if any(uuid in listed for uuid in self._pending.get(key, {})):
-            return True
-        return (row['reported_memory_mb'], row['reported_vcpus'],
-                row['reported_disk_gb'], row['reported_instances']) != (
-            view.memory_mb_used, view.vcpus_used, view.local_gb_used,
-            view.num_instances)
-
     def forget_deleted_nodes(self) -> list:
         """Drop down nodes an operator deleted from the inventory.
 
@@ -340,11 +451,10 @@ class HostManager:
         gone = [key for key in down if key not in kept]
         with self._lock:
             for key in gone:
-                self._touched.discard(key)
-                self._dirty_reports.discard(key)
-                for table in (self._reports, self._states, self._usage,
-                              self._pending, self._usage_reports):
+                self._backlog.forget(key)
+                for table in (self._reports, self._states):
                     table.pop(key, None)
+                self._usage_cache.forget(key)
                 nodes = self._nodes_of.get(key[0], set())
                 nodes.discard(key)
                 if not nodes:
@@ -377,80 +487,175 @@ class HostManager:
 
     # -- keeping the cache current ----------------------------------------
 
-    def refresh_usage(self) -> int:
-        """Pull usage changed by any worker since the last look.
+    def refresh_changed_reports(self) -> int:
+        """Take the new and changed reports other workers wrote since
+        the last look; before every request.
 
-        Cheap when nothing changed (one indexed query).  Returns how
-        many nodes were refreshed.
+        A report from the intake queue (API 1.5) is taken by one worker
+        of the deployment, which writes it before it uses it
+        (``update_from_report``): here every other worker learns it, by
+        the report sequence, with one indexed query for the rows whose
+        report changed since the highest ``changed_seq`` read, which
+        finds nothing while nothing changed.  Rows that only got a new
+        time are left to ``refresh_reports`` (periodic).  Returns how
+        many nodes were brought up to date.
         """
-        rows = self.usage_db.changed_since(
-            max(0, self._high_water - self._seq_lookback()))
+        rows = self.db.host_reports_changed_since(self._changed_mark)
+        if not rows:
+            return 0
         with self._lock:
-            changed = [row_key(row) for row in rows
-                       if self._row_is_new(row)]
-            if rows:
-                # Rows this worker already holds (its own claims) move
-                # the mark too, or every request would read them again.
-                self._high_water = max(self._high_water, rows[-1]['seq'])
+            reload = [(row['host'], row['nodename']) for row in rows
+                      if row['changed_seq'] > self._report_seqs.get(
+                          (row['host'], row['nodename']), -1)]
+            self._changed_mark = max(self._changed_mark,
+                                     rows[-1]['changed_seq'])
+        if not reload:
+            return 0
+        return self._take_stored(self.db.host_reports_get(reload))
+
+    def refresh_reports(self) -> int:
+        """Take every report other workers wrote since the last look,
+        new times included (periodic, before judging hosts down).
+
+        As ``refresh_changed_reports``, by the report sequence of every
+        write (``seq``): a row whose report changed is read whole and
+        decoded; one that only got a new time makes the node's views
+        newer, so that a node whose reports another worker takes is not
+        judged down.  Returns how many nodes were brought up to date.
+        """
+        rows = self.db.host_reports_since(self._report_mark)
+        if not rows:
+            return 0
+        reload, fresh = [], 0
+        back = []
+        with self._lock:
+            for row in rows:
+                if row['seq'] in self._own_seqs:
+                    continue
+                key = (row['host'], row['nodename'])
+                if row['changed_seq'] > self._report_seqs.get(key, -1):
+                    reload.append(key)
+                    continue
+                old = self._reports.get(key)
+                updated = row.get('updated_at')
+                if old is None or updated is None:
+                    continue
+                when = _timestamp(updated)
+                if when > old.received_at:
+                    if key in self._down:
+                        self._down.discard(key)
+                        back.append(key)
+                    self._alive(key, old, received_at=when)
+                    fresh += 1
+            self._report_mark = max(self._report_mark, rows[-1]['seq'])
+            # Every change up to the highest number read is known now
+            # (rows become visible in sequence order).
+            self._changed_mark = max(self._changed_mark, self._report_mark)
+            self._own_seqs = {seq for seq in self._own_seqs
+                              if seq > self._report_mark}
+        for key in back:
+            _log_taken(key, 'back', _ANOTHER)
+        if reload:
+            fresh += self._take_stored(self.db.host_reports_get(reload))
+        return fresh
+
+    def _take_stored(self, rows: list) -> int:
+        """Make stored reports ``rows`` (written by another worker) the
+        nodes' reports, unless this worker holds a newer one."""
+        taken = 0
+        for row in rows:
+            view = _stored_view(row)
+            if view is None:
+                continue
+            key = view.key()
+            with self._lock:
+                if self._report_seqs.get(key, -1) < row['changed_seq']:
+                    self._report_seqs[key] = row['changed_seq']
+                what = self._install(view, unwritten=False,
+                                     unless_older=True)
+                if what is None:
+                    # Two reports of the node reached two workers at
+                    # once, and the older was written last: write ours
+                    # again (the next flush), or the others keep the
+                    # older until a report reaches a worker that holds
+                    # it.
+                    self._backlog.report_changed(key)
+            if what is None:
+                continue
+            taken += 1
+            _log_taken(key, what, _ANOTHER)
+        return taken
+
+    def refresh_usage(self) -> int:
+        """Pull usage changed by any worker since the last look, and the
+        reports other workers took that changed (before every request).
+
+        Cheap when nothing changed (one indexed query each).  Returns
+        how many nodes' usage was refreshed.
+
+        Requests share reads: a request that comes while a read is under
+        way waits for it to end and then for the next one, led by one of
+        the requests that waited, so that what it sees was read after it
+        came (a host that reported just before is known to it).  A worker
+        serving many requests at once thus sends two reads per burst,
+        not one per request, and all the waiting requests wake together
+        when a read ends: handing a lock from one to the next cost each
+        of them a trip through the hub in turn.
+        """
+        with self._refresh_state:
+            arrived = self._refreshes_begun
+        while True:
+            with self._refresh_state:
+                if self._refreshes_done > arrived:
+                    # A read that began after this request came ended.
+                    return 0
+                under_way = self._refreshing
+                lead = under_way is None
+                if lead:
+                    under_way = self._refreshing = threading.Event()
+                    self._refreshes_begun += 1
+                    mine = self._refreshes_begun
+            if lead:
+                break
+            under_way.wait()
+        try:
+            return self._refresh_usage()
+        finally:
+            with self._refresh_state:
+                self._refreshing = None
+                self._refreshes_done = mine
+            under_way.set()
+
+    def _refresh_usage(self) -> int:
+        self.refresh_changed_reports()
+        rows = self._usage_cache.read_changed()
+        with self._lock:
+            changed = self._usage_cache.changed(rows)
         if changed:
             self._reload_nodes(changed, rows)
         return len(changed)
-
-    def _seq_lookback(self) -> int:
-        if self._lookback is None:
-            in_order = getattr(self.usage_db, 'commits_in_seq_order', None)
-            self._lookback = 0 if in_order is not None and in_order() \
-                else _SEQ_LOOKBACK
-        return self._lookback
 
     def refresh_nodes(self, keys: list) -> None:
         """Re-read the usage and pending claims of ``keys`` now."""
         if not keys:
             return
         wanted = set(keys)
-        # Every row when most nodes are wanted (a fleet's first flush);
-        # else only theirs: a flush writes a batch at a time, and reading
-        # every row per batch made loading 100,000 nodes quadratic.
-        rows = [row for row in self.usage_db.usage_get_all()
-                if row_key(row) in wanted] \
-            if len(wanted) > 50 and 2 * len(wanted) > len(self._usage) \
-            else self._usage_rows_of(wanted)
-        self._reload_nodes(list(wanted), rows)
-
-    def _usage_rows_of(self, keys: set) -> list:
-        # Some nodes (a lost claim race, reports): read them by host.
-        store = self.usage_db
-        getter = getattr(store, 'usage_get_nodes', None)
-        if getter is not None:
-            return getter(sorted(keys))
-        return [row for row in store.usage_get_all() if row_key(row) in keys]
-
-    def _row_is_new(self, row: dict) -> bool:
-        known = self._usage.get(row_key(row))
-        return known is None or (known['generation'], known['seq']) != (
-            row['generation'], row['seq'])
+        self._reload_nodes(list(wanted),
+                           self._usage_cache.read_nodes(wanted))
 
     def _reload_nodes(self, keys: list, rows: list) -> None:
-        pending = self.usage_db.pending_claims(keys)
-        wanted = set(keys)
+        """Take ``rows`` (and the nodes' pending claims, read now) as
+        what the inventory says of nodes ``keys``, and compose their
+        views.
+
+        Both were read without the lock (a query must not hold it): a
+        node whose newer row another refresh or a claim cached
+        meanwhile keeps it (``UsageCache.take``).
+        """
+        pending = self._usage_cache.read_pending(keys)
         with self._lock:
-            self._set_usage_rows([r for r in rows if row_key(r) in wanted])
-            self._set_pending(pending, keys)
-            for key in keys:
+            for key in self._usage_cache.take(rows, pending, keys):
                 self._compose(key)
-
-    def _set_usage_rows(self, rows: list) -> None:
-        for row in rows:
-            self._usage[row_key(row)] = row
-            self._high_water = max(self._high_water, row['seq'])
-
-    def _set_pending(self, rows: list, keys) -> None:
-        """Replace the pending claims of ``keys`` with ``rows``'."""
-        fresh: dict = {key: {} for key in keys}
-        for row in rows:
-            fresh.setdefault(row_key(row), {})[row['instance_uuid']] = \
-                Claim.from_row(row)
-        self._pending.update(fresh)
 
     def _compose(self, key) -> None:
         """Build the view filters see for ``key`` from what is known."""
@@ -466,14 +671,14 @@ class HostManager:
         report = self._reports.get(key)
         if report is None:
             return None
-        pending = self._pending.get(key)
+        pending = self._usage_cache.pending.get(key)
         if pending:
             listed = set(report.instance_uuids)
             unlisted = [c for c in pending.values()
                         if c.instance_uuid not in listed]
         else:
             unlisted = []
-        row = self._usage.get(key)
+        row = self._usage_cache.rows.get(key)
         if not unlisted and (row is None or _row_says(row, report)):
             # Nothing to lay over the report: it is the view (one view
             # a node, not two, for every node without claims in flight).
@@ -489,12 +694,23 @@ class HostManager:
                                   + row['claimed_disk_gb'])
             view.num_instances = (row['reported_instances']
                                   + row['claimed_instances'])
+            # Real free disk the same way: the compute's measure of the
+            # report behind the row, less what is pending (which that
+            # measure cannot count yet).
+            least = row.get('reported_disk_least')
+            if least is not None:
+                view.disk_available_least = least - row['claimed_disk_gb']
+            elif view.disk_available_least is not None:
+                view.disk_available_least -= sum(c.disk_gb
+                                                 for c in unlisted)
         else:
             for claim in unlisted:
                 view.memory_mb_used += claim.memory_mb
                 view.vcpus_used += claim.vcpus
                 view.local_gb_used += claim.disk_gb
                 view.num_instances += 1
+                if view.disk_available_least is not None:
+                    view.disk_available_least -= claim.disk_gb
         if unlisted:
             view.num_io_ops += len(unlisted)
             view.instance_uuids = list(view.instance_uuids) + [
@@ -550,7 +766,7 @@ class HostManager:
 
     def pending_claims(self, key) -> list:
         with self._lock:
-            return list(self._pending.get(key, {}).values())
+            return list(self._usage_cache.pending.get(key, {}).values())
 
     # -- claims ---------------------------------------------------------
 
@@ -596,20 +812,17 @@ class HostManager:
         scratch = host_state.copy()
         numa_used = numa.claim_numa(scratch, spec_obj)
         pci_used = pci.claim_pci(scratch, spec_obj)
-        scratch.memory_mb_used += memory_mb
-        scratch.vcpus_used += vcpus
-        scratch.local_gb_used += disk_gb
-        scratch.num_instances += 1
-        scratch.num_io_ops += 1
-        scratch.instance_uuids = list(scratch.instance_uuids) + [uuid]
+        # The one place the arithmetic of a claim lives: it lowers the
+        # real free disk (disk_available_least) with the totals' usage.
+        scratch.apply_claim(memory_mb, vcpus, disk_gb, uuid)
         with self._lock:
-            row = self._usage.get(key)
+            row = self._usage_cache.rows.get(key)
         generation = None
         if numa_used or pci_used:
             if row is None or row['generation'] < 0:
                 self.refresh_nodes([key])
                 with self._lock:
-                    row = self._usage.get(key)
+                    row = self._usage_cache.rows.get(key)
             generation = row['generation'] if row is not None else 0
         request = self.usage_db.ClaimRequest(
             instance_uuid=uuid,
@@ -618,6 +831,7 @@ class HostManager:
             project_id=spec_obj.obj_get('project_id'),
             user_id=spec_obj.obj_get('user_id'),
             limits=dict(limits or {}), generation=generation,
+            disk_overcommit_gb=_disk_overcommit_gb(host_state, limits),
             numa=[list(x) for x in numa_used],
             pci=[list(x) for x in pci_used],
             reported=_reported_values(self._reports.get(key, host_state)),
@@ -654,21 +868,12 @@ class HostManager:
         moved_from: set = set()
         with self._lock:
             for key, made in by_node.items():
-                pending = self._pending.setdefault(key, {})
-                for claim, _after, plan in made:
-                    pending[claim.instance_uuid] = claim
-                    if plan.request.replace:
-                        # A replaced claim gave its old node's usage back.
-                        moved_from.update(
-                            other for other, claims in self._pending.items()
-                            if other != key and claim.instance_uuid in claims)
                 plans = [plan for _c, _a, plan in made]
-                known = self._usage_after_claim(
-                    self._usage.get(key), made[-1][1],
+                as_read, moved = self._usage_cache.claimed(
+                    key, [claim for claim, _a, _p in made], made[-1][1],
                     [plan.request for plan in plans])
-                if known is not None:
-                    self._usage[key] = known
-                if known is made[-1][1] and self._plans_hold(key, plans):
+                moved_from.update(moved)
+                if as_read and self._plans_hold(key, plans):
                     self._publish(key, plans[-1].view)
                 else:
                     self._compose(key)
@@ -680,7 +885,7 @@ class HostManager:
         ``key``, just made) is the view ``_compose`` would now build.
 
         The caller checked that the inventory's row moved by these
-        claims alone (``_usage_after_claim`` took it as is: every write
+        claims alone (``UsageCache.claimed`` took its row as is: every write
         of a usage row, a report's too, moves its generation).  The
         plans hold when nothing reached the node since the first was
         made on its current view (views are replaced on every change,
@@ -708,34 +913,6 @@ class HostManager:
         for watcher in self._watchers:
             watcher.view_changed(key, view)
 
-    @staticmethod
-    def _usage_after_claim(known: dict | None, after: dict | None,
-                           requests: list) -> dict | None:
-        """The cached usage row of a node this worker just claimed on.
-
-        The row the claim's transaction read back is taken as is when
-        this claim was its only change since the cached one (the
-        generation moved by one): the next request then has nothing to
-        reload.  Otherwise (another worker claimed there meanwhile) the
-        claims are added to the cached row, marked stale, so that the
-        next ``refresh_usage`` reads the node's claims again.
-        """
-        if (known is not None and after is not None
-                and known['generation'] >= 0
-                and after['generation'] == known['generation'] + 1):
-            return after
-        if known is None:
-            return None
-        return dict(known, generation=-1,
-                    claimed_memory_mb=known['claimed_memory_mb']
-                    + sum(r.memory_mb for r in requests),
-                    claimed_vcpus=known['claimed_vcpus']
-                    + sum(r.vcpus for r in requests),
-                    claimed_disk_gb=known['claimed_disk_gb']
-                    + sum(r.disk_gb for r in requests),
-                    claimed_instances=known['claimed_instances']
-                    + len(requests))
-
     def release(self, claim: Claim) -> None:
         """Give back a claim (e.g. a later instance of the request failed)."""
         self.usage_db.release([claim.instance_uuid])
@@ -749,18 +926,9 @@ class HostManager:
         and a metric.  Returns the placements this worker expired.
         """
         expiry = CONF.scheduler.service_down_time
-        candidates, keys = [], set()
         with self._lock:
-            for key, claims in self._pending.items():
-                report = self._reports.get(key)
-                if report is None:
-                    continue
-                for claim in claims.values():
-                    if (claim.status == 'claimed'
-                            and report.received_at - claim.claimed_at
-                            > expiry):
-                        candidates.append(claim.instance_uuid)
-                        keys.add(key)
+            candidates, keys = self._usage_cache.overdue(self._reports,
+                                                         expiry)
         if not candidates:
             return []
         cutoff = timeutils.utcnow() - datetime.timedelta(seconds=expiry)
@@ -770,153 +938,36 @@ class HostManager:
         self.refresh_nodes(sorted(keys))
         return expired
 
-    # -- aggregates -----------------------------------------------------
+    # -- aggregates (``scheduler.host_aggregates``) ----------------------
 
     def refresh_aggregates(self) -> None:
-        """Re-read aggregates from the inventory (other workers change them).
-
-        Host views are re-attached only when something changed: with ten
-        thousand hosts that is the expensive part, and aggregates rarely
-        change.  Nothing is read while this worker writes aggregates it
-        was sent: memory is ahead of the inventory then, and what a read
-        found mid-write (a zone of 50,000 hosts took seconds to write)
-        would put the old aggregates back until the next read.
-        """
-        with self._lock:
-            if self._aggregate_writes:
-                return
-            version = self._aggregates_version
-        stamp = self.db.aggregates_stamp()
-        if stamp == self._aggregates_stamp:
-            return
-        # Off the event loop: every aggregate's hosts, 100,000 strings at
-        # 100,000 hosts.
-        rows = concurrency.run_blocking(self.db.aggregate_get_all)
-        with self._lock:
-            known = self._known_aggregates()
-            if self._set_aggregates([_known_or_new(known, row)
-                                     for row in rows], version=version):
-                self._aggregates_stamp = stamp
+        """Re-read aggregates from the inventory (other workers change
+        them); views are re-attached only when something changed."""
+        self._aggregates.refresh()
 
     def update_aggregates(self, aggregates: list) -> None:
-        """Aggregates another service changed: apply, then save.
-
-        Applied in memory first, so this worker schedules with them even
-        if saving fails (every worker gets the same cast and saves the
-        same rows; the inventory ends up right either way).
-        """
-        changed = {agg.name: agg for agg in aggregates}
-        uuids = {agg.obj_get('uuid') for agg in aggregates} - {None}
-        with self._lock:
-            kept = [a for a in self._aggregates
-                    if a.name not in changed and a.uuid not in uuids]
-            self._set_aggregates(kept + list(aggregates))
-        # Off the event loop: a zone of 50,000 hosts took from 20 s to
-        # over a minute to write, and a loop held that long stops
-        # answering the broker's heartbeats (the connection, and the
-        # queues with it, went).
-        self._writing_aggregates(self._save_aggregates, aggregates)
-
-    def _writing_aggregates(self, write, *args) -> None:
-        """Run ``write`` (of aggregates already changed in memory) off the
-        event loop, with ``refresh_aggregates`` held off meanwhile."""
-        with self._lock:
-            self._aggregate_writes += 1
-        try:
-            concurrency.run_blocking(write, *args)
-        finally:
-            with self._lock:
-                self._aggregate_writes -= 1
-                # Read them back once written: another worker may have
-                # written others meanwhile.
-                self._aggregates_stamp = None
-
-    def _save_aggregates(self, aggregates: list) -> None:
-        for agg in aggregates:
-            self.db.aggregate_upsert({
-                'uuid': agg.obj_get('uuid'), 'name': agg.name,
-                'hosts': list(agg.obj_get('hosts') or []),
-                'metadata': dict(agg.obj_get('metadata') or {})})
+        """Aggregates another service changed: apply, then save."""
+        self._aggregates.update(aggregates)
 
     def delete_aggregate(self, aggregate) -> None:
-        with self._lock:
-            self._set_aggregates([a for a in self._aggregates
-                                  if a.name != aggregate.name])
-        try:
-            self._writing_aggregates(self.db.aggregate_delete,
-                                     aggregate.obj_get('uuid')
-                                     or aggregate.name)
-        except exception.AggregateNotFound:
-            pass
+        self._aggregates.delete(aggregate)
 
     def aggregates(self) -> list:
-        return list(self._aggregates)
+        return self._aggregates.all()
 
-    def _known_aggregates(self) -> dict:
-        """('uuid', uuid) and ('name', name) -> the aggregate known by it."""
-        known = {}
-        for agg in self._aggregates:
-            known[('uuid', agg.obj_get('uuid'))] = agg
-            known[('name', agg.name)] = agg
-        return known
-
-    def _set_aggregates(self, aggregates: list,
-                        version: int | None = None) -> bool:
-        """Make ``aggregates`` the aggregates; re-attach the hosts whose
-        aggregates changed, and only those.  Called with the lock held.
-
-        An aggregate equal to one already known (same uuid or name,
-        hosts and metadata) keeps the known object, so re-reading every
-        aggregate from the inventory changes no view; a change costs in
-        proportion to the hosts of the aggregates that changed.
-        ``version``: the aggregates' version they were read at; they are
-        stale, and nothing is changed (False), when another change came
-        since.
-        """
-        if version is not None and version != self._aggregates_version:
-            return False
-        self._aggregates_version += 1
-        known = self._known_aggregates()
-        aggregates = [_same_or_new(known, agg) for agg in aggregates]
-        new_ids = {id(agg) for agg in aggregates}
-        old_ids = {id(agg) for agg in self._aggregates}
-        removed = [a for a in self._aggregates if id(a) not in new_ids]
-        added = [a for a in aggregates if id(a) not in old_ids]
-        position = {id(agg): i for i, agg in enumerate(aggregates)}
-        added_to: dict = {}
-        for agg in added:
-            for host in agg.hosts:
-                added_to.setdefault(host, []).append(agg)
-        affected = set(added_to)
-        for agg in removed:
-            affected.update(agg.hosts)
-        by_host = self._host_aggregates
-        self._aggregates_stamp = None
-        self._aggregates = aggregates
-        for host in affected:
-            now = sorted([a for a in by_host.get(host, ())
-                          if id(a) in new_ids] + added_to.get(host, []),
-                         key=lambda a: position[id(a)])
-            if now:
-                by_host[host] = now
-            else:
-                by_host.pop(host, None)
+    def _hosts_changed(self, hosts: set) -> None:
+        """The aggregates of ``hosts`` changed: re-attach their nodes'
+        views.  Called with the lock held."""
+        for host in hosts:
             for key in self._nodes_of.get(host, ()):
                 report = self._reports.get(key)
                 if report is None:
                     continue
                 # Views are replaced, never changed in place.
                 fresh = report.successor()
-                self._attach_aggregates(fresh)
+                self._aggregates.attach(fresh)
                 self._reports[key] = fresh
                 self._renew_state(key, report, fresh)
-        return True
-
-    def _attach_aggregates(self, view, like=None) -> None:
-        """Attach the aggregates of ``view``'s host to ``view`` (a
-        report view no request can see yet)."""
-        view.set_aggregates(self._host_aggregates.get(view.host, []),
-                            like=like)
 
     # -- instance info from computes ------------------------------------
 
@@ -924,10 +975,15 @@ class HostManager:
         """A compute reports new instances on ``host``: they are built.
 
         Their usage stays counted as pending until a report of the node
-        includes it.
+        includes it.  Nothing is read back: the confirmation changes
+        only the claims' status, which this worker's cache takes as the
+        inventory now has it (one build a placement: the re-read cost
+        two more round trips per placement).
         """
         if self.usage_db.confirm(host, instance_uuids):
-            self.refresh_nodes(self._keys_of(host))
+            with self._lock:
+                self._usage_cache.confirmed(self._nodes_of.get(host, ()),
+                                            instance_uuids)
 
     def sync_instance_info(self, host: str, instance_uuids: list) -> None:
         """A compute's complete list of its instances, sent now and then.
@@ -946,6 +1002,16 @@ class HostManager:
         self.usage_db.release([instance_uuid], host=host)
         self.refresh_nodes(self._keys_of(host))
 
+    def delete_instances_info(self, deletions: list) -> None:
+        """Several ``delete_instance_info`` at once, in one transaction:
+        ``[(host, instance_uuid)]``, each instance once."""
+        by_host: dict = {}
+        for host, uuid in deletions:
+            by_host.setdefault(host, []).append(uuid)
+        self.usage_db.release_on_hosts(by_host)
+        self.refresh_nodes([key for host in sorted(by_host)
+                            for key in self._keys_of(host)])
+
     def _keys_of(self, host: str) -> list:
         with self._lock:
             return sorted(self._nodes_of.get(host, ()))
@@ -955,53 +1021,44 @@ class HostManager:
         return sorted({s.host for s in states})
 
 
-def _same_or_new(known: dict, agg):
-    """The known aggregate ``agg`` equals, or ``agg`` itself."""
-    if known.get(('name', agg.name)) is agg:
-        return agg
-    old = _known_equal(known, agg.name, agg.obj_get('uuid'), agg.hosts,
-                       agg.metadata)
-    return agg if old is None else old
+#: How ``_log_taken`` says that a report reached another worker.
+_ANOTHER = ' (to another worker)'
 
 
-def _known_or_new(known: dict, row: dict):
-    """The known aggregate inventory ``row`` describes, else a new one
-    (no versioned object is made for an aggregate that did not change:
-    at 100,000 hosts, one per host name)."""
-    old = _known_equal(known, row['name'], row.get('uuid'), row['hosts'],
-                       row['metadata'])
-    return _aggregate_obj(row) if old is None else old
+def _log_taken(key, what: str | None, source: str = '') -> None:
+    """Say that node ``key`` came back or is new (``_install``)."""
+    if what == 'back':
+        LOG.info('Host %s/%s is reporting again%s; scheduling to it',
+                 key[0], key[1], source)
+    elif what == 'new':
+        LOG.info('New host %s/%s reported%s', key[0], key[1], source)
 
 
-def _known_equal(known: dict, name: str, uuid: str | None, hosts,
-                 metadata):
-    """The known aggregate with this uuid (else name) if it has this
-    name, uuid, hosts (in any order) and metadata."""
-    old = known.get(('uuid', uuid)) if uuid else None
-    if old is None:
-        old = known.get(('name', name))
-    if (old is not None and old.name == name
-            and old.obj_get('uuid') == uuid
-            and len(old.hosts) == len(hosts)
-            and set(old.hosts) == set(hosts)
-            and dict(old.metadata) == dict(metadata)):
-        return old
-    return None
+def _stored_view(row: dict) -> host_view.HostView | None:
+    """The view of a report row of the inventory; None (logged) when
+    the saved report cannot be read."""
+    try:
+        # Written by a worker from a report it had checked: not checked
+        # and coerced again field by field.
+        state = objects.HostState.from_own_primitive(row['report'])
+    except Exception as e:
+        LOG.warning('Ignoring unreadable saved report of %s/%s: %s',
+                    row['host'], row['nodename'], e)
+        return None
+    updated = row.get('updated_at')
+    view = host_view.HostView(
+        state, _timestamp(updated) if updated else None)
+    view.disabled = bool(row.get('disabled', view.disabled))
+    return view
 
 
-def _batches(keys: list) -> typing.Iterator[list]:
-    for start in range(0, len(keys), FLUSH_BATCH):
-        yield keys[start:start + FLUSH_BATCH]
-
-
-def _pool_key(key) -> tuple:
-    """A PCI pool key read back from JSON (lists) as the filter makes it."""
-    vendor, product, numa_node, tags = key
-    return (vendor, product, numa_node, tuple(tuple(t) for t in tags))
-
-
-def row_key(row: dict) -> tuple:
-    return (row['host'], row['nodename'])
+def _newer_report(held, stored) -> bool:
+    """Whether the report view ``held`` was produced after ``stored``
+    (by the computes' own clock: the time each report carries)."""
+    mine, theirs = held.updated_at, stored.updated_at
+    if mine is None or theirs is None:
+        return False
+    return _timestamp(mine) > _timestamp(theirs)
 
 
 def _reported_values(view) -> dict:
@@ -1013,25 +1070,30 @@ def _reported_values(view) -> dict:
             'vcpus_used': view.vcpus_used,
             'local_gb_used': view.local_gb_used,
             'num_instances': view.num_instances,
+            'disk_available_least': view.disk_available_least,
             'updated_at': view.updated_at}
 
 
 def _row_says(row: dict, report) -> bool:
     """Whether usage ``row`` gives node ``report`` the usage its compute
     reported (nothing claimed on it since, or all of it confirmed)."""
+    least = row.get('reported_disk_least')
+    if least is not None:
+        least -= row['claimed_disk_gb']
     return (row['reported_memory_mb'] + row['claimed_memory_mb'],
             row['reported_vcpus'] + row['claimed_vcpus'],
             row['reported_disk_gb'] + row['claimed_disk_gb'],
-            row['reported_instances'] + row['claimed_instances']) == (
+            row['reported_instances'] + row['claimed_instances'],
+            least) == (
         report.memory_mb_used, report.vcpus_used, report.local_gb_used,
-        report.num_instances)
+        report.num_instances, report.disk_available_least)
 
 
-def _report_row(report) -> dict:
-    """What ``host_reports_save`` writes of a report (less the time)."""
-    return {'host': report.host, 'nodename': report.nodename,
-            'uuid': report.obj_get('uuid'), 'disabled': report.disabled,
-            'report': report.obj_to_primitive()}
+def _disk_overcommit_gb(host_state, limits: dict | None) -> float:
+    """How far a claim's ``disk_gb`` limit lets the node's real free
+    disk be overcommitted (``usage.ClaimRequest.disk_overcommit_gb``)."""
+    limit = (limits or {}).get('disk_gb')
+    return 0.0 if limit is None else limit - host_state.local_gb
 
 
 def _node_report(view):
@@ -1040,17 +1102,5 @@ def _node_report(view):
         memory_mb_used=view.memory_mb_used, vcpus_used=view.vcpus_used,
         local_gb_used=view.local_gb_used, num_instances=view.num_instances,
         updated_at=view.updated_at or timeutils.utcnow(),
-        instance_uuids=frozenset(view.instance_uuids))
-
-
-def _aggregate_obj(row: dict):
-    return objects.Aggregate(id=row.get('id'), uuid=row.get('uuid'),
-                             name=row['name'], hosts=list(row['hosts']),
-                             metadata=dict(row['metadata']))
-
-
-def _timestamp(value: datetime.datetime) -> float:
-    """Seconds since the epoch of a (naive UTC or aware) datetime."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=datetime.timezone.utc)
-    return value.timestamp()
+        instance_uuids=frozenset(view.instance_uuids),
+        disk_available_least=view.disk_available_least)

@@ -99,8 +99,8 @@ def _value_or_default(obj, name: str):
 
 
 #: A NUMA topology's value -> the one object views with that value
-#: share.  A topology object of two cells takes about 7.6 KB, as much
-#: as the rest of a node, and nodes of one hardware model with nothing
+#: share.  A topology object takes as much memory as the rest of a
+#: node, and nodes of one hardware model with nothing
 #: pinned report the same one.  Safe to share because no view changes
 #: its topology once made: what claims lay over a view is laid over a
 #: copy with cloned cells (``HostView.copy``).
@@ -132,7 +132,7 @@ def _slot_copier():
 
     Written out as one assignment per slot: claims copy a view per
     instance placed, and a loop of ``getattr``/``setattr`` over the
-    slots cost four times as much (2.4 against 0.6 us).
+    slots costs several times as much.
     """
     lines = ['def copy_slots(source, target):']
     lines += ['    target.%s = source.%s' % (name, name) for name in _SLOTS]
@@ -161,10 +161,10 @@ def _derived(aggregates: list, own_ratios: tuple) -> tuple:
 
 
 #: (ids of the aggregates, the node's own allocation ratios) -> what
-#: ``_derived`` made of them, shared by every view with both: each
-#: view's own copies (two views a node) took about 1.7 KB a node
-#: (tracemalloc).  Never changed once made (views are replaced);
-#: emptied when full, as aggregate changes leave old entries behind.
+#: ``_derived`` made of them, shared by every view with both, rather
+#: than copied into each view of each node.  Never changed once made
+#: (views are replaced); emptied when full, as aggregate changes
+#: leave old entries behind.
 _ATTACHED: dict = {}
 _ATTACHED_MAX = 4096
 
@@ -235,8 +235,8 @@ class HostView(host_state_obj.HostResources):
             elif name == 'numa_topology' and value is not None:
                 value = value.obj_clone()
             values[name] = value
-        # Coerced when the report arrived: not again (coercion was 160
-        # of the 210 us a flush spent on each node).
+        # Coerced when the report arrived: not again (coercion was
+        # most of what a flush spent on each node).
         return host_state_obj.HostState.from_coerced(values)
 
     def set_aggregates(self, aggregates: list,

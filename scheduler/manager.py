@@ -6,7 +6,9 @@ API and object versions.  The logic lives in the driver and the
 HostManager.
 """
 
+import collections
 import contextlib
+import inspect
 import json
 import time
 
@@ -16,6 +18,7 @@ import oslo_messaging
 from oslo_service import periodic_task
 
 from scheduler import concurrency
+from scheduler.db import availability
 from scheduler import driver as driver_mod
 from scheduler import exception
 from scheduler import loader
@@ -24,18 +27,63 @@ from scheduler import metrics
 from scheduler import notifications
 from scheduler import objects
 from scheduler import rejections
+from scheduler.replay import trace
+from scheduler import report_lag
+from scheduler.resources import liveness
+from scheduler import trust
 from scheduler.objects import base as objects_base
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
 
 _EXPECTED = (exception.NoValidHost, exception.InvalidRequest,
-             exception.MalformedObject)
+             exception.MalformedObject, exception.InventoryUnavailable,
+             exception.NotAuthorized)
 
 
 _OUTCOMES = ((exception.NoValidHost, 'no_valid_host'),
              (exception.InvalidRequest, 'invalid_request'),
-             (exception.MalformedObject, 'malformed_object'))
+             (exception.MalformedObject, 'malformed_object'),
+             (exception.InventoryUnavailable, 'inventory_unavailable'),
+             (exception.NotAuthorized, 'not_authorized'))
+
+
+@contextlib.contextmanager
+def _inventory_needed(what: str):
+    """Turn a database outage met by ``what`` into InventoryUnavailable.
+
+    Counted in the outage's tally (``availability``), logged once per
+    outage, never with a traceback: callers get the typed error and
+    retry later.
+    """
+    try:
+        yield
+    except Exception as e:
+        if not availability.is_outage(e):
+            raise
+        availability.count(what)
+        raise availability.unavailable(e) from e
+
+
+def _outage_quiet(what: str):
+    """A periodic task that skips its run while the database is away.
+
+    oslo.service logs a task's error with a traceback on every run; an
+    outage is counted instead (``availability``), and the task does
+    its work again at its next run.
+    """
+    def decorate(task):
+        def run(self, ctxt):
+            try:
+                return task(self, ctxt)
+            except Exception as e:
+                if not availability.is_outage(e):
+                    raise
+                availability.count(what)
+        run.__name__ = task.__name__
+        run.__doc__ = task.__doc__
+        return run
+    return decorate
 
 
 @contextlib.contextmanager
@@ -96,13 +144,20 @@ class SchedulerManager(periodic_task.PeriodicTasks):
             each on its own exchange; this topic takes them from older
             clients only while ``[scheduler] accept_legacy_casts``.
             sync_instance_info and delete_instance_info need an admin
-            context.
+            context.  What a message may do depends on the broker user
+            that published it (``scheduler.trust``), not on its
+            context alone.
+    * 1.5 - computes cast update_service_capabilities to the intake
+            topic (``rpc.intake_target``: one queue every worker of
+            every service shares), so that one worker takes each report
+            and the others read it from the inventory; the fanout of
+            1.4 is still served.
 
     Only methods marked ``oslo_messaging.expose`` can be called over the
     bus (``rpc.get_server`` uses ExplicitRPCAccessPolicy).
     """
 
-    target = oslo_messaging.Target(version='1.4')
+    target = oslo_messaging.Target(version='1.5')
 
     def __init__(self, driver: driver_mod.Scheduler | None = None):
         super().__init__(CONF)
@@ -112,7 +167,10 @@ class SchedulerManager(periodic_task.PeriodicTasks):
             self._periodic_spacing, CONF.scheduler.periodic_task_interval)
         self.driver = driver or load_driver()
         self.reports = ReportsEndpoint(self)
+        self.intake = IntakeEndpoint(self.reports)
         self.operator = OperatorEndpoint(self)
+        #: When the report lag was last said to be too long.
+        self._lag_warned_at = 0.0
 
     # -- RPC: placement -------------------------------------------------
 
@@ -123,7 +181,9 @@ class SchedulerManager(periodic_task.PeriodicTasks):
                             instance_uuids=None, return_objects=False,
                             return_alternates=False, peer_manifest=None):
         """Choose destinations; see the version history for the shapes."""
-        with _measured('select_destinations'):
+        with _measured('select_destinations'), \
+                _inventory_needed('select_destinations'):
+            self.driver.host_manager.ensure_loaded()
             return self._select_destinations(
                 ctxt, request_spec, filter_properties, spec_obj,
                 instance_uuids, return_objects, return_alternates,
@@ -138,12 +198,16 @@ class SchedulerManager(periodic_task.PeriodicTasks):
             instance_uuids = request_spec.get('instance_uuids')
         uuids = self._instance_uuids(spec_obj, instance_uuids)
         self._check_cost(spec_obj)
+        trust.check_forced_hosts(ctxt, spec_obj)
         driver_name = type(self.driver).__name__
         notifications.select_start(ctxt, spec_obj, driver_name)
+        served = trace.serving(self.driver, spec_obj, uuids)
         try:
             selections = self.driver.select_destinations(
-                ctxt, spec_obj, uuids, return_alternates=return_alternates)
+                ctxt, spec_obj, uuids, return_alternates=return_alternates,
+                **served.kwargs)
         except Exception as e:
+            served.refused(e)
             notifications.select_error(ctxt, spec_obj, driver_name, e)
             if isinstance(e, exception.NoValidHost):
                 # The driver logged why at INFO (the filter walk names
@@ -152,6 +216,7 @@ class SchedulerManager(periodic_task.PeriodicTasks):
                           '%(reason)s', {'uuids': uuids or '-',
                                          'reason': e.kwargs.get('reason')})
             raise
+        served.answered(selections)
         notifications.select_end(ctxt, spec_obj, driver_name, selections)
         metrics.record_selections(driver_name, len(selections))
         if not return_objects:
@@ -176,6 +241,7 @@ class SchedulerManager(periodic_task.PeriodicTasks):
                 instance_uuids = request_spec.get('instance_uuids')
             uuids = self._instance_uuids(spec_obj, instance_uuids)
             self._check_cost(spec_obj)
+            trust.check_forced_hosts(ctxt, spec_obj)
         except exception.SchedulerException as e:
             rejections.reject('schedule_run_instance', e, what='cast')
             return
@@ -193,13 +259,16 @@ class SchedulerManager(periodic_task.PeriodicTasks):
 
         Returns a dict: per-filter counts, per-host rejection reasons and
         the weighed ranking with each weigher's contribution.  Per-host
-        details name hosts, so only admins get them.
+        details name hosts, so only admins get them (an admin context
+        from an operator's credential: ``trust.is_admin``).
         """
-        with _measured('explain'):
+        with _measured('explain'), _inventory_needed('explain'):
+            self.driver.host_manager.ensure_loaded()
             spec_obj = self._spec_from_args(None, None, spec_obj)
             self._check_cost(spec_obj)
+            trust.check_forced_hosts(ctxt, spec_obj)
             result = self.driver.explain(ctxt, spec_obj)
-        if not getattr(ctxt, 'is_admin', False):
+        if not trust.is_admin(ctxt):
             result['rejected'] = {}
             result['ranking'] = []
         return result
@@ -213,7 +282,11 @@ class SchedulerManager(periodic_task.PeriodicTasks):
     # -- RPC 1.0-1.3: casts older clients still send to this topic -------
 
     def _legacy(self, method: str) -> bool:
-        """Whether to take a compute/operator cast on the request topic."""
+        """Whether to take a compute/operator cast on the request topic.
+
+        Callers may publish there too: what is taken is then held to
+        the sender's credential (``trust.REQUEST_TOPIC``).
+        """
         if CONF.scheduler.accept_legacy_casts:
             return True
         rejections.reject(method, exception.NotAuthorized(
@@ -226,24 +299,25 @@ class SchedulerManager(periodic_task.PeriodicTasks):
     def update_service_capabilities(self, ctxt, host_state=None,
                                     **newer_arguments):
         if self._legacy('update_service_capabilities'):
-            self.reports.update_service_capabilities(ctxt, host_state)
+            self.reports.take_report(ctxt, host_state, trust.REQUEST_TOPIC)
 
     @oslo_messaging.expose
     def update_instance_info(self, ctxt, host_name, instance_uuids):
         if self._legacy('update_instance_info'):
-            self.reports.update_instance_info(ctxt, host_name,
-                                              instance_uuids)
+            self.reports.take_instances(ctxt, host_name, instance_uuids,
+                                        trust.REQUEST_TOPIC)
 
     @oslo_messaging.expose
     def delete_instance_info(self, ctxt, host_name, instance_uuid):
         if self._legacy('delete_instance_info'):
-            self.reports.delete_instance_info(ctxt, host_name,
-                                              instance_uuid)
+            self.reports.take_deletion(ctxt, host_name, instance_uuid,
+                                       trust.REQUEST_TOPIC)
 
     @oslo_messaging.expose
     def sync_instance_info(self, ctxt, host_name, instance_uuids):
         if self._legacy('sync_instance_info'):
-            self.reports.sync_instance_info(ctxt, host_name, instance_uuids)
+            self.reports.take_sync(ctxt, host_name, instance_uuids,
+                                   trust.REQUEST_TOPIC)
 
     @oslo_messaging.expose
     def update_aggregates(self, ctxt, aggregates):
@@ -259,35 +333,78 @@ class SchedulerManager(periodic_task.PeriodicTasks):
 
     @periodic_task.periodic_task(spacing=0, run_immediately=True)
     def _flush_inventory(self, ctxt):
-        # Thousands of rows: written off the event loop so that requests
-        # keep being served meanwhile.
-        concurrency.run_blocking(self.driver.host_manager.flush)
+        # Thousands of rows: under eventlet the database drivers yield
+        # while they wait, so requests keep being served meanwhile.  Not
+        # on a native thread: the inventory's engine and its pool are
+        # green there (``concurrency.run_native``).
+        self.driver.host_manager.flush()
+
+    @periodic_task.periodic_task(spacing=0, run_immediately=True)
+    @_outage_quiet('loading the saved host states (put off)')
+    def _load_saved_state(self, ctxt):
+        # Start-up could not (the database was away): load once it is
+        # back, even if no request comes.
+        self.driver.host_manager.ensure_loaded()
 
     @periodic_task.periodic_task(spacing=0)
+    def _replay_instance_news(self, ctxt):
+        self.reports.replay_deferred()
+
+    @periodic_task.periodic_task(spacing=0)
+    @_outage_quiet('checking down hosts')
     def _check_down_hosts(self, ctxt):
+        # What the other workers took first: a host whose reports
+        # another worker takes is not down.
+        self.driver.host_manager.refresh_reports()
         self.driver.host_manager.check_down_hosts()
         self.driver.host_manager.forget_deleted_nodes()
 
     @periodic_task.periodic_task(spacing=0)
+    @_outage_quiet('expiring claims')
     def _expire_claims(self, ctxt):
-        concurrency.run_blocking(self.driver.host_manager.expire_claims)
+        self.driver.host_manager.expire_claims()
 
     @periodic_task.periodic_task(spacing=0)
+    @_outage_quiet('refreshing aggregates')
     def _refresh_aggregates(self, ctxt):
         self.driver.host_manager.refresh_aggregates()
 
     @periodic_task.periodic_task(spacing=0, run_immediately=True)
     def _publish_metrics(self, ctxt):
+        self._watch_report_lag()
         hosts = self.driver.host_manager
         metrics.set_hosts(known=len(hosts.get_all_host_states()),
                           up=len(hosts.get_up_host_states()))
         metrics.flush()
 
+    #: Seconds between two warnings that reports are late.
+    LAG_WARNING_EVERY = 60.0
+
+    def _watch_report_lag(self) -> None:
+        """Publish the report lag, let liveness allow for it, and warn
+        when reports wait on the bus longer than the report interval."""
+        interval = CONF.scheduler.report_interval
+        lag = self.reports.lag.current(
+            stale_after=CONF.scheduler.service_down_time)
+        metrics.set_report_lag(lag)
+        liveness.set_intake_lag(lag)
+        now = time.monotonic()
+        if lag > interval and now - self._lag_warned_at >= \
+                self.LAG_WARNING_EVERY:
+            self._lag_warned_at = now
+            LOG.warning('Compute reports wait %(lag).1f s on the bus before '
+                        'a worker takes them, more than report_interval '
+                        '(%(interval)d s): the schedulers do not keep up '
+                        'with the fleet (add workers or services, or '
+                        'lengthen report_interval); hosts are not judged '
+                        'down for that wait',
+                        {'lag': lag, 'interval': interval})
+
     @periodic_task.periodic_task(spacing=0)
     def _return_freed_memory(self, ctxt):
         # After a fleet's first reports, a backlog's flush or an explain
         # over every host: off the event loop (ctypes lets the GIL go).
-        done = concurrency.run_blocking(memory.trim)
+        done = concurrency.run_native(memory.trim)
         if done is not None:
             LOG.info('Gave %(released)d MB of freed memory back to the '
                      'operating system in %(ms).0f ms (%(held)d MB were '
@@ -298,6 +415,7 @@ class SchedulerManager(periodic_task.PeriodicTasks):
     def reset(self) -> None:
         """Apply a reloaded configuration to new requests (SIGHUP)."""
         self.driver.reset()
+        trace.reset()
 
     # -- argument checks ------------------------------------------------
 
@@ -396,12 +514,33 @@ def _caller(ctxt) -> dict:
 
 
 def _require_admin(ctxt, method: str) -> bool:
-    """Refuse (one warning line) a destructive cast without admin rights."""
-    if getattr(ctxt, 'is_admin', False) is True:
+    """Refuse (one warning line) an operator's cast from anyone else:
+    an admin context from an operator's credential (``trust.is_admin``).
+    """
+    if trust.is_admin(ctxt):
         return True
     rejections.reject(method, exception.NotAuthorized(
-        reason='needs an admin context (user %(user)s, project '
-               '%(project)s)' % _caller(ctxt)), what='cast')
+        reason='needs an admin context from an operator credential (user '
+               '%(user)s, project %(project)s, ' % _caller(ctxt)
+               + '%s)' % trust.describe(ctxt)), what='cast')
+    return False
+
+
+def _may_speak_for(ctxt, method: str, host: str, channel: str,
+                   admin: bool = False) -> bool:
+    """Refuse (one warning line) a compute's cast about ``host`` from a
+    credential that does not own it (``trust.may_speak_for``); with
+    ``admin``, also one whose context is not an admin's."""
+    if admin and getattr(ctxt, 'is_admin', False) is not True:
+        rejections.reject(method, exception.NotAuthorized(
+            reason='needs an admin context (user %(user)s, project '
+                   '%(project)s)' % _caller(ctxt)), what='cast')
+        return False
+    if trust.may_speak_for(ctxt, host, channel):
+        return True
+    rejections.reject(method, trust.refusal(
+        ctxt, 'a cast about host %s on the %s' % (host, channel)),
+        what='cast')
     return False
 
 
@@ -424,8 +563,170 @@ class ReportsEndpoint(_CastEndpoint):
     Served on its own topic and exchange (``rpc.reports_target``) by its
     own RPC server, so that broker permissions can let a compute's
     credentials publish these and nothing else, and so that reports are
-    never queued behind requests.
+    never queued behind requests.  Each cast is about one host: it is
+    taken only from a credential that may speak for that host
+    (``trust.may_speak_for``; ``[trust] compute_users``).  The
+    ``take_*`` methods serve the same casts arriving the pre-1.4 way,
+    on the request topic; they are not exposed on the bus.
+
+    Instance news (built, deleted, the full list) that meets a database
+    outage is kept, in the order it came, and applied once the database
+    is back (at the next such cast or periodic run): a compute sends it
+    once.  Later news of a host with news kept waits behind it, so that
+    each host's news stays in order; news of other hosts is applied at
+    once.  (Behind one queue for every host, the news arriving while it
+    was replayed one by one kept it from ever emptying: placements of
+    deleted instances stayed for minutes after a 10 s outage.)  Beyond
+    ``MAX_DEFERRED`` the oldest is dropped, counted in the outage's
+    tally and in the line that says what was applied.
     """
+
+    target = oslo_messaging.Target(version='1.5')
+
+    #: Instance news kept during an outage, at most.
+    MAX_DEFERRED = 10000
+
+    def __init__(self, manager: 'SchedulerManager'):
+        super().__init__(manager)
+        self._deferred: collections.deque = collections.deque()
+        #: host -> how many of the kept news are about it.
+        self._kept_hosts: collections.Counter = collections.Counter()
+        self._deferred_lock = concurrency.native_lock()
+        self._replaying = False
+        self._dropped = 0
+        #: How long the reports taken waited on the bus.
+        self.lag = report_lag.ReportLag()
+
+    def _apply(self, method: str, host: str, *args) -> None:
+        """``HostManager.<method>(host, *args)``, or kept for later."""
+        args = (host,) + args
+        with self._deferred_lock:
+            behind = self._kept_hosts[host] > 0
+        if behind:
+            # Behind what is kept of this host: its news stays in order.
+            self._defer(method, args)
+            self.replay_deferred()
+            return
+        try:
+            getattr(self._hosts, method)(*args)
+        except Exception as e:
+            if not availability.is_outage(e):
+                raise
+            self._defer(method, args)
+
+    def _defer(self, method: str, args: tuple) -> None:
+        availability.count('instance news kept for later')
+        with self._deferred_lock:
+            self._deferred.append((method, args))
+            self._kept_hosts[args[0]] += 1
+            if len(self._deferred) > self.MAX_DEFERRED:
+                self._forget_oldest()
+                self._dropped += 1
+            else:
+                return
+        availability.count('instance news dropped (too many kept)')
+
+    def _next_wave(self) -> list:
+        """The oldest kept news of each host, oldest first (under
+        ``_deferred_lock``): news of different hosts, applicable in any
+        order, each host's next only once these are applied."""
+        wave, hosts = [], set()
+        for item in self._deferred:
+            if item[1][0] not in hosts:
+                hosts.add(item[1][0])
+                wave.append(item)
+        return wave
+
+    def _forget(self, item: tuple) -> None:
+        """Off the kept news: ``item``, applied or refused."""
+        with self._deferred_lock:
+            self._deferred.remove(item)
+            host = item[1][0]
+            self._kept_hosts[host] -= 1
+            if not self._kept_hosts[host]:
+                del self._kept_hosts[host]
+
+    def replay_deferred(self) -> None:
+        """Apply the news kept during an outage, in waves of one news
+        per host (``_next_wave``), the deletions of a wave in one
+        transaction: one by one, each in its own transactions, the
+        replay took seconds after every outage while placements of
+        deleted instances stayed.  Stops at the first that meets the
+        outage still."""
+        with self._deferred_lock:
+            if self._replaying or not self._deferred:
+                return
+            self._replaying = True
+        counts = {'applied': 0, 'failed': 0}
+        try:
+            while True:
+                with self._deferred_lock:
+                    wave = self._next_wave()
+                if not wave:
+                    break
+                deletions = [item for item in wave
+                             if item[0] == 'delete_instance_info']
+                if len(deletions) > 1:
+                    try:
+                        self._hosts.delete_instances_info(
+                            [args for _method, args in deletions])
+                    except Exception as e:
+                        if availability.is_outage(e):
+                            return
+                        # One by one below, to tell which is refused.
+                    else:
+                        counts['applied'] += len(deletions)
+                        for item in deletions:
+                            self._forget(item)
+                        wave = [i for i in wave if i not in deletions]
+                for item in wave:
+                    if not self._replay_one(item, counts):
+                        return
+        finally:
+            with self._deferred_lock:
+                self._replaying = False
+                dropped, self._dropped = self._dropped, 0
+            applied, failed = counts['applied'], counts['failed']
+            if applied or failed or dropped:
+                LOG.info('Applied %(applied)d instance news kept during '
+                         'the database outage (%(failed)d refused, '
+                         '%(dropped)d dropped: more than %(max)d were '
+                         'kept)', {'applied': applied, 'failed': failed,
+                                   'dropped': dropped,
+                                   'max': self.MAX_DEFERRED})
+
+    def _replay_one(self, item: tuple, counts: dict) -> bool:
+        """Apply one kept news; False when it meets the outage still."""
+        method, args = item
+        try:
+            getattr(self._hosts, method)(*args)
+            counts['applied'] += 1
+        except Exception as e:
+            if availability.is_outage(e):
+                return False
+            counts['failed'] += 1
+            LOG.warning('Could not apply %(method)s%(args)r kept during a '
+                        'database outage: %(error)s',
+                        {'method': method, 'args': args, 'error': e})
+        self._forget(item)
+        return True
+
+    def _forget_oldest(self) -> None:
+        """Off the kept news: the oldest (under ``_deferred_lock``)."""
+        _method, args = self._deferred.popleft()
+        self._kept_hosts[args[0]] -= 1
+        if not self._kept_hosts[args[0]]:
+            del self._kept_hosts[args[0]]
+
+    def log_unsaved(self) -> None:
+        """At shutdown: say what instance news could not be applied."""
+        with self._deferred_lock:
+            kept = len(self._deferred)
+        if kept:
+            LOG.warning('Stopping with %d instance news not applied (the '
+                        'inventory database was unavailable); the next '
+                        'full list of each compute (sync_instance_info) '
+                        'corrects the inventory', kept)
 
     @oslo_messaging.expose
     def update_service_capabilities(self, ctxt, host_state=None,
@@ -435,40 +736,72 @@ class ReportsEndpoint(_CastEndpoint):
         Arguments newer computes add are ignored (reports must flow
         during rolling upgrades).
         """
+        self.take_report(ctxt, host_state, trust.REPORTS_TOPIC)
+
+    def take_report(self, ctxt, host_state, channel: str,
+                    shared: bool = False) -> None:
+        """``shared``: from the intake queue, where no other worker hears
+        it (``HostManager.update_from_report``)."""
+        method = 'update_service_capabilities'
         if not isinstance(host_state, objects.HostState):
-            rejections.reject('update_service_capabilities',
-                              exception.MalformedObject(
-                                  what='report',
-                                  reason='a %s, not a HostState'
-                                  % type(host_state).__name__),
-                              what='cast')
+            rejections.reject(method, exception.MalformedObject(
+                what='report', reason='a %s, not a HostState'
+                % type(host_state).__name__), what='cast')
             return
         try:
-            self._manager.driver.update_service_capabilities(host_state)
+            host = trust.check_host_name(host_state.obj_get('host'))
+            if host_state.obj_get('nodename') is not None:
+                trust.check_node_name(host_state.nodename)
+        except exception.InvalidRequest as e:
+            rejections.reject(method, e, what='cast')
+            return
+        if not _may_speak_for(ctxt, method, host, channel):
+            return
+        try:
+            driver = self._manager.driver
+            if shared and _takes_shared(driver):
+                driver.update_service_capabilities(host_state, shared=True)
+            else:
+                driver.update_service_capabilities(host_state)
             metrics.record_report()
+            self.lag.note(host_state.obj_get('updated_at'))
         except Exception as e:
-            rejections.reject('update_service_capabilities', e,
-                              what='cast')
+            rejections.reject(method, e, what='cast')
 
     @oslo_messaging.expose
     def update_instance_info(self, ctxt, host_name, instance_uuids):
         """New instances on ``host_name``: fulfils its claims, no others."""
-        self._hosts.update_instance_info(
-            _host_name(host_name), _uuid_list(instance_uuids))
+        self.take_instances(ctxt, host_name, instance_uuids,
+                            trust.REPORTS_TOPIC)
+
+    def take_instances(self, ctxt, host_name, instance_uuids,
+                       channel: str) -> None:
+        host = _host_name(host_name)
+        uuids = _uuid_list(instance_uuids)
+        if _may_speak_for(ctxt, 'update_instance_info', host, channel):
+            self._apply('update_instance_info', host, uuids)
 
     @oslo_messaging.expose
     def delete_instance_info(self, ctxt, host_name, instance_uuid):
         """An instance of ``host_name`` was deleted: free its resources."""
-        if not _require_admin(ctxt, 'delete_instance_info'):
-            return
+        self.take_deletion(ctxt, host_name, instance_uuid,
+                           trust.REPORTS_TOPIC)
+
+    def take_deletion(self, ctxt, host_name, instance_uuid,
+                      channel: str) -> None:
         host = _host_name(host_name)
         if not isinstance(instance_uuid, str):
             raise exception.InvalidRequest(
                 reason='instance_uuid must be a string')
+        if not _may_speak_for(ctxt, 'delete_instance_info', host, channel,
+                              admin=True):
+            return
         LOG.info('Instance %(uuid)s deleted on %(host)s (user %(user)s, '
-                 'project %(project)s, request %(request)s)',
-                 dict(_caller(ctxt), uuid=instance_uuid, host=host))
-        self._hosts.delete_instance_info(host, instance_uuid)
+                 'project %(project)s, request %(request)s, %(sender)s)',
+                 dict(_caller(ctxt), uuid=instance_uuid, host=host,
+                      sender=trust.describe(ctxt)))
+        self._apply('delete_instance_info', host, instance_uuid)
+        trace.released(host, instance_uuid)
 
     @oslo_messaging.expose
     def sync_instance_info(self, ctxt, host_name, instance_uuids):
@@ -478,16 +811,50 @@ class ReportsEndpoint(_CastEndpoint):
         empty list erases every placement of the host: logged as a
         warning with the caller.
         """
-        if not _require_admin(ctxt, 'sync_instance_info'):
-            return
+        self.take_sync(ctxt, host_name, instance_uuids, trust.REPORTS_TOPIC)
+
+    def take_sync(self, ctxt, host_name, instance_uuids,
+                  channel: str) -> None:
         host = _host_name(host_name)
         uuids = _uuid_list(instance_uuids)
+        if not _may_speak_for(ctxt, 'sync_instance_info', host, channel,
+                              admin=True):
+            return
         if not uuids:
             LOG.warning('Host %(host)s reports no instances: erasing its '
                         'placements (user %(user)s, project %(project)s, '
-                        'request %(request)s)', dict(_caller(ctxt),
-                                                     host=host))
-        self._hosts.sync_instance_info(host, uuids)
+                        'request %(request)s, %(sender)s)',
+                        dict(_caller(ctxt), host=host,
+                             sender=trust.describe(ctxt)))
+        self._apply('sync_instance_info', host, uuids)
+
+
+class IntakeEndpoint:
+    """Reports of 1.5 computes, from the intake queue (API 1.5).
+
+    One queue that every worker of every scheduler service consumes:
+    the broker hands each report to one worker, which writes a new one
+    to the inventory before it uses it, so that the others read it
+    there before their next request (``HostManager.update_from_report``
+    with ``shared``).  Otherwise served as the 1.4 fanout is
+    (``ReportsEndpoint.take_report``: checks, trust, lag).
+    """
+
+    target = oslo_messaging.Target(version='1.5')
+
+    def __init__(self, reports: ReportsEndpoint):
+        self._reports = reports
+
+    @oslo_messaging.expose
+    def update_service_capabilities(self, ctxt, host_state=None,
+                                    **newer_arguments):
+        """Cast from a compute: the state of one of its nodes.
+
+        Arguments newer computes add are ignored (reports must flow
+        during rolling upgrades).
+        """
+        self._reports.take_report(ctxt, host_state, trust.REPORTS_TOPIC,
+                                  shared=True)
 
 
 class OperatorEndpoint(_CastEndpoint):
@@ -514,8 +881,8 @@ class OperatorEndpoint(_CastEndpoint):
             rejections.reject('update_aggregates', e, what='cast')
             return
         LOG.info('Aggregate(s) %(names)s updated (user %(user)s, project '
-                 '%(project)s, request %(request)s)',
-                 dict(_caller(ctxt),
+                 '%(project)s, request %(request)s, %(sender)s)',
+                 dict(_caller(ctxt), sender=trust.describe(ctxt),
                       names=', '.join(a.name for a in aggregates)))
 
     @oslo_messaging.expose
@@ -527,15 +894,30 @@ class OperatorEndpoint(_CastEndpoint):
                 reason='aggregate must be an Aggregate object')
         self._hosts.delete_aggregate(aggregate)
         LOG.warning('Aggregate %(name)s deleted (user %(user)s, project '
-                    '%(project)s, request %(request)s)',
-                    dict(_caller(ctxt), name=aggregate.name))
+                    '%(project)s, request %(request)s, %(sender)s)',
+                    dict(_caller(ctxt), name=aggregate.name,
+                         sender=trust.describe(ctxt)))
+
+
+#: Driver class -> whether its ``update_service_capabilities`` takes
+#: ``shared`` (a driver written before the intake may override it
+#: without: its reports are then written at the flush, as a fanout's).
+_SHARED_TAKERS: dict = {}
+
+
+def _takes_shared(driver) -> bool:
+    cls = type(driver)
+    takes = _SHARED_TAKERS.get(cls)
+    if takes is None:
+        params = inspect.signature(driver.update_service_capabilities
+                                   ).parameters
+        takes = _SHARED_TAKERS[cls] = 'shared' in params or any(
+            p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    return takes
 
 
 def _host_name(value) -> str:
-    if not isinstance(value, str) or not value or len(value) > 255:
-        raise exception.InvalidRequest(reason='host_name must be a '
-                                              'non-empty string')
-    return value
+    return trust.check_host_name(value, 'host_name')
 
 
 def _uuid_list(value) -> list:

@@ -4,13 +4,12 @@ A service that took a whole fleet's reports at once, wrote them to the
 inventory or explained a request over every host frees what that work
 allocated, but glibc's allocator keeps most of it: it hands memory back
 only from the top of its heap, and the long-lived objects made during
-the burst (host views, usage rows) sit above the freed ones.  Measured
-at 100,000 hosts over RabbitMQ, a service held 330 MB free in its heap,
-a quarter of its resident memory; ``malloc_trim`` gave 313 MB of it
-back in 24 ms.  It gives the free pages back wherever they are, and is
-only worth its cost (it walks the heap) when much is free, which
-``mallinfo2`` says cheaply.  Elsewhere than on glibc (musl, macOS) this
-does nothing.
+the burst (host views, usage rows) sit above the freed ones: at large
+fleets that is a good part of the service's resident memory
+(doc/performance.md).  ``malloc_trim`` gives the free pages back
+wherever they are, and is only worth its cost (it walks the heap)
+when much is free, which ``mallinfo2`` says cheaply.  Elsewhere than
+on glibc (musl, macOS) this does nothing.
 """
 
 import ctypes
@@ -26,8 +25,8 @@ FREE_HELD_MAX = 64 << 20
 
 #: Seconds between two trims at least: pages given back stay free
 #: chunks in the allocator's books, so what it says is held free does
-#: not fall after a trim, and a trim every periodic round (24 ms at
-#: 100,000 hosts) would mostly find nothing to give.
+#: not fall after a trim, and a trim every periodic round (each walks
+#: the whole heap) would mostly find nothing to give.
 MIN_INTERVAL = 60.0
 
 _last_trim = [float('-inf')]
@@ -71,9 +70,9 @@ def limit_arenas(arenas: int = ARENAS) -> bool:
     glibc gives a thread that finds the heaps busy a heap of its own, up
     to eight a core, and keeps what is freed in each for that heap.  A
     service whose native threads take turns (the GIL) gains nothing from
-    that and holds each heap's freed memory apart: at 100,000 hosts with
-    the threading executor, eight callers at once left the service at
-    941 MB; with two heaps, 814 MB at the peak and 683 MB after.
+    that and holds each heap's freed memory apart, which under the
+    threading executor made the service's memory grow with the number
+    of callers (doc/performance.md, "Memory").
     """
     if 'MALLOC_ARENA_MAX' in os.environ:
         return False

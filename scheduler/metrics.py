@@ -59,6 +59,10 @@ METRICS = {
         ('state',)),
     'scheduler_host_reports_total': (
         'counter', 'Host state reports received from compute agents.', ()),
+    'scheduler_report_lag_seconds': (
+        'gauge', 'Time from a compute sending its report to a worker taking '
+                 'it (the least over the last reports taken): how long '
+                 'reports wait on the bus.', ()),
     'scheduler_claim_conflicts_total': (
         'counter', 'Claims that lost a race for a node to another worker '
                    'and were retried on the next candidate.', ()),
@@ -69,11 +73,6 @@ METRICS = {
     'scheduler_claims_expired_total': (
         'counter', 'Claims released because the compute never reported '
                    'the instance (a build that was probably lost).', ()),
-    'scheduler_kept_decisions_total': (
-        'counter', 'Requests decided from the decision kept for their '
-                   'shape (used), those whose kept decision was of no use '
-                   '(missed), and decisions recorded to be kept.',
-        ('outcome',)),
 }
 
 # Counters get no "_created" samples: they were not part of the
@@ -182,12 +181,9 @@ def record_report() -> None:
     _metrics.by_name['scheduler_host_reports_total'].inc()
 
 
-def record_kept_decision(outcome: str) -> None:
-    """Count a kept decision ``used``, ``missed`` or ``recorded``
-    (``[filter_scheduler] keep_decisions``): a low share of ``used``
-    means the requests' shapes rarely repeat, or hosts change too
-    fast between them."""
-    _metrics.child('scheduler_kept_decisions_total', outcome).inc()
+def set_report_lag(seconds: float) -> None:
+    """Set the report lag gauge (``scheduler.report_lag``)."""
+    _metrics.by_name['scheduler_report_lag_seconds'].set(seconds)
 
 
 def record_claim_conflict() -> None:

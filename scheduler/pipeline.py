@@ -9,15 +9,15 @@ database or bus:
 2. ``candidates(spec_obj, hosts)``: ``ignore_hosts``,
    ``requested_destination`` (host, node, aggregates, cell) applied;
 3. ``filter_candidates(spec_obj, hosts, filters)``: the forced hosts
-   (``force_hosts``/``force_nodes``, filters skipped) or the hosts that
-   pass every filter, with a ``FilterReport``;
+   (``force_hosts``/``force_nodes``, filters skipped but on a rebuild)
+   or the hosts that pass every filter, with a ``FilterReport``;
 4. ``weigh(spec_obj, hosts, weighers)``: the ranking, best first, with
    each weigher's raw value, normalised value, multiplier and
    contribution per host (``WeighedHost.details``).
 
-``filter_hosts`` runs 2 and 3 together.  Host names are matched as
-nova matches them: ``ignore_hosts``, ``force_hosts`` and
-``force_nodes`` ignore case.  Nothing here claims resources: the
+``filter_hosts`` runs 2 and 3 together.  Names are matched as nova
+matches them: ``ignore_hosts`` and ``force_hosts`` ignore case,
+``force_nodes`` does not.  Nothing here claims resources: the
 scheduler claims on the host it picks from ``weigh``'s ranking.
 """
 
@@ -53,9 +53,19 @@ def host_views(reports: typing.Iterable, aggregates: typing.Iterable = (),
     return views
 
 
-def name_matcher(names: typing.Iterable | None):
-    """A test of a host or node name against ``names``, ignoring case
-    as nova does; None when ``names`` is empty (nothing to match)."""
+def name_matcher(names: typing.Iterable | None, ignore_case: bool = True):
+    """A test of a host or node name against ``names``; None when
+    ``names`` is empty (nothing to match).
+
+    nova lowers host names before comparing them and compares node
+    names as they are (hypervisor node names are case-sensitive):
+    ``ignore_case=False`` for nodes.
+    """
+    if not ignore_case:
+        exact = {str(n) for n in names or ()}
+        if not exact:
+            return None
+        return lambda name: name is not None and name in exact
     wanted = {str(n).lower() for n in names or ()}
     if not wanted:
         return None
@@ -92,29 +102,47 @@ def candidates(spec_obj, hosts: typing.Iterable) -> list:
     return hosts
 
 
+def skips_filters(spec_obj) -> bool:
+    """Whether the request forces hosts or nodes past the filters.
+
+    As in nova, forcing skips the filters unless the request carries
+    nova's internal check type (``_nova_check_type``, set on a rebuild
+    with a new image): then the forced hosts still go through the
+    filters, of which a rebuild runs only those with ``run_on_rebuild``.
+    """
+    if not (spec_obj.obj_get('force_hosts')
+            or spec_obj.obj_get('force_nodes')):
+        return False
+    hints = spec_obj.obj_get('scheduler_hints') or {}
+    return not hints.get(filters_base.REBUILD_HINT)
+
+
 def forced_hosts(spec_obj, hosts: typing.Iterable) -> list | None:
     """The hosts an admin forced, or None when nothing is forced.
 
-    ``force_hosts`` and ``force_nodes`` match host and node names in
-    any case, as in nova.  Forced hosts skip the filters (an operator
-    who names a host takes responsibility for it) but not the liveness
-    check: a forced host that is down, forced down or disabled cannot
-    build anything.
+    ``force_hosts`` match host names in any case, ``force_nodes`` node
+    names exactly, as in nova.  Forced hosts skip the filters (an
+    operator who names a host takes responsibility for it; a rebuild
+    is the exception, ``skips_filters``) but not the liveness check: a
+    forced host that is down, forced down or disabled cannot build
+    anything.
     """
     force_hosts = spec_obj.obj_get('force_hosts') or []
     force_nodes = spec_obj.obj_get('force_nodes') or []
     if not (force_hosts or force_nodes):
         return None
     host_ok = name_matcher(force_hosts)
-    node_ok = name_matcher(force_nodes)
+    node_ok = name_matcher(force_nodes, ignore_case=False)
     matched = [h for h in hosts
                if (host_ok is None or host_ok(h.host))
                and (node_ok is None or node_ok(h.nodename))
                and h.is_up() and not h.disabled]
     LOG.info('Forced host(s) %(hosts)s node(s) %(nodes)s matched '
-             '%(count)d host(s); filters skipped',
+             '%(count)d host(s); filters %(filters)s',
              {'hosts': sorted(force_hosts), 'nodes': sorted(force_nodes),
-              'count': len(matched)})
+              'count': len(matched),
+              'filters': 'skipped' if skips_filters(spec_obj)
+              else 'run (rebuild check)'})
     return matched
 
 
@@ -124,7 +152,7 @@ class FilterResult:
 
     #: Hosts that may take the instance, in their original order.
     passed: list
-    #: True when they are forced hosts (the filters did not run).
+    #: True when they are forced hosts and the filters did not run.
     forced: bool
     #: How many hosts each filter removed (and why, if detailed).
     report: filters_base.FilterReport
@@ -135,15 +163,17 @@ class FilterResult:
 def filter_candidates(spec_obj, hosts: list, filters: list, index: int = 0,
                       report: filters_base.FilterReport | None = None
                       ) -> FilterResult:
-    """Forced hosts, or the ``hosts`` that pass every filter, for the
-    ``index``-th instance of the request (filters marked
-    ``run_filter_once_per_request`` run only for the first)."""
+    """Forced hosts, or the ``hosts`` (the forced ones, on a rebuild)
+    that pass every filter, for the ``index``-th instance of the
+    request (filters marked ``run_filter_once_per_request`` run only
+    for the first)."""
     report = report if report is not None else filters_base.FilterReport()
     forced = forced_hosts(spec_obj, hosts)
-    if forced is not None:
+    if forced is not None and skips_filters(spec_obj):
         return FilterResult(forced, True, report, len(hosts))
     passed = filters_base.HostFilterHandler().get_filtered_objects(
-        filters, hosts, spec_obj, index, report)
+        filters, hosts if forced is None else forced, spec_obj, index,
+        report)
     return FilterResult(passed, False, report, len(hosts))
 
 

@@ -15,33 +15,12 @@ that nothing keeps.  In-tree filters do not write while filtering at
 all: they answer ``host_limits()`` for the few hosts a request returns.
 """
 
-import contextlib
-import contextvars
-from typing import Iterator
-
 from scheduler.filters import base as filters_base
+from scheduler.resources import limits_scope
 
-_CURRENT: contextvars.ContextVar = contextvars.ContextVar(
-    'scheduler_request_limits', default=None)
-
-
-@contextlib.contextmanager
-def scope() -> Iterator[dict]:
-    """The limits store of one request (nested scopes are independent)."""
-    store: dict = {}
-    token = _CURRENT.set(store)
-    try:
-        yield store
-    finally:
-        _CURRENT.reset(token)
-
-
-def for_host(key: tuple) -> dict:
-    """The current request's limits for host ``key`` (writable)."""
-    store = _CURRENT.get()
-    if store is None:
-        return {}
-    return store.setdefault(key, {})
+# The store itself lives below the wire objects, which read it.
+scope = limits_scope.scope
+for_host = limits_scope.for_host
 
 
 def collect(host_state, spec_obj, filters: list) -> dict:

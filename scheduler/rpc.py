@@ -1,21 +1,29 @@
 """Transport, serializer, servers and clients: the bus, in one place."""
 
+import os
+import queue
+import ssl
 import threading
 import time
 import urllib.parse
 import weakref
 
 import kombu
+import kombu.exceptions
 
 from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging
+from oslo_utils import strutils
 
 from scheduler import concurrency
 from scheduler import context as scheduler_context
 from scheduler import exception
 from scheduler import message_limits
 from scheduler import rejections
+from scheduler import replies
+from scheduler import taken_messages
+from scheduler import trust
 from scheduler.objects import base as objects_base
 from scheduler import urls
 
@@ -38,12 +46,14 @@ def bound_consumer_idle_wait() -> None:
     oslo.messaging's AMQP consumers back off while idle: they wait for
     a message 1 ms, then 2, 4 ... and at most 5 s at a time, and see a
     ``stop()`` only when that wait ends.  An idle service stopped its
-    three servers one after the other: SIGTERM took 4 to 8 s (up to
-    15 s) for nothing, and closing a caller's transport up to 5 s more.
+    three servers one after the other, each waiting out its back-off:
+    SIGTERM took seconds for nothing, and so did closing a caller's
+    transport.
     The back-off has no option; its ceiling is a module constant read
     at every wait, lowered here.  An idle consumer then wakes twice a
     second instead of every 5 s (a socket read timing out, a heartbeat
-    check): an idle worker used 0.6% of a core instead of 0.45%.
+    check), which costs an idle worker little CPU
+    (tools/bench/bench_stop.py measures the stop).
     Without that constant (another oslo.messaging) nothing is changed,
     and tests/unit/test_rpc.py fails.
     """
@@ -71,6 +81,7 @@ def get_transport(conf: cfg.ConfigOpts | None = None,
     key = url or conf.transport_url or ''
     if key not in _TRANSPORTS:
         bound_consumer_idle_wait()
+        trust.stamp_published_messages()
         _TRANSPORTS[key] = oslo_messaging.get_rpc_transport(
             conf, url=url, allowed_remote_exmods=ALLOWED_EXMODS)
     return _TRANSPORTS[key]
@@ -78,6 +89,7 @@ def get_transport(conf: cfg.ConfigOpts | None = None,
 
 def get_notification_transport(conf: cfg.ConfigOpts | None = None):
     bound_consumer_idle_wait()
+    trust.stamp_published_messages()
     return oslo_messaging.get_notification_transport(
         conf or cfg.CONF, allowed_remote_exmods=ALLOWED_EXMODS)
 
@@ -147,12 +159,17 @@ class ServerSerializer(RequestContextSerializer):
                 what='argument', reason='%s: %s' % (type(e).__name__, e))
 
     def deserialize_context(self, ctxt):
+        # Who published the message (``trust.note_sender``), never what
+        # the message says.
+        sender = trust.take_sender(ctxt)
         try:
-            return super().deserialize_context(ctxt)
+            context = super().deserialize_context(ctxt)
         except _INPUT_ERRORS as e:
             raise exception.MalformedObject(
                 what='request context',
                 reason='%s: %s' % (type(e).__name__, e))
+        context.sender = sender
+        return context
 
 
 #: What bad input makes Python code raise: answered as InvalidRequest.
@@ -174,6 +191,10 @@ class Dispatcher(oslo_messaging.RPCDispatcher):
 
     def dispatch(self, incoming):
         concurrency.slice_begins()
+        # Who published it, as the broker checked (scheduler.trust).
+        trust.note_sender(incoming)
+        # Its reply waits for a caller's queue as ``replies`` says.
+        replies.take_over(incoming)
         message = incoming.message
         method = message.get('method')
         try:
@@ -201,9 +222,26 @@ class Dispatcher(oslo_messaging.RPCDispatcher):
 QUEUED_PER_WORKER = 1
 
 
-def _bounded_executor(executor_cls: type) -> type:
+def _method_of(args: tuple) -> str | None:
+    """The RPC method of what a server hands its executor: its
+    ``_process_incoming(incoming)``, ``incoming`` one message or a batch
+    of them (oslo.messaging's RPC server polls one at a time)."""
+    incoming = args[0] if args else None
+    if isinstance(incoming, (list, tuple)):
+        incoming = incoming[0] if len(incoming) == 1 else None
+    message = getattr(incoming, 'message', None)
+    return message.get('method') if isinstance(message, dict) else None
+
+
+def _bounded_executor(executor_cls: type, at_once: dict | None = None
+                      ) -> type:
     """``executor_cls`` whose ``submit`` waits while its workers are
     busy and as many messages wait for them: back-pressure on the bus.
+
+    ``at_once``: ``{method: n}``, methods of which the server holds at
+    most ``n`` messages taken off the bus and not yet served (running
+    or queued); the consumer waits, taking nothing more, until one is
+    done (see ``get_server``).
 
     oslo.messaging acknowledges an RPC message (call or cast) as soon as
     its consumer receives it, before a worker takes it, and its
@@ -211,44 +249,53 @@ def _bounded_executor(executor_cls: type) -> type:
     ``rabbit_qos_prefetch_count`` bounds only what is unacknowledged.
     A service slower than its casters (a fleet's first reports, a
     backlog after an outage) thus moved the broker's whole queue into
-    its memory as decoded messages: measured at 100,000 hosts, up to
-    five million objects at once, and a resident size of 0.8 to 1.2 GB
-    that stayed (Python cannot move the objects kept between those that
-    were freed).  Bounded here, the consumer stops reading while the
-    bound is reached: the rest waits on the broker, unacknowledged
-    and redelivered to another worker if this one dies, and another
-    daemon on the topic gets its share.
+    its memory as decoded messages, and the resident size they grew it
+    to stayed (Python cannot move the objects kept between those that
+    were freed; doc/performance.md, "Memory").  Bounded here, the
+    consumer stops reading while the bound is reached: the rest waits
+    on the broker, unacknowledged and redelivered to another worker if
+    this one dies, and another daemon on the topic gets its share.
     """
+    limits = dict(at_once or {})
+
     class Bounded(executor_cls):
         bounded = True
 
         def __init__(self, max_workers: int = 64, **kwargs):
             super().__init__(max_workers=max_workers, **kwargs)
-            # The monkey-patched (green) semaphore under eventlet: the
-            # consumer that waits on it is a green thread there.
+            # The monkey-patched (green) semaphores under eventlet: the
+            # consumer that waits on them is a green thread there.
             self._slots = threading.Semaphore(
                 max_workers * (1 + QUEUED_PER_WORKER))
+            self._method_slots = {method: threading.Semaphore(n)
+                                  for method, n in limits.items()}
 
         def submit(self, fn, *args, **kwargs):
+            method_slots = self._method_slots.get(_method_of(args))
+            if method_slots is not None:
+                method_slots.acquire()
             self._slots.acquire()
             try:
                 future = super().submit(fn, *args, **kwargs)
             except BaseException:
-                self._slots.release()
+                self._done(None, method_slots)
                 raise
-            future.add_done_callback(self._done)
+            future.add_done_callback(
+                lambda done: self._done(done, method_slots))
             return future
 
-        def _done(self, _future) -> None:
+        def _done(self, _future, method_slots=None) -> None:
             self._slots.release()
+            if method_slots is not None:
+                method_slots.release()
 
     Bounded.__name__ = 'Bounded' + executor_cls.__name__
     return Bounded
 
 
-def bound_intake(server) -> None:
+def bound_intake(server, at_once: dict | None = None) -> None:
     """Make ``server`` (not started) take messages off the bus only as
-    fast as it serves them (``_bounded_executor``).
+    fast as it serves them (``_bounded_executor``, with ``at_once``).
 
     oslo.messaging offers no option for it: its server builds its
     executor from the class it keeps, replaced here before ``start``.
@@ -257,11 +304,12 @@ def bound_intake(server) -> None:
     """
     cls = getattr(server, '_executor_cls', None)
     if cls is not None and not getattr(cls, 'bounded', False):
-        server._executor_cls = _bounded_executor(cls)
+        server._executor_cls = _bounded_executor(cls, at_once)
 
 
 def get_server(target: oslo_messaging.Target, endpoints: list,
-               transport: oslo_messaging.Transport | None = None):
+               transport: oslo_messaging.Transport | None = None,
+               at_once: dict | None = None):
     """An RPC server that dispatches only exposed methods.
 
     Built by ``oslo_messaging.get_rpc_server`` with
@@ -273,9 +321,17 @@ def get_server(target: oslo_messaging.Target, endpoints: list,
     Installs the message size bounds and the log filter for unreadable
     messages first.  The server takes messages off the bus no faster
     than it serves them (``bound_intake``).
+
+    ``at_once``: ``{method: n}``; of each of these methods the server
+    takes at most ``n`` messages off the bus before one is served, even
+    with idle workers: for work that only computes, where more at once
+    only delays everything else the process does (see
+    ``service.REPORTS_AT_ONCE``).  A message behind them on the bus
+    waits too.
     """
     message_limits.install()
     rejections.install_log_filter()
+    replies.watch_broker()
     serializer = ServerSerializer()
     policy = oslo_messaging.ExplicitRPCAccessPolicy
     server = oslo_messaging.get_rpc_server(
@@ -283,39 +339,101 @@ def get_server(target: oslo_messaging.Target, endpoints: list,
         executor=concurrency.EXECUTOR, serializer=serializer,
         access_policy=policy)
     server.dispatcher = Dispatcher(endpoints, serializer, policy)
-    bound_intake(server)
+    bound_intake(server, at_once)
     return server
 
 
-def stop_servers(servers: list) -> None:
+#: Seconds a stopping server may take to cancel its consumers
+#: (``taken_messages.serve_taken``) before the stop goes on without it.
+TAKEN_GRACE = 3.0
+
+
+def stop_servers(servers: list, grace: float | None = None) -> bool:
     """Stop ``servers`` side by side, then let their calls in flight end.
 
     Each ``stop()`` returns when its consumer has let go (up to
     ``CONSUMER_IDLE_WAIT``): side by side, a process pays that once,
     not once per server.  Once every ``stop()`` returned nothing new is
-    taken; ``wait()`` then lets the calls in flight finish and reply.
-    Errors are logged, not raised: a shutdown goes on.
+    taken (``taken_messages.serve_taken``: the broker stops delivering
+    and what it had delivered is served); ``wait()`` then lets the
+    calls in flight finish and reply.  Errors are logged, not raised: a
+    shutdown goes on.
+
+    ``grace``: seconds the whole stop may take.  A server still busy
+    then is logged with what its thread was doing and left behind (its
+    thread does not hold the process: the stop goes on, the process
+    exits); returns False.  Without it the stop waits as long as it
+    takes.
     """
+    deadline = None if not grace else time.monotonic() + grace
+
     def run(action: str, server) -> None:
         try:
-            getattr(server, action)()
+            if action == 'serve_taken':
+                taken_messages.serve_taken(server)
+            else:
+                getattr(server, action)()
         except Exception:
             LOG.exception('Error in %s() of an RPC server', action)
 
-    for action in ('stop', 'wait'):
+    for action in ('stop', 'serve_taken', 'wait'):
         threads = [threading.Thread(target=run, args=(action, server),
                                     name='rpc-server-%s-%d' % (action,
-                                                               index))
+                                                               index),
+                                    daemon=True)
                    for index, server in enumerate(servers)]
         for thread in threads:
             thread.start()
+        # Cancelling consumers is one exchange with the broker: one that
+        # does not answer it must not hold the calls in flight.
+        until = deadline
+        if action == 'serve_taken':
+            until = time.monotonic() + TAKEN_GRACE if until is None \
+                else min(until, time.monotonic() + TAKEN_GRACE)
         for thread in threads:
-            thread.join()
+            thread.join(None if until is None
+                        else max(0.0, until - time.monotonic()))
+        stuck = [thread for thread in threads if thread.is_alive()]
+        if stuck and action == 'serve_taken' and (
+                deadline is None or time.monotonic() < deadline):
+            LOG.error('RPC server(s) still cancelling their consumers after '
+                      '%(grace)s s; the calls in flight are waited for '
+                      'without them:\n%(stacks)s',
+                      {'grace': TAKEN_GRACE,
+                       'stacks': concurrency.thread_stacks(stuck)})
+        elif stuck:
+            LOG.error('RPC server(s) still in %(action)s() after the %(grace)'
+                      's s stop grace; exiting without them:\n%(stacks)s',
+                      {'action': action, 'grace': grace,
+                       'stacks': concurrency.thread_stacks(stuck)})
+            return False
+    return True
 
 
 def reports_topic(conf: cfg.ConfigOpts | None = None) -> str:
     """Topic and exchange of compute casts (reports, instance info)."""
     return '%s_reports' % (conf or cfg.CONF).scheduler.topic
+
+
+def intake_topic(conf: cfg.ConfigOpts | None = None) -> str:
+    """Topic of the reports taken once per deployment (API 1.5)."""
+    return '%s_intake' % reports_topic(conf)
+
+
+def intake_target(**kwargs) -> oslo_messaging.Target:
+    """Where computes cast their reports from API 1.5 on.
+
+    On the reports exchange (the computes' publish permission names
+    it), under a topic of its own: one queue, ``<topic>_reports_intake``,
+    that every worker of every scheduler service consumes, so that the
+    broker hands each report to one of them (competing consumers).  The
+    worker that takes a report writes it to the inventory; the others
+    read it there (``HostManager.refresh_reports``).  Older schedulers
+    never consume this queue, which is how a compute tells them apart
+    (``SchedulerAPI``).
+    """
+    return oslo_messaging.Target(exchange=reports_topic(),
+                                 topic=intake_topic(), **kwargs)
 
 
 def operator_topic(conf: cfg.ConfigOpts | None = None) -> str:
@@ -342,17 +460,74 @@ def get_client(target: oslo_messaging.Target, version_cap: str | None = None,
         serializer=RequestContextSerializer(), timeout=timeout)
 
 
+def rabbit_option(conf: cfg.ConfigOpts, url, name: str):
+    """``[oslo_messaging_rabbit] name``, or the transport URL's query
+    value for it: oslo.messaging lets ``?ssl=1`` and the like override
+    the file, and so must every connection made beside it."""
+    value = conf.oslo_messaging_rabbit[name] \
+        if 'oslo_messaging_rabbit' in conf else None
+    if name in (url.query or {}):
+        raw = url.query[name]
+        value = (strutils.bool_from_string(raw) if isinstance(value, bool)
+                 else raw)
+    return value
+
+
+def amqp_ssl_options(conf: cfg.ConfigOpts, url, hostname: str | None):
+    """What oslo.messaging's rabbit driver hands kombu as ``ssl``.
+
+    ``False`` without TLS, ``True`` for TLS with the system's defaults,
+    or the CA, client certificate and key of ``[oslo_messaging_rabbit]``
+    (and the name the broker's certificate must carry): a connection
+    that dropped them could not verify a broker signed by a private CA.
+    """
+    if not rabbit_option(conf, url, 'ssl'):
+        return False
+    options: dict = {}
+    for option, key in (('ssl_key_file', 'keyfile'),
+                        ('ssl_cert_file', 'certfile'),
+                        ('ssl_version', 'ssl_version')):
+        value = rabbit_option(conf, url, option)
+        if value:
+            options[key] = value
+    if 'ssl_version' in options:
+        options['ssl_version'] = _ssl_version(options['ssl_version'])
+    ca_file = rabbit_option(conf, url, 'ssl_ca_file')
+    if ca_file:
+        options.update(ca_certs=ca_file, cert_reqs=ssl.CERT_REQUIRED)
+        if hostname:
+            options['server_hostname'] = hostname
+    return options or True
+
+
+def _ssl_version(name: str):
+    """``[oslo_messaging_rabbit] ssl_version`` as the ssl module's constant
+    (oslo.messaging's own names: tlsv1_2 and the like)."""
+    wanted = 'PROTOCOL_' + name.upper().replace('SSLV', 'SSLv').replace(
+        'TLSV', 'TLSv')
+    try:
+        return getattr(ssl, wanted)
+    except AttributeError:
+        raise exception.ConfigurationError(
+            reason='[oslo_messaging_rabbit] ssl_version %r is not known to '
+                   "this Python's ssl module" % name)
+
+
 def amqp_connection(conf: cfg.ConfigOpts | None = None,
-                    connect_timeout: float = 10) -> kombu.Connection:
-    """A kombu connection to the broker(s) of ``[DEFAULT] transport_url``.
+                    connect_timeout: float = 10,
+                    transport_url: str | None = None) -> kombu.Connection:
+    """A kombu connection to the broker(s) of ``[DEFAULT] transport_url``
+    (or of ``transport_url``).
 
     For what oslo.messaging does not offer: bindings of many routing keys
-    to one queue (the simulator) and a quick reachability check (the
-    CLI).  Only hosts, credentials, virtual host and
-    ``[oslo_messaging_rabbit] ssl`` are taken from the configuration.
+    to one queue (the simulator) and a quick reachability or login check
+    (the CLI, start-up).  It logs in as the transport does: hosts,
+    credentials, virtual host, login method and TLS (CA, client
+    certificate and key) of ``[oslo_messaging_rabbit]``.
     """
     conf = conf or cfg.CONF
-    url = oslo_messaging.TransportURL.parse(conf, conf.transport_url)
+    url = oslo_messaging.TransportURL.parse(
+        conf, transport_url or conf.transport_url)
     vhost = url.virtual_host or '/'
     urls = []
     for host in url.hosts:
@@ -361,21 +536,39 @@ def amqp_connection(conf: cfg.ConfigOpts | None = None,
         urls.append('amqp://%s:%s@%s:%s/%s' % (
             user, password, host.hostname or '127.0.0.1', host.port or 5672,
             urllib.parse.quote(vhost, safe='')))
-    ssl = bool(conf.oslo_messaging_rabbit.ssl) \
-        if 'oslo_messaging_rabbit' in conf else False
-    return kombu.Connection(';'.join(urls) or 'amqp://', ssl=ssl,
-                            connect_timeout=connect_timeout)
+    # As oslo.messaging: the name to verify is the broker's only with one
+    # broker (several brokers need a certificate valid for each).
+    hostname = url.hosts[0].hostname if len(url.hosts) == 1 else None
+    kwargs = {}
+    login_method = rabbit_option(conf, url, 'rabbit_login_method')
+    if login_method:
+        kwargs['login_method'] = login_method
+    return kombu.Connection(';'.join(urls) or 'amqp://',
+                            ssl=amqp_ssl_options(conf, url, hostname),
+                            connect_timeout=connect_timeout, **kwargs)
 
 
 #: Transport URL schemes that are RabbitMQ (AMQP 0-9-1 through kombu).
 AMQP_SCHEMES = ('rabbit', 'amqp', 'kombu')
 
 
-def is_amqp(conf: cfg.ConfigOpts | None = None) -> bool:
-    """Whether ``[DEFAULT] transport_url`` is RabbitMQ."""
+def is_amqp(conf: cfg.ConfigOpts | None = None,
+            transport_url: str | None = None) -> bool:
+    """Whether ``[DEFAULT] transport_url`` (or ``transport_url``) is
+    RabbitMQ."""
     conf = conf or cfg.CONF
-    url = oslo_messaging.TransportURL.parse(conf, conf.transport_url)
+    url = oslo_messaging.TransportURL.parse(
+        conf, transport_url or conf.transport_url)
     return (url.transport or '').split('+')[0] in AMQP_SCHEMES
+
+
+def transport_url_of(transport) -> str | None:
+    """The URL ``get_transport`` opened ``transport`` for (None: the
+    configured one, or a transport made elsewhere)."""
+    for key, known in _TRANSPORTS.items():
+        if known is transport:
+            return key or None
+    return None
 
 
 def check_broker(conf: cfg.ConfigOpts | None = None,
@@ -408,8 +601,21 @@ class MessageBusUnreachable(oslo_messaging.MessagingTimeout):
     """
 
 
+class NoServerConsuming(oslo_messaging.MessagingTimeout):
+    """A call's timeout ran out while no server consumed its topic.
+
+    The broker had no queue for it (every queue went with a broker
+    restart and the servers had not declared theirs again, or none
+    runs): nobody took the call.
+    """
+
+
 class _ReplyQueueOpener:
     """Opens one transport's reply queue in a thread of its own.
+
+    A thread of the runtime's ``threading`` (green under eventlet), like
+    the callers that wait for it and the driver's lock it takes: no
+    native thread meets a green primitive here.
 
     oslo.messaging's AMQP driver opens the queue its replies come back
     on at a process's first call, on a connection that waits for the
@@ -479,6 +685,96 @@ def _reply_queue_open(transport, timeout: float) -> bool:
 #: unreachable (see ``call``).
 SEND_RETRY_INTERVAL = 0.5
 
+#: What a call's thread is given beyond the caller's timeout to end by
+#: itself (with the driver's own MessagingTimeout) before the caller
+#: stops waiting for it.
+CALL_GRACE = 0.2
+
+
+class _Outcome:
+    def __init__(self):
+        self.done = threading.Event()
+        self.value = None
+        self.error: BaseException | None = None
+
+
+class _CallThreads:
+    """Daemon threads of the runtime (green under eventlet) that make
+    calls, as many as calls were ever in flight at once.
+
+    Daemons: a call stuck in the driver must not keep the process from
+    exiting (a pool of ``concurrent.futures`` is joined at exit).
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._jobs: queue.Queue = queue.Queue()
+
+    def submit(self, func, *args, **kwargs) -> _Outcome:
+        outcome = _Outcome()
+        with self._lock:
+            start = self._idle == 0
+            if not start:
+                self._idle -= 1
+        self._jobs.put((outcome, func, args, kwargs))
+        if start:
+            threading.Thread(target=self._work, name='rpc-call',
+                             daemon=True).start()
+        return outcome
+
+    def _work(self) -> None:
+        while True:
+            outcome, func, args, kwargs = self._jobs.get()
+            try:
+                outcome.value = func(*args, **kwargs)
+            except BaseException as e:  # handed to the caller
+                outcome.error = e
+            outcome.done.set()
+            del outcome, func, args, kwargs
+            with self._lock:
+                self._idle += 1
+
+
+_CALLS: tuple | None = None
+
+
+def _calls() -> _CallThreads:
+    """This process's ``_CallThreads`` (a forked child makes its own)."""
+    global _CALLS
+    found = _CALLS
+    if found is None or found[0] != os.getpid():
+        with _OPENERS_LOCK:
+            found = _CALLS
+            if found is None or found[0] != os.getpid():
+                found = _CALLS = (os.getpid(), _CallThreads())
+    return found[1]
+
+
+def _within(deadline: float, method: str, timeout: float, func, *args,
+            **kwargs):
+    """``func(*args, **kwargs)``, or MessageBusUnreachable at the deadline.
+
+    The driver can block a call before publishing it, whatever its
+    ``retry``: a pooled connection whose heartbeat thread lost the
+    broker reconnects under the connection's lock, with the retries
+    (unbounded for a cast's connection) and back-off of whoever first
+    opened it, and a call that takes that connection waits for the
+    lock.  Calls overran a 10 s timeout by 5 s through a broker stop
+    that way.  Made in a thread of ``_calls`` here, a call is waited
+    for until its deadline only; a call blocked past it is published
+    when the lock is free, and nobody waits for its reply.
+    """
+    outcome = _calls().submit(func, *args, **kwargs)
+    if not outcome.done.wait(max(0.0, deadline - time.monotonic())
+                             + CALL_GRACE):
+        raise MessageBusUnreachable(
+            'Could not send %s within %ss: the connection to the message '
+            'bus is being re-established' % (method, timeout))
+    if outcome.error is not None:
+        raise outcome.error
+    return outcome.value
+
 
 def call(cctxt, ctxt, method: str, **kwargs):
     """``cctxt.call(ctxt, method, **kwargs)``, over within its timeout.
@@ -492,12 +788,26 @@ def call(cctxt, ctxt, method: str, **kwargs):
     reply only for what is left of the caller's timeout (the client's,
     else ``[DEFAULT] rpc_response_timeout``).  The reply queue a
     process's first call needs is opened in the background
-    (``_ReplyQueueOpener``), so the first call is bounded too.  Past
+    (``_ReplyQueueOpener``), so the first call is bounded too.  Each
+    attempt runs in a thread of its own, waited for until the deadline
+    only (``_within``): the driver may block before publishing.  Past
     the deadline the caller gets ``MessageBusUnreachable`` (a
     ``MessagingTimeout``) when the bus never took the call, and
     ``MessagingTimeout`` when no scheduler answered it.  A call that
     could not be published was not sent, so repeating it cannot run it
     twice.
+
+    ``cctxt`` is prepared with the AMQP mandatory flag
+    (``transport_options=TransportOptions(at_least_once=True)``, as
+    ``SchedulerAPI`` does: a prepared context passes it on, its own
+    ``prepare`` cannot set it).  Just after a broker restart the
+    broker takes calls before the servers have declared their queues
+    again (their reconnection back-off): a call published then went
+    nowhere, and its caller waited its whole timeout although a
+    scheduler consumed again seconds later.  The broker now returns it,
+    nobody has it, and it is published again until a queue takes it;
+    past the deadline the caller gets ``NoServerConsuming`` (a
+    ``MessagingTimeout``).
     """
     timeout = cctxt.timeout or cfg.CONF.rpc_response_timeout
     deadline = time.monotonic() + timeout
@@ -505,18 +815,48 @@ def call(cctxt, ctxt, method: str, **kwargs):
         raise MessageBusUnreachable(
             'Could not send %s within %ss: the message bus is unreachable '
             '(no connection for the reply)' % (method, timeout))
-    failures = 0
+    failures = unconsumed = 0
+    #: Whether the last attempt reached a broker that had no queue.
+    no_queue = False
     while True:
         remaining = deadline - time.monotonic()
+        if remaining <= 0 and no_queue:
+            raise NoServerConsuming(
+                'No server consumed %s within %ss: no queue of topic %s '
+                '(%d attempts)' % (method, timeout, cctxt.target.topic,
+                                   unconsumed))
         if remaining <= 0:
             raise MessageBusUnreachable(
                 'Could not send %s within %ss: the message bus is '
                 'unreachable (%d attempts)' % (method, timeout, failures))
         try:
-            return cctxt.prepare(retry=0, timeout=remaining).call(
-                ctxt, method, **kwargs)
+            return _within(deadline, method, timeout,
+                           cctxt.prepare(retry=0, timeout=remaining).call,
+                           ctxt, method, **kwargs)
+        except oslo_messaging.MessageUndeliverable:
+            # Returned by the broker: no queue had it, so nobody serves
+            # it; sending it again cannot run it twice.
+            unconsumed += 1
+            no_queue = True
+            if unconsumed == 1:
+                # Not a warning: the outcome is the call's (an answer,
+                # or NoServerConsuming), and a command prints one line.
+                LOG.info('No server consumes %(topic)s for %(method)s '
+                         'yet; trying again for %(left).1fs',
+                         {'topic': cctxt.target.topic, 'method': method,
+                          'left': remaining})
+            time.sleep(max(0.0, min(SEND_RETRY_INTERVAL,
+                                    deadline - time.monotonic())))
+        except kombu.exceptions.OperationalError as e:
+            # The connection failed under the call (the broker went
+            # away): it may have been sent, so it is not sent again; the
+            # caller gets the bus's own typed error, not kombu's.
+            raise MessageBusUnreachable(
+                'Could not complete %s: the message bus connection failed '
+                '(%s)' % (method, e)) from e
         except oslo_messaging.MessageDeliveryFailure as e:
             failures += 1
+            no_queue = False
             if failures == 1:
                 LOG.warning('Cannot send %(method)s: %(error)s; trying '
                             'again for %(left).1fs',

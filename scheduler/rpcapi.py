@@ -5,8 +5,15 @@ It speaks the newest scheduler RPC API version the servers can take:
 ``auto`` asks a running scheduler), and every call falls back to what
 the capped version allows, down to the legacy dict API of 1.0.
 Objects are backported to the versions the server knows, and the
-server backports the Selections it returns to ours.
+server backports the Selections it returns to ours.  Unset, the cap is
+the newest version; before its first message that only a newer
+scheduler can hear, the client makes sure a scheduler speaks it
+(``SchedulerTooOld`` otherwise), so a skipped upgrade step fails at the
+sender instead of losing casts.
 """
+
+import threading
+import time
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -20,11 +27,24 @@ from scheduler import rpc
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
 
+#: Calls and casts the broker must route to a queue, or hand back as an
+#: error (``rpc.call`` sends such a call again until a queue takes it).
+MANDATORY = oslo_messaging.TransportOptions(at_least_once=True)
+
 
 class SchedulerAPI:
     """Client side of the scheduler RPC API (see SchedulerManager)."""
 
-    VERSION = '1.4'
+    VERSION = '1.5'
+    #: The version that put compute and operator casts on their own
+    #: topics: what ``_check_uncapped`` makes sure the schedulers hear.
+    TOPICS_VERSION = '1.4'
+
+    #: Seconds a check that the schedulers hear our newest version
+    #: waits for the bus; when it cannot tell, it is done again that
+    #: often in the background (meanwhile messages go unchecked).
+    VERIFY_TIMEOUT = 10
+    VERIFY_AGAIN_AFTER = 15
 
     def __init__(self, transport=None, timeout: int | None = None,
                  cast_retry: int | None = None):
@@ -39,6 +59,18 @@ class SchedulerAPI:
         self._client = None
         self._cast_clients: dict = {}
         self._server_manifest: dict | None = None
+        #: With no cap: '' when the schedulers hear our newest version,
+        #: why not when they do not, None until that can be told.
+        self._verdict: str | None = None
+        self._verifying = False
+        self._verify_lock = threading.Lock()
+        #: Whether the schedulers take reports on the intake (1.5);
+        #: None until told, and when it was last asked.
+        self._intake: bool | None = None
+        self._intake_asked = 0.0
+        #: Until when (monotonic) reports go by the fanout because the
+        #: broker refused one on the intake.
+        self._intake_refused_until = 0.0
 
     # -- version negotiation --------------------------------------------
 
@@ -59,13 +91,18 @@ class SchedulerAPI:
         return self._client
 
     def _ask_server_version(self) -> tuple:
+        return self._probe_version(self._timeout)
+
+    def _probe_version(self, timeout: float | None) -> tuple:
+        """(API version, object manifest) of a running scheduler."""
         target = oslo_messaging.Target(topic=CONF.scheduler.topic,
                                        version='1.0')
         probe = rpc.get_client(target, transport=self._transport,
-                               timeout=self._timeout)
+                               timeout=timeout)
         from scheduler import context as ctx_mod
         try:
-            info = rpc.call(probe.prepare(version='1.2'),
+            info = rpc.call(probe.prepare(version='1.2',
+                                          transport_options=MANDATORY),
                             ctx_mod.get_admin_context(), 'get_version_info')
         except oslo_messaging.MessagingTimeout:
             # No answer is not an old scheduler: nothing is cached, the
@@ -84,9 +121,12 @@ class SchedulerAPI:
 
     def _manifest_for_server(self) -> dict | None:
         """Object versions the server can read, when not our own."""
+        # Negotiate first: with ``auto`` the manifest is what the
+        # scheduler answers, and the first message must honour it too.
+        client = self.client
         if self._server_manifest is not None:
             return self._server_manifest
-        if not self.client.can_send_version('1.2'):
+        if not client.can_send_version('1.2'):
             return objects_base.MANIFEST_AT_RPC_1_1
         return None
 
@@ -117,13 +157,15 @@ class SchedulerAPI:
                       'return_alternates': return_alternates}
             if version == '1.2':
                 kwargs['peer_manifest'] = objects_base.obj_manifest()
-            return rpc.call(client.prepare(version=version), ctxt,
-                            'select_destinations', **kwargs)
+            return rpc.call(client.prepare(version=version,
+                                           transport_options=MANDATORY),
+                            ctxt, 'select_destinations', **kwargs)
         request_spec = spec_obj.to_legacy_request_spec_dict()
         if instance_uuids:
             request_spec['instance_uuids'] = list(instance_uuids)
         dests = rpc.call(
-            client.prepare(version='1.0'), ctxt, 'select_destinations',
+            client.prepare(version='1.0', transport_options=MANDATORY), ctxt,
+            'select_destinations',
             request_spec=request_spec,
             filter_properties=spec_obj.to_legacy_filter_properties_dict())
         if not return_objects:
@@ -131,17 +173,24 @@ class SchedulerAPI:
         return [[objects.Selection.from_legacy_dict(d)] for d in dests]
 
     def schedule_run_instance(self, ctxt, spec_obj, instance_uuids) -> None:
-        """Cast: place the instances and start them on their hosts."""
+        """Cast: place the instances and start them on their hosts.
+
+        Published with the AMQP mandatory flag: when no queue takes it
+        (no scheduler ever ran on the topic, or the broker lost the
+        queue) it raises ``oslo_messaging.MessageUndeliverable`` here
+        instead of vanishing.  A scheduler that took it serves it, even
+        when told to stop (``scheduler.taken_messages``).
+        """
         client = self.client
         if client.can_send_version('1.1'):
-            client.prepare(version='1.1').cast(
+            client.prepare(version='1.1', transport_options=MANDATORY).cast(
                 ctxt, 'schedule_run_instance',
                 spec_obj=self._backport(spec_obj),
                 instance_uuids=list(instance_uuids))
             return
         request_spec = spec_obj.to_legacy_request_spec_dict()
         request_spec['instance_uuids'] = list(instance_uuids)
-        client.prepare(version='1.0').cast(
+        client.prepare(version='1.0', transport_options=MANDATORY).cast(
             ctxt, 'schedule_run_instance', request_spec=request_spec,
             filter_properties=spec_obj.to_legacy_filter_properties_dict())
 
@@ -150,10 +199,110 @@ class SchedulerAPI:
     # permissions can keep them to computes and operators.
 
     def update_service_capabilities(self, ctxt, host_state) -> None:
-        """Fanout cast from a compute agent: one node's state."""
+        """A compute agent's report: one node's state.
+
+        To the schedulers' shared intake queue when they speak 1.5 (one
+        worker of the deployment takes it); else the fanout cast of
+        1.4 and before, to every worker.  A report the broker refuses
+        on the intake (a compute credential that may publish only on
+        the fanout exchange, as before 1.5) goes by the fanout, and so
+        do the next ones for ``INTAKE_REFUSED_WAIT`` seconds.
+        """
+        host_state = self._backport(host_state)
+        if self._intake_heard():
+            if 'intake' not in self._cast_clients:
+                self._cast_clients['intake'] = rpc.get_client(
+                    rpc.intake_target(version='1.5'),
+                    transport=self._transport, timeout=self._timeout)
+            try:
+                self._cast_clients['intake'].prepare(
+                    retry=self._cast_retry).cast(
+                        ctxt, 'update_service_capabilities',
+                        host_state=host_state)
+                return
+            except oslo_messaging.MessageDeliveryFailure as e:
+                self._intake_refused(e)
         self._state_cast(rpc.reports_topic(), '1.0', ctxt,
                          'update_service_capabilities',
-                         host_state=self._backport(host_state))
+                         host_state=host_state)
+
+    #: Seconds a client whose report the broker refused on the intake
+    #: sends by the fanout before it tries the intake again (time for an
+    #: operator to widen the permission, without an error every report).
+    INTAKE_REFUSED_WAIT = 600
+
+    def _intake_refused(self, error: Exception) -> None:
+        """The broker refused a report on the intake: the fanout for
+        ``INTAKE_REFUSED_WAIT`` seconds, and a WARNING that says why."""
+        self._intake = None
+        self._intake_refused_until = (time.monotonic()
+                                      + self.INTAKE_REFUSED_WAIT)
+        LOG.warning('The broker refused a report on the schedulers\' '
+                    'intake (exchange %(exchange)s): %(error)s. Sending '
+                    'reports by the fanout exchange %(exchange)s_fanout '
+                    'instead (every scheduler worker takes each one), and '
+                    'trying the intake again in %(wait)d s. Give this '
+                    'compute\'s broker user write and configure on '
+                    '%(exchange)s (admin guide, "Security and trust"), or '
+                    'set [scheduler] report_intake = false',
+                    {'exchange': rpc.reports_topic(), 'error': error,
+                     'wait': self.INTAKE_REFUSED_WAIT})
+
+    def _intake_heard(self) -> bool:
+        """Whether reports may go to the intake queue (API 1.5).
+
+        Never unless ``[scheduler] report_intake`` is set, nor for a
+        while after the broker refused one there (``_intake_refused``).
+        With a cap (or ``auto``), when it allows 1.5.  Without one,
+        when the intake queue has consumers at the broker (on
+        transports without queues: when a scheduler says it speaks
+        1.5); until then reports go the 1.4 way, which every scheduler
+        since 1.4 hears, and the question is asked again every
+        ``VERIFY_AGAIN_AFTER`` seconds.  A deployment whose
+        schedulers are not all 1.5 yet caps its computes at 1.4 (admin
+        guide, rolling upgrades): the queue has consumers as soon as
+        one scheduler is 1.5.
+        """
+        if not CONF.scheduler.report_intake:
+            return False
+        if time.monotonic() < self._intake_refused_until:
+            return False
+        if CONF.upgrade_levels.scheduler is not None:
+            return self.client.can_send_version('1.5')
+        if self._intake is not None:
+            return self._intake
+        now = time.monotonic()
+        if now - self._intake_asked < self.VERIFY_AGAIN_AFTER:
+            return False
+        self._intake_asked = now
+        url = rpc.transport_url_of(self._transport)
+        if rpc.is_amqp(transport_url=url):
+            heard = self._consumers(url, rpc.intake_topic()) > 0
+        else:
+            try:
+                server, _manifest = self._probe_version(
+                    min(self._timeout or CONF.rpc_response_timeout,
+                        self.VERIFY_TIMEOUT))
+            except oslo_messaging.MessagingTimeout:
+                return False
+            heard = _version_tuple(server) >= (1, 5)
+        if heard:
+            self._intake = True
+            LOG.info('Schedulers take reports on %s (API 1.5): each report '
+                     'goes to one of them', rpc.intake_topic())
+        return heard
+
+    def _consumers(self, url: str | None, queue: str) -> int:
+        """Consumers of ``queue`` at the broker (0 when it cannot be
+        told)."""
+        try:
+            with rpc.amqp_connection(connect_timeout=self.VERIFY_TIMEOUT,
+                                     transport_url=url) as connection:
+                return connection.channel().queue_declare(
+                    queue=queue, passive=True).consumer_count
+        except Exception as e:  # no such queue, or the bus is down
+            LOG.debug('Could not look at queue %s: %s', queue, e)
+            return 0
 
     def update_instance_info(self, ctxt, host_name, instance_uuids) -> None:
         self._state_cast(rpc.reports_topic(), '1.1', ctxt,
@@ -193,12 +342,14 @@ class SchedulerAPI:
             raise exception.InvalidRequest(
                 reason='explain needs scheduler API 1.3; this client is '
                        'capped lower by [upgrade_levels] scheduler')
-        return rpc.call(self.client.prepare(version='1.3'), ctxt,
-                        'explain', spec_obj=self._backport(spec_obj))
+        return rpc.call(self.client.prepare(version='1.3',
+                                            transport_options=MANDATORY),
+                        ctxt, 'explain', spec_obj=self._backport(spec_obj))
 
     def get_version_info(self, ctxt) -> dict:
-        return rpc.call(self.client.prepare(version='1.2'), ctxt,
-                        'get_version_info')
+        return rpc.call(self.client.prepare(version='1.2',
+                                            transport_options=MANDATORY),
+                        ctxt, 'get_version_info')
 
     def _state_cast(self, topic: str, legacy_version: str, ctxt,
                     method: str, **kwargs) -> None:
@@ -209,6 +360,7 @@ class SchedulerAPI:
         """
         client = self.client
         if client.can_send_version('1.4'):
+            self._check_uncapped(method, '1.4')
             if topic not in self._cast_clients:
                 self._cast_clients[topic] = rpc.get_client(
                     rpc.own_exchange_target(topic, version='1.4'),
@@ -223,3 +375,133 @@ class SchedulerAPI:
             return
         client.prepare(fanout=True, version=legacy_version,
                        retry=self._cast_retry).cast(ctxt, method, **kwargs)
+
+    def _check_uncapped(self, method: str, needed: str) -> None:
+        """Raise ``SchedulerTooOld`` if no scheduler can hear ``method``.
+
+        Only without a cap: an operator's cap (or ``auto``) already says
+        what the schedulers speak.  A message at ``needed`` that only a
+        newer scheduler can hear (the casts on their own topics, 1.4)
+        would otherwise vanish unseen during a rolling upgrade whose
+        "set the cap" step was skipped: nothing consumes it and a fanout
+        cast has no receipt (oslo.messaging sends fanouts without the
+        mandatory flag).  So before the first such message the client
+        finds out whether the schedulers hear it (``_judge``).  When it
+        cannot tell (no scheduler yet), the message goes, and a thread
+        asks again every ``VERIFY_AGAIN_AFTER`` seconds until it can.
+        """
+        if CONF.upgrade_levels.scheduler is not None:
+            return
+        verdict = self._verdict
+        if verdict is None:
+            with self._verify_lock:
+                verdict = self._verdict
+                if verdict is None and not self._verifying:
+                    verdict = self._judge()
+                    if verdict is None:
+                        self._verify_in_background()
+        if verdict:
+            raise exception.SchedulerTooOld(
+                topic=CONF.scheduler.topic, method=method, needed=needed,
+                why=verdict)
+
+    def _judge(self) -> str | None:
+        """'' when the schedulers hear this version, why not otherwise,
+        None when it cannot be told; kept once told."""
+        url = rpc.transport_url_of(self._transport)
+        if rpc.is_amqp(transport_url=url):
+            verdict = self._judge_by_queues(url)
+        else:
+            verdict = self._judge_by_asking()
+        if verdict is None:
+            return None
+        self._verdict = verdict
+        if verdict:
+            # Once per client: every refused message raises, this says
+            # what to do in one line.
+            LOG.error('Scheduler RPC API %(ours)s is not heard on topic '
+                      '%(topic)s: %(why)s, and [upgrade_levels] scheduler '
+                      'is unset here, so messages only %(ours)s schedulers '
+                      'hear are refused. Set [upgrade_levels] scheduler = '
+                      'auto (or the schedulers\' version) for the rolling '
+                      'upgrade',
+                      {'ours': self.VERSION, 'topic': CONF.scheduler.topic,
+                       'why': verdict})
+        return verdict
+
+    def _judge_by_queues(self, url: str | None) -> str | None:
+        """From the consumers of the topics' queues, at the broker.
+
+        A 1.4 scheduler consumes ``<topic>_reports``; an older one only
+        ``<topic>``.  A passive queue declaration needs no permission,
+        so a compute with the admin guide's publish-only credentials can
+        ask it (it could not call ``get_version_info``: no reply queue).
+        """
+        def consumers(channel, queue: str) -> int:
+            try:
+                return channel.queue_declare(queue=queue,
+                                             passive=True).consumer_count
+            except Exception:  # no such queue: nobody ever consumed it
+                return 0
+
+        try:
+            with rpc.amqp_connection(connect_timeout=self.VERIFY_TIMEOUT,
+                                     transport_url=url) as connection:
+                new = consumers(connection.channel(), rpc.reports_topic())
+                old = 0 if new else consumers(connection.channel(),
+                                              CONF.scheduler.topic)
+        except Exception as e:  # the bus is down: cannot tell yet
+            LOG.debug('Could not look at the scheduler queues: %s', e)
+            return None
+        if new:
+            return ''
+        if old:
+            return ('its %d consumer(s) take %s but not %s, as schedulers '
+                    'older than %s do' % (old, CONF.scheduler.topic,
+                                          rpc.reports_topic(),
+                                          self.TOPICS_VERSION))
+        return None
+
+    def _judge_by_asking(self) -> str | None:
+        """From ``get_version_info`` (transports without queues)."""
+        timeout = min(self._timeout or CONF.rpc_response_timeout,
+                      self.VERIFY_TIMEOUT)
+        try:
+            server, _manifest = self._probe_version(timeout)
+        except oslo_messaging.MessagingTimeout:
+            return None
+        if _version_tuple(server) < _version_tuple(self.TOPICS_VERSION):
+            return 'the scheduler speaks %s' % server
+        return ''
+
+    def _verify_in_background(self) -> None:
+        """Ask again until it can be told, without holding casts.
+
+        A compute may start before any scheduler: its reports go out
+        unchecked meanwhile, and the first cast after the schedulers
+        turn out to be older raises.
+        """
+        # INFO: a compute starting before the schedulers is normal; an
+        # older scheduler found later is the ERROR.
+        LOG.info('No scheduler on topic %(topic)s yet to check the RPC '
+                 'API version against ([upgrade_levels] scheduler is '
+                 'unset): sending at %(version)s unchecked, checking '
+                 'again every %(every)ss',
+                 {'topic': CONF.scheduler.topic, 'version': self.VERSION,
+                  'every': self.VERIFY_AGAIN_AFTER})
+        self._verifying = True
+
+        def run() -> None:
+            while self._verdict is None:
+                time.sleep(self.VERIFY_AGAIN_AFTER)
+                try:
+                    self._judge()
+                except Exception as e:  # the bus may be down: next time
+                    LOG.debug('Checking the scheduler version failed: %s', e)
+
+        threading.Thread(target=run, name='scheduler-version-check',
+                         daemon=True).start()
+
+
+def _version_tuple(version: str) -> tuple:
+    return tuple(int(part) for part in version.split('.'))

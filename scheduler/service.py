@@ -7,12 +7,17 @@ from oslo_log import log as logging
 import oslo_messaging
 from oslo_service import service
 
+from scheduler import broker_login
 from scheduler import concurrency
 from scheduler import context
+from scheduler.db import availability
 from scheduler.db import api as db_api
 from scheduler import manager as manager_mod
 from scheduler import metrics
+from scheduler import readiness as readiness_mod
+from scheduler import replies
 from scheduler import rpc
+from scheduler import trust
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
@@ -38,6 +43,8 @@ class Service(service.Service):
         self._transport = transport
         self.rpcserver = None
         self.servers: list = []
+        #: Set by ``launch()``: where a worker says it serves.
+        self.readiness: readiness_mod.Readiness | None = None
 
     @classmethod
     def create(cls, binary: str = 'scheduler-service',
@@ -62,7 +69,55 @@ class Service(service.Service):
         # A forked worker opens its own database connections: whatever
         # the parent pooled (running the migrations) is dropped unclosed.
         db_api.reset_engine(close=False)
-        self.manager.driver.host_manager.load_from_inventory()
+        self._load_saved_state()
+        trust.log_binding()
+        try:
+            self._start_servers()
+        except Exception as e:
+            if not broker_login.is_refusal(e):
+                raise
+            # Checked before the launch; the credentials changed since
+            # (or a worker was forked again later): no worker can serve.
+            rpc.stop_servers(self.servers)
+            self.servers = []
+            refused = broker_login.describe(e)
+            if self.readiness is None:
+                raise refused
+            self.readiness.worker_failed(str(refused))
+            return
+        self.tg.add_dynamic_timer(
+            self.periodic_tasks, initial_delay=None,
+            periodic_interval_max=self.periodic_interval)
+        metrics.start(CONF)
+        LOG.info('Serving topic %(topic)s (pid %(pid)d)',
+                 {'topic': self.topic, 'pid': os.getpid()})
+        if self.readiness is not None:
+            self.readiness.worker_ready()
+
+    def _load_saved_state(self) -> None:
+        """Load what the inventory holds; put off during an outage.
+
+        A worker the launcher forks while the database is away (one
+        died, or a reload) must still start: dying here made the
+        launcher fork it again at once, over and over, each time with a
+        traceback.  It serves ``InventoryUnavailable`` instead, as the
+        other workers do, and loads at its first request or periodic
+        run once the database is back (``HostManager.ensure_loaded``).
+        """
+        try:
+            self.manager.driver.host_manager.load_from_inventory()
+        except Exception as e:
+            if not availability.is_outage(e):
+                raise
+            availability.count('loading the saved host states (put off)')
+
+    def _start_servers(self) -> None:
+        """Start the RPC servers; each consumes its queues when it returns.
+
+        oslo.messaging declares and binds a server's queues before
+        ``start()`` returns: from then on a call is kept for it.
+        ``self.servers`` holds the servers started so far.
+        """
         # Requests, compute reports and operator casts each get their own
         # server (own topic, own executor pool): a stalled request or a
         # dead caller's undeliverable replies never delay the reports
@@ -70,22 +125,26 @@ class Service(service.Service):
         target = oslo_messaging.Target(topic=self.topic, server=self.host)
         self.rpcserver = rpc.get_server(target, [self.manager],
                                         transport=self._transport)
-        self.servers = [
+        reports = {'update_service_capabilities': REPORTS_AT_ONCE}
+        servers = [
             self.rpcserver,
             rpc.get_server(rpc.own_exchange_target(rpc.reports_topic(),
                                                    server=self.host),
                            [self.manager.reports],
-                           transport=self._transport),
+                           transport=self._transport, at_once=reports),
+            # Reports of 1.5 computes: each taken by one worker of the
+            # deployment (``rpc.intake_target``).
+            rpc.get_server(rpc.intake_target(server=self.host),
+                           [self.manager.intake],
+                           transport=self._transport, at_once=reports),
             rpc.get_server(rpc.own_exchange_target(rpc.operator_topic(),
                                                    server=self.host),
                            [self.manager.operator],
                            transport=self._transport)]
-        for server in self.servers:
+        self.servers = []
+        for server in servers:
             server.start()
-        self.tg.add_dynamic_timer(
-            self.periodic_tasks, initial_delay=None,
-            periodic_interval_max=self.periodic_interval)
-        metrics.start(CONF)
+            self.servers.append(server)
 
     def periodic_tasks(self, raise_on_error: bool = False) -> float:
         ctxt = context.get_admin_context()
@@ -95,12 +154,17 @@ class Service(service.Service):
     def stop(self, graceful: bool = True) -> None:
         """Stop taking requests, let in-flight ones finish, save state."""
         LOG.info('Stopping %s on %s', self.binary, self.host)
-        rpc.stop_servers(self.servers)
+        # Calls served from now on may have lost their callers: their
+        # replies must not hold the stop for the long post-restart wait.
+        replies.stopping()
+        self.manager.driver.stopping = True
+        rpc.stop_servers(self.servers, grace=servers_grace())
         self.servers = []
         try:
             self.manager.driver.host_manager.flush()
         except Exception:
             LOG.exception('Could not save state at shutdown')
+        self.manager.reports.log_unsaved()
         metrics.stop()
         super().stop(graceful=graceful)
 
@@ -117,9 +181,85 @@ class Service(service.Service):
         super().reset()
 
 
-def launch(server: Service, workers: int | None = None):
-    """Run ``server`` in ``workers`` processes; SIGHUP mutates config."""
+#: Host reports a server of a worker holds taken off the bus and not
+#: yet served, at most (``rpc.get_server``'s ``at_once``).
+#:
+#: A report only computes (decode, compare, keep): taking more at once
+#: serves none sooner.  Taken by the executor's 64 workers, as every
+#: other cast, a worker that fell behind its fleet's reports (its CPU
+#: shared with other processes) held 128 of them, and under eventlet a
+#: request got the worker's one thread back after each of its database
+#: and broker round trips only once the reports ready to run had run,
+#: while a flush's transaction held its row locks across each of its
+#: own round trips as long: claims and deletions waited on the locks,
+#: the database connections ran out and calls timed out, with the CPU
+#: spent on reports.  Reports a worker cannot keep up with now wait on
+#: the bus, which the report lag accounts for (``scheduler.report_lag``:
+#: no host is judged down for it); instance news on the same server is
+#: not bounded this way (it waits on the database, side by side).
+REPORTS_AT_ONCE = 4
+
+
+#: Share of ``graceful_shutdown_timeout`` the RPC servers may take to
+#: stop; the rest is for saving state before the launcher kills the
+#: worker.
+SERVERS_GRACE_SHARE = 0.8
+
+
+def servers_grace() -> float | None:
+    """Seconds the RPC servers may take to stop, None for no bound.
+
+    The launcher kills a worker still stopping after
+    ``graceful_shutdown_timeout`` (0: never) without a word of what it
+    was doing; the servers get most of that time, so that one still
+    busy is logged (with its stack) and the state is saved first.
+    """
+    try:
+        timeout = CONF.graceful_shutdown_timeout
+    except cfg.NoSuchOptError:
+        return None
+    return timeout * SERVERS_GRACE_SHARE if timeout else None
+
+
+def launch(server: Service, workers: int | None = None) -> 'Launched':
+    """Run ``server`` in ``workers`` processes; SIGHUP mutates config.
+
+    systemd hears ``READY=1`` once every worker serves (see
+    ``scheduler.readiness``).  Under the threading runtime the workers
+    are cotyledon's, reloaded in place on SIGHUP as under eventlet
+    (see ``scheduler.threading_launcher``).
+    """
+    workers = workers or CONF.scheduler.workers
+    server.readiness = readiness_mod.Readiness(workers, server.binary)
     concurrency.own_log_locks_after_fork()
-    return service.launch(CONF, server,
-                          workers=workers or CONF.scheduler.workers,
-                          restart_method='mutate')
+    if concurrency.EXECUTOR == concurrency.THREADING:
+        from scheduler import threading_launcher
+        launcher = threading_launcher.Launcher(server, workers)
+    else:
+        launcher = service.launch(CONF, server, workers=workers,
+                                  restart_method='mutate')
+    return Launched(launcher, server.readiness)
+
+
+class Launched:
+    """A launched service: ``wait()`` until it ends, then its status."""
+
+    def __init__(self, launcher, readiness: readiness_mod.Readiness):
+        self.launcher = launcher
+        self.readiness = readiness
+
+    def wait(self):
+        """Serve until stopped; ``StartupFailed`` if a worker could not
+        start for good (the launcher stopped the service first)."""
+        self.readiness.watch()
+        try:
+            status = self.launcher.wait()
+        except SystemExit as e:
+            status = e.code
+        if self.readiness.fatal:
+            raise StartupFailed(self.readiness.fatal)
+        return status
+
+
+class StartupFailed(Exception):
+    """A worker could not start, and a restart would not help."""

@@ -45,6 +45,23 @@ def conf(tmp_path):
     scheduler_conf.database.register_opts(CONF)
 
 
+@pytest.fixture(autouse=True)
+def stays_unpatched():
+    """The test process is never greened for eventlet.
+
+    Importing ``scheduler.cmd`` monkey-patches the process as the
+    console scripts need; a test that does it by accident turns every
+    later test's threads and locks green, and one of them (a native
+    thread started earlier meeting a green lock) then hangs the run.
+    Import such modules with ``fixtures.import_unpatched``.
+    """
+    yield
+    from eventlet import patcher
+    assert not patcher.is_monkey_patched('socket'), (
+        'this test greened the test process for eventlet: import '
+        'scheduler.cmd modules with fixtures.import_unpatched')
+
+
 @pytest.fixture
 def inventory(tmp_path, conf):
     """A migrated SQLite inventory in the test's own directory."""

@@ -21,22 +21,23 @@ import sys
 from importlib import metadata as importlib_metadata
 from typing import Iterator
 
-from alembic import migration as alembic_migration
-from alembic import script as alembic_script
 from amqp import exceptions as amqp_exceptions
 import kombu
 from kombu import exceptions as kombu_exceptions
 from oslo_config import cfg
 import oslo_messaging
-from oslo_utils import strutils
 import sqlalchemy as sa
 import stevedore
 
 from scheduler.cli import output
+from scheduler.conf import nova_names
+from scheduler.db import engine
 from scheduler.db import migration
 from scheduler.drivers import filter_scheduler
 from scheduler import loader
 from scheduler import manager
+from scheduler.resources import liveness
+from scheduler import rpc
 from scheduler import urls
 
 CONF = cfg.CONF
@@ -216,7 +217,15 @@ def check_unknown_options() -> list:
                                       'this section' % (section, path)))
                 continue
             for key in sorted(values):
-                if key.replace('-', '_') not in known[section]:
+                if key.replace('-', '_') in known[section]:
+                    continue
+                renamed = nova_names.replacement(section, key)
+                if renamed:
+                    results.append(Result(
+                        'unknown_options', FAIL, "[%s] %s in %s is nova's "
+                        'name: this service ignores it and reads [%s] %s '
+                        'instead' % ((section, key, path) + renamed)))
+                else:
                     results.append(Result(
                         'unknown_options', WARN, '[%s] %s in %s is not an '
                         'option: it is ignored' % (section, key, path)))
@@ -258,11 +267,10 @@ def check_intervals() -> list:
         return [Result('intervals', SKIP, 'unreadable option (see options)')]
     down = CONF.scheduler.service_down_time
     interval = CONF.scheduler.report_interval
-    if down < 2 * interval:
-        return [Result('intervals', WARN,
-                       '[scheduler] service_down_time (%d s) is less than '
-                       'twice report_interval (%d s): one late report '
-                       'marks a host down' % (down, interval))]
+    problem = liveness.interval_problem(interval, down)
+    if problem:
+        flaps, text = problem
+        return [Result('intervals', FAIL if flaps else WARN, text)]
     return [Result('intervals', OK, 'service_down_time %d s, '
                    'report_interval %d s' % (down, interval))]
 
@@ -423,15 +431,9 @@ def _database_revision(url_text: str, timeout: float) -> str | None:
                               connect_args=_connect_args(url, timeout))
     try:
         with engine.connect() as conn:
-            return alembic_migration.MigrationContext.configure(
-                conn).get_current_revision()
+            return migration.revision_of(conn)
     finally:
         engine.dispose()
-
-
-def _known_revisions() -> set:
-    scripts = alembic_script.ScriptDirectory(migration.MIGRATIONS_DIR)
-    return {rev.revision for rev in scripts.walk_revisions()}
 
 
 def check_database(timeout: float = DEFAULT_TIMEOUT) -> list:
@@ -457,13 +459,92 @@ def check_database(timeout: float = DEFAULT_TIMEOUT) -> list:
         return [Result('database', OK, '%s at %s (head)' % (shown, head))]
     if current is None:
         why = 'has no schema'
-    elif current not in _known_revisions():
+    elif current not in migration.known_revisions():
         return [Result('database', FAIL, '%s is at %s, which this release '
                        'does not know (head %s): was it migrated by a newer '
                        'release?' % (shown, current, head))]
     else:
         why = 'is at %s, not %s' % (current, head)
     return [Result('database', FAIL, '%s %s: %s' % (shown, why, sync))]
+
+
+def _max_connections(url_text: str, timeout: float) -> tuple:
+    """``(max_connections, reserved for superusers, open now)`` of the
+    server behind ``url_text`` (PostgreSQL or MySQL/MariaDB)."""
+    url = sa.make_url(url_text)
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool,
+                              connect_args=_connect_args(url, timeout))
+    try:
+        with engine.connect() as conn:
+            if url.get_backend_name() == 'postgresql':
+                limit = int(conn.exec_driver_sql(
+                    'SHOW max_connections').scalar())
+                reserved = int(conn.exec_driver_sql(
+                    'SHOW superuser_reserved_connections').scalar())
+                used = int(conn.exec_driver_sql(
+                    'SELECT count(*) FROM pg_stat_activity WHERE '
+                    "backend_type = 'client backend'").scalar())
+                return limit, reserved, used
+            limit = int(conn.exec_driver_sql(
+                'SELECT @@max_connections').scalar())
+            used = int(conn.exec_driver_sql(
+                "SHOW GLOBAL STATUS LIKE 'Threads_connected'").one()[1])
+            return limit, 0, used
+    finally:
+        engine.dispose()
+
+
+def check_connections(services: int = 1,
+                      timeout: float = DEFAULT_TIMEOUT) -> list:
+    """Can ``services`` services like this one open every connection they
+    may hold, within the server's ``max_connections``?
+
+    Each worker holds at most ``engine.connection_budget()``
+    connections (``[database] max_pool_size + max_overflow``, bounded by
+    ``[DEFAULT] executor_thread_pool_size``); a server out of
+    connections fails requests (``InventoryUnavailable``) and the
+    command-line tools.  Asks the server its limit.
+    """
+    url = CONF.database.connection
+    try:
+        backend = sa.make_url(url).get_backend_name() if url else None
+    except Exception:
+        backend = None
+    if backend not in ('postgresql', 'mysql'):
+        return [Result('connections', SKIP, 'no connection limit to check '
+                       'for %s' % (backend or 'this database'))]
+    for group, name in (('database', 'max_pool_size'),
+                        ('database', 'max_overflow'),
+                        ('scheduler', 'workers')):
+        if _unreadable(group, name):
+            return [Result('connections', SKIP,
+                           'unreadable option (see options)')]
+    per_worker = engine.connection_budget()
+    workers = CONF.scheduler.workers
+    per_service = per_worker * workers
+    try:
+        limit, reserved, used = _max_connections(url, timeout)
+    except Exception as e:
+        return [Result('connections', SKIP, 'cannot ask the server its '
+                       'max_connections: %s' % urls.mask_secret(
+                           _error(e), url))]
+    usable = limit - reserved
+    shape = ('%d worker(s) x %d connection(s) ([database] max_pool_size + '
+             'max_overflow, at most [DEFAULT] executor_thread_pool_size) '
+             '= %d a service' % (workers, per_worker, per_service))
+    server = ('the server allows %d (max_connections %d, %d reserved for '
+              'superusers; %d open now)' % (usable, limit, reserved, used))
+    fits = usable // per_service if per_service else 0
+    if services * per_service > usable:
+        return [Result('connections', WARN,
+                       '%d service(s) of %s may open %d connections; %s: '
+                       'lower [database] max_pool_size/max_overflow or the '
+                       'workers, or raise max_connections (only %d such '
+                       'service(s) fit)' % (services, shape,
+                                            services * per_service, server,
+                                            fits))]
+    return [Result('connections', OK, '%d service(s) of %s; %s: room for '
+                   '%d such service(s)' % (services, shape, server, fits))]
 
 
 # -- the message bus --------------------------------------------------------
@@ -550,28 +631,12 @@ _RABBIT_TRANSPORTS = ('rabbit', 'kombu')
 def _rabbit_option(parsed, name: str):
     """``[oslo_messaging_rabbit] name``, or the URL's query value for it
     (oslo.messaging lets ``?ssl=1`` and the like override the file)."""
-    value = CONF.oslo_messaging_rabbit[name]
-    if name in (parsed.query or {}):
-        raw = parsed.query[name]
-        value = (strutils.bool_from_string(raw) if isinstance(value, bool)
-                 else raw)
-    return value
+    return rpc.rabbit_option(CONF, parsed, name)
 
 
 def _tls_options(parsed, host: str):
     """What oslo.messaging's rabbit driver hands kombu as ``ssl``."""
-    if not _rabbit_option(parsed, 'ssl'):
-        return False
-    options: dict = {}
-    for option, key in (('ssl_key_file', 'keyfile'),
-                        ('ssl_cert_file', 'certfile')):
-        if _rabbit_option(parsed, option):
-            options[key] = _rabbit_option(parsed, option)
-    ca_file = _rabbit_option(parsed, 'ssl_ca_file')
-    if ca_file:
-        options.update(ca_certs=ca_file, cert_reqs=ssl.CERT_REQUIRED,
-                       server_hostname=host)
-    return options or True
+    return rpc.amqp_ssl_options(CONF, parsed, host)
 
 
 def _login_failure(error: Exception, tls: bool) -> str:
@@ -736,7 +801,7 @@ def check_prefix_map() -> list:
 
 
 def run_checks(check_bus: bool = False,
-               timeout: float = DEFAULT_TIMEOUT) -> list:
+               timeout: float = DEFAULT_TIMEOUT, services: int = 1) -> list:
     """Every check, in a fixed order; a check that crashes is a failure."""
     checks = [
         ('options', check_options),
@@ -745,6 +810,7 @@ def run_checks(check_bus: bool = False,
         ('filters', check_filters),
         ('weight_classes', check_weighers),
         ('database', lambda: check_database(timeout)),
+        ('connections', lambda: check_connections(services, timeout)),
         ('transport_url', lambda: check_transport(check_bus, timeout)),
         ('prefix_map', check_prefix_map),
         ('metrics_endpoint', check_metrics_endpoint),
@@ -763,15 +829,22 @@ def run_checks(check_bus: bool = False,
 
 def cmd_check(args) -> int:
     results = run_checks(check_bus=args.check_bus,
-                         timeout=args.timeout or DEFAULT_TIMEOUT)
-    output.emit([r.as_dict() for r in results], COLUMNS, args.format)
+                         timeout=args.timeout or DEFAULT_TIMEOUT,
+                         services=args.services)
+    # A problem's detail is the point of the command: never cut.
+    output.emit([r.as_dict() for r in results], COLUMNS, args.format,
+                cut=False)
     failed = sum(r.result == FAIL for r in results)
     if not output.structured(args.format):
         warned = sum(r.result == WARN for r in results)
+        if failed:
+            verdict = '%d problem(s) found' % failed
+        elif warned:
+            verdict = 'No check failed'
+        else:
+            verdict = 'Every check passed'
         sys.stdout.write('%s%s\n' % (
-            '%d problem(s) found' % failed if failed
-            else 'Every check passed',
-            ' (%d warning(s))' % warned if warned else ''))
+            verdict, ' (%d warning(s))' % warned if warned else ''))
     return 1 if failed else 0
 
 
@@ -787,4 +860,10 @@ def register(subparsers, common: argparse.ArgumentParser) -> None:
     check.add_argument('--check-bus', action='store_true',
                        help='also log in to every broker of transport_url '
                             '(AMQP login, TLS with the configured CA)')
+    check.add_argument('--services', type=int, default=1, metavar='N',
+                       help='how many scheduler services (each with the '
+                            'workers of this configuration) share the '
+                            'database: the connections check warns when '
+                            'they may need more connections than the '
+                            'server allows (default 1)')
     check.set_defaults(func=cmd_check)

@@ -9,7 +9,6 @@ ends up in deployment logs and tickets.
 import argparse
 import sys
 
-from alembic import util as alembic_util
 from oslo_config import cfg
 from oslo_db import exception as db_exc
 import sqlalchemy as sa
@@ -24,7 +23,7 @@ CONF = cfg.CONF
 
 #: What ``sync`` and ``version`` may raise for a bad URL, an unreachable
 #: server or an unknown revision.
-_ERRORS = (alembic_util.CommandError, db_exc.DBError, sa.exc.SQLAlchemyError,
+_ERRORS = (db_exc.DBError, sa.exc.SQLAlchemyError,
            exception.SchedulerException, ImportError, ValueError)
 
 
@@ -47,7 +46,7 @@ def cmd_sync(args) -> int:
         migration.db_sync(version=args.version, connection=url)
         after = migration.db_version(connection=url)
         head = migration.head()
-    except _ERRORS as e:
+    except _ERRORS + migration.command_errors() as e:
         return _fail(e, url)
     if output.structured(args.format):
         output.emit_data(args.format, {
@@ -69,7 +68,7 @@ def cmd_version(args) -> int:
     try:
         current = migration.db_version(connection=url)
         head = migration.head()
-    except _ERRORS as e:
+    except _ERRORS + migration.command_errors() as e:
         return _fail(e, url)
     info = {'database': masked_url(url), 'version': current, 'head': head,
             'at_head': current == head}

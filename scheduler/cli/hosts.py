@@ -9,6 +9,7 @@ was before ``show`` existed.
 
 import argparse
 import datetime
+import fnmatch
 import sys
 
 from oslo_db import exception as db_exc
@@ -167,7 +168,8 @@ def _instances(states: list, placements: list) -> list:
     the instances its computes report that the inventory does not hold.
 
     ``status`` is the placement's (``claimed`` until the compute reports
-    the instance, then ``active``), None without one; ``reported`` says
+    the instance, then ``active``; ``unlisted`` once reports stop listing
+    it), None without one; ``reported`` says
     whether the node's last report lists it.
     """
     reported = {(s.nodename, uuid) for s in states
@@ -245,8 +247,84 @@ def _print_detail(detail: dict) -> None:
         out.write('(none)\n')
 
 
+#: ``hosts list --state`` values: liveness states, and ``disabled``.
+STATES = ('up', 'down', 'forced down', 'disabled')
+
+
+def select_rows(rows: list, host: str | None = None,
+                state: str | None = None, aggregate: str | None = None,
+                sort: str = 'host', limit: int | None = None) -> list:
+    """``hosts list``'s rows filtered, sorted and cut.
+
+    ``host`` is a shell pattern matched against host and node names;
+    ``sort`` a column, descending with a leading ``-``; the sort is
+    stable, so rows equal in it stay in (host, nodename) order.
+    """
+    if host:
+        rows = [r for r in rows if fnmatch.fnmatchcase(r['host'], host)
+                or fnmatch.fnmatchcase(r['nodename'], host)]
+    if state == 'disabled':
+        rows = [r for r in rows if r['disabled']]
+    elif state:
+        rows = [r for r in rows if r['state'] == state]
+    if aggregate:
+        rows = [r for r in rows if aggregate in r['aggregates']]
+    column = sort.lstrip('-')
+    rows = sorted(rows, key=lambda r: _sort_key(r[column]),
+                  reverse=sort.startswith('-'))
+    return rows if limit is None else rows[:limit]
+
+
+def _sort_column(value: str) -> str:
+    if value.lstrip('-') not in COLUMNS:
+        raise argparse.ArgumentTypeError(
+            'no column %r (one of %s)' % (value, ', '.join(COLUMNS)))
+    return value
+
+
+def _sort_key(value):
+    # Lists (aggregates) and booleans sort as text; None first.
+    if value is None:
+        return (0, '')
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (1, value)
+    return (2, str(value))
+
+
+def summary(rows: list) -> list:
+    """Field/value rows: the nodes by state, and the fleet's resources."""
+    out = [{'field': 'nodes', 'value': len(rows)},
+           {'field': 'hosts', 'value': len({r['host'] for r in rows})}]
+    for state in STATES:
+        count = (sum(1 for r in rows if r['disabled']) if state == 'disabled'
+                 else sum(1 for r in rows if r['state'] == state))
+        out.append({'field': 'nodes %s' % state, 'value': count})
+    for free, total in (('free_ram_mb', 'memory_mb'),
+                        ('free_vcpus', 'vcpus'),
+                        ('free_disk_gb', 'local_gb')):
+        out.append({'field': free, 'value': sum(r[free] for r in rows)})
+        out.append({'field': total, 'value': sum(r[total] for r in rows)})
+    out.append({'field': 'instances',
+                'value': sum(r['instances'] for r in rows)})
+    return out
+
+
 def cmd_list(args) -> int:
-    output.emit(host_rows(), COLUMNS, args.format)
+    rows = host_rows()
+    limit = getattr(args, 'limit', None)
+    selected = select_rows(rows, getattr(args, 'host', None),
+                           getattr(args, 'state', None),
+                           getattr(args, 'aggregate', None),
+                           getattr(args, 'sort', 'host'))
+    if getattr(args, 'summary', False):
+        output.emit(summary(selected), ['field', 'value'], args.format)
+        return 0
+    output.emit(selected[:limit] if limit else selected, COLUMNS,
+                args.format)
+    if limit and len(selected) > limit:
+        # On stderr: the table (or JSON) on stdout stays whole.
+        sys.stderr.write('(%d of %d matching node(s); --limit 0 for all)\n'
+                         % (limit, len(selected)))
     return 0
 
 
@@ -259,52 +337,79 @@ def cmd_show(args) -> int:
     return 0
 
 
-def delete_host(host: str, nodename: str | None = None,
-                force: bool = False) -> dict:
-    """Forget a host (or one node) in the inventory; what went, counted.
+def delete_hosts(hosts: list, nodename: str | None = None,
+                 force: bool = False, all_down: bool = False) -> tuple:
+    """Forget hosts (or one node of each) in the inventory.
 
-    Refused with ``HostInUse`` while the host holds placements, or while
-    it still reports (within ``[scheduler] service_down_time``): a
-    running compute would come back with its next report, and its
-    instances would no longer be counted.  ``force`` drops its
-    placements too (their resources are free again everywhere).
-    Running schedulers forget a deleted node that stopped reporting at
-    their next periodic check.
+    Returns ``(deleted, refused)``: a dict of what went per deleted
+    host, and the ``HostNotFound``/``HostInUse`` error of each refused
+    one.  A host is refused while it holds placements, or while it
+    still reports (within ``[scheduler] service_down_time``): a running
+    compute would come back with its next report, and its instances
+    would no longer be counted.  ``force`` drops its placements too
+    (their resources are free again everywhere).  ``all_down`` adds
+    every host none of whose nodes reported within that time.  The
+    inventory is read once for all of them, so a fleet is cleaned in
+    one command.  Running schedulers forget a deleted node that stopped
+    reporting at their next periodic check.
     """
     from oslo_config import cfg
 
     from scheduler.db import usage
-    nodes = [r for r in db_api.host_reports_get_all()
-             if r['host'] == host and nodename in (None, r['nodename'])]
-    usage_rows = [r for r in usage.usage_get_all()
-                  if r['host'] == host and nodename in (None, r['nodename'])]
-    if not nodes and not usage_rows:
-        raise exception.HostNotFound(host=host)
-    placements = [p for p in db_api.instance_get_all(host=host)
-                  if nodename in (None, p['nodename'])]
+
+    def _mine(row, host):
+        return row['host'] == host and nodename in (None, row['nodename'])
+
+    reports = db_api.host_reports_get_all()
+    usage_rows = usage.usage_get_all()
+    placements = db_api.instance_get_all()
     cutoff = datetime.datetime.utcnow() - datetime.timedelta(
         seconds=cfg.CONF.scheduler.service_down_time)
-    reporting = [n for n in nodes
-                 if n['updated_at'] is not None and n['updated_at'] > cutoff]
-    if placements and not force:
-        raise exception.HostInUse(host=host, count=len(placements))
-    if reporting and not force:
-        raise exception.HostInUse(
-            host=host, count=0,
-            message='Host %s reported less than service_down_time ago; '
-                    'stop its compute service first, or force the '
-                    'deletion.' % host)
-    dropped = usage.release([p['instance_uuid'] for p in placements])
-    return {'host': host, 'nodes': db_api.host_delete(host, nodename),
-            'usage_rows': usage.delete_nodes(host, nodename),
-            'placements': len(dropped)}
+    fresh = {r['host'] for r in reports
+             if r['updated_at'] is not None and r['updated_at'] > cutoff}
+    wanted = list(dict.fromkeys(hosts))
+    if all_down:
+        wanted += sorted({r['host'] for r in reports} - fresh
+                         - set(wanted))
+    deleted, refused = {}, {}
+    for host in wanted:
+        nodes = [r for r in reports if _mine(r, host)]
+        held = [p for p in placements if _mine(p, host)]
+        if not nodes and not any(_mine(r, host) for r in usage_rows):
+            refused[host] = exception.HostNotFound(host=host)
+        elif held and not force:
+            refused[host] = exception.HostInUse(host=host, count=len(held))
+        elif host in fresh and not force:
+            refused[host] = exception.HostInUse(
+                host=host, count=0,
+                message='Host %s reported less than service_down_time '
+                        'ago; stop its compute service first, or force '
+                        'the deletion.' % host)
+        else:
+            dropped = usage.release([p['instance_uuid'] for p in held])
+            deleted[host] = {
+                'host': host, 'nodes': db_api.host_delete(host, nodename),
+                'usage_rows': usage.delete_nodes(host, nodename),
+                'placements': len(dropped)}
+    return deleted, refused
 
 
 def cmd_delete(args) -> int:
-    result = delete_host(args.host, args.node, args.force)
-    sys.stdout.write('Deleted host %(host)s: %(nodes)d node(s), '
-                     '%(placements)d placement(s)\n' % result)
-    return 0
+    if not args.host and not args.all_down:
+        sys.stderr.write('hosts delete: name at least one host, or '
+                         '--all-down\n')
+        return 2
+    deleted, refused = delete_hosts(args.host, args.node, args.force,
+                                    args.all_down)
+    for result in deleted.values():
+        sys.stdout.write('Deleted host %(host)s: %(nodes)d node(s), '
+                         '%(placements)d placement(s)\n' % result)
+    for error in refused.values():
+        sys.stderr.write(output.error_line(error) + '\n')
+    if len(deleted) + len(refused) > 1:
+        sys.stdout.write('%d host(s) deleted, %d refused\n'
+                         % (len(deleted), len(refused)))
+    return 1 if refused else 0
 
 
 def run(args) -> int:
@@ -343,6 +448,23 @@ def register(subparsers, common: argparse.ArgumentParser) -> None:
     listing = sub.add_parser(
         'list', help='one row per node: up/down, free and total resources')
     _format_option(listing)
+    listing.add_argument('--host', metavar='PATTERN',
+                         help='only hosts or nodes matching this shell '
+                              'pattern (compute-1*)')
+    listing.add_argument('--state', choices=STATES,
+                         help='only nodes in this state')
+    listing.add_argument('--aggregate', metavar='NAME',
+                         help='only hosts in this aggregate')
+    listing.add_argument('--sort', default='host', metavar='COLUMN',
+                         type=_sort_column,
+                         help='sort by this column, descending with a '
+                              'leading "-" (--sort=-free_ram_mb); default '
+                              'host')
+    listing.add_argument('--limit', type=int, metavar='N',
+                         help='at most N rows (0: all)')
+    listing.add_argument('--summary', action='store_true',
+                         help='only totals: nodes by state, free and total '
+                              'resources, instances')
     listing.set_defaults(hosts_func=cmd_list)
     show = sub.add_parser(
         'show', help="everything known of one host's nodes, aggregates and "
@@ -354,8 +476,12 @@ def register(subparsers, common: argparse.ArgumentParser) -> None:
         'delete', help='forget a host that stopped reporting (refused '
                        'while it has placements or still reports, unless '
                        '--force)')
-    delete.add_argument('host')
-    delete.add_argument('--node', help='only this node of the host')
+    delete.add_argument('host', nargs='*',
+                        help='the hosts to forget (any number)')
+    delete.add_argument('--all-down', action='store_true',
+                        help='also every host none of whose nodes '
+                             'reported within service_down_time')
+    delete.add_argument('--node', help='only this node of each host')
     delete.add_argument('--force', action='store_true',
                         help='also drop its placements, and delete it even '
                              'if it reported recently')

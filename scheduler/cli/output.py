@@ -24,8 +24,10 @@ def structured(fmt: str) -> bool:
     return fmt in ('json', 'yaml')
 
 
-def emit(rows: list, columns: list, fmt: str = 'table', stream=None) -> None:
-    """Print ``rows`` (dicts) with ``columns`` in format ``fmt``."""
+def emit(rows: list, columns: list, fmt: str = 'table', stream=None,
+         cut: bool = True) -> None:
+    """Print ``rows`` (dicts) with ``columns`` in format ``fmt``;
+    ``cut=False`` keeps long table cells whole (wrapped on a terminal)."""
     stream = stream or sys.stdout
     if structured(fmt):
         emit_data(fmt, [{c: r.get(c) for c in columns} for r in rows],
@@ -39,7 +41,8 @@ def emit(rows: list, columns: list, fmt: str = 'table', stream=None) -> None:
     table = prettytable.PrettyTable(columns)
     table.align = 'l'
     for row in rows:
-        table.add_row([_cut(_cell(row.get(c))) for c in columns])
+        cells = [_cell(row.get(c)) for c in columns]
+        table.add_row([_cut(c) for c in cells] if cut else cells)
     if _is_terminal(stream):
         _fit(table, len(columns))
     stream.write(table.get_string() + '\n')

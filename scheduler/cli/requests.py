@@ -75,10 +75,19 @@ def build_spec(args) -> objects.RequestSpec:
 
 
 def _context(args) -> ctx_mod.RequestContext:
+    # Only admins may force a host (scheduler.trust): an operator who
+    # asks for one acts as an admin.
+    admin = bool(args.admin or args.force_host)
     return ctx_mod.RequestContext(
         user_id=args.user, project_id=args.project,
-        remote_address=args.remote_address, is_admin=args.admin,
-        roles=['admin'] if args.admin else [])
+        remote_address=args.remote_address, is_admin=admin,
+        roles=['admin'] if admin else [])
+
+
+#: After a NoValidHost from ``select``: where to see why.
+EXPLAIN_HINT = ('To see which filter removed each host: the same command '
+                'with "explain --admin" in place of "select" (it claims '
+                'nothing).\n')
 
 
 def cmd_select(args) -> int:
@@ -93,6 +102,8 @@ def cmd_select(args) -> int:
             return_alternates=args.alternates)
     except exception.SchedulerException as e:
         sys.stderr.write(output.error_line(e) + '\n')
+        if isinstance(e, exception.NoValidHost):
+            sys.stderr.write(EXPLAIN_HINT)
         return 1
     rows = []
     for index, (inst, alts) in enumerate(zip(uuids, result)):
@@ -144,11 +155,15 @@ def cmd_explain(args) -> int:
         output.emit([{'host': h, 'filter': r['filter'], 'reason': r['reason']}
                      for h, r in shown], ['host', 'filter', 'reason'])
     if result['ranking']:
-        weighers = sorted({k for r in result['ranking']
-                           for k in r['contributions']})
-        out.write('\nRanking (best first):\n')
-        output.emit([dict(r, **r['contributions'])
-                     for r in result['ranking']],
+        # A big fleet ranks thousands of hosts: the table shows the best
+        # --max-hosts of them (--format json gives all).
+        ranking = result['ranking']
+        shown = ranking[:args.max_hosts]
+        weighers = sorted({k for r in shown for k in r['contributions']})
+        out.write('\nRanking (best first%s):\n' % (
+            ', first %d of %d shown' % (len(shown), len(ranking))
+            if len(shown) < len(ranking) else ''))
+        output.emit([dict(r, **r['contributions']) for r in shown],
                     ['host', 'nodename', 'weight'] + weighers)
     elif not args.admin:
         out.write('\n(per-host reasons and the ranking are shown to admins: '
@@ -174,7 +189,8 @@ def register(subparsers, common: argparse.ArgumentParser) -> None:
                      help='claim nothing: run "explain" for this request '
                           'instead')
     sel.add_argument('--max-hosts', type=int, default=50,
-                     help='with --dry-run: rejected hosts to list')
+                     help='with --dry-run: rejected and ranked hosts to '
+                          'list (each)')
     sel.set_defaults(func=cmd_select)
 
     exp = subparsers.add_parser(
@@ -182,5 +198,5 @@ def register(subparsers, common: argparse.ArgumentParser) -> None:
         help='why each host passes or fails a request; nothing is claimed')
     add_request_options(exp)
     exp.add_argument('--max-hosts', type=int, default=50,
-                     help='rejected hosts to list')
+                     help='rejected and ranked hosts to list (each)')
     exp.set_defaults(func=cmd_explain)

@@ -14,11 +14,20 @@ cast once a scheduler answers on the topic, so either may start first.
 Progress lines say how many hosts have started and how many reports
 per second go out.  A fleet larger than the limits below is refused
 before anything starts.  SIGTERM or SIGINT stops it at any point,
-start-up included, and it exits 0.  Options it does not know
+start-up included, and it exits 0; a stop still held by the bus after
+twice ``STOP_GRACE`` (and a little more) ends the process anyway, with
+every thread's stack on stderr.  A broker that refuses its login
+(after a few tries) or a fleet that cannot start ends it with one line
+and status 1; a report interval that is not below ``[scheduler]
+service_down_time`` is refused before anything starts (the hosts would
+flap down and up).  A scheduler too old to hear its reports while
+``[upgrade_levels] scheduler`` is unset ends it with one ERROR line and
+status 2 (``SchedulerTooOld``).  Options it does not know
 (``--log-file``, ``--debug``, ...) go to oslo.config.
 """
 
 import argparse
+import faulthandler
 import logging as std_logging
 import os
 import signal
@@ -28,7 +37,10 @@ import threading
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from scheduler import broker_login
 from scheduler import config
+from scheduler import exception
+from scheduler.resources import liveness
 from scheduler import rpc
 from scheduler import simulator
 from scheduler.simulator import fleet as fleet_mod
@@ -51,6 +63,13 @@ MAX_SERVERS_PER_HOST = 1000
 #: After SIGTERM/SIGINT, how long start-up and shutdown may take before
 #: the process exits anyway (a broker that does not answer).
 STOP_GRACE = 15.0
+
+#: After both STOP_GRACE, how long the exit may take before the
+#: watchdog ends the process.
+EXIT_GRACE = 10.0
+
+#: How often the main loop looks for a signal the handler recorded.
+SIGNAL_POLL = 0.2
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -174,15 +193,28 @@ def main(argv: list | None = None) -> int:
                            args.max_report_rate)
     if problem:
         parser.error(problem)
+    interval_problem = liveness.interval_problem(
+        CONF.scheduler.report_interval, CONF.scheduler.service_down_time)
+    if interval_problem:
+        flaps, text = interval_problem
+        if flaps:
+            parser.error('%s (set --report-interval, or the scheduler\'s '
+                         'service_down_time in this file too)' % text)
+        LOG.warning('%s', text)
 
     fleet = simulator.Fleet(spec, control_dir=args.control_dir,
                             server_name=args.server_name)
     stopping = threading.Event()
+    #: The signals received; the main loop acts on them.
+    caught: list = []
 
     def on_signal(signo, _frame):
-        LOG.info('Caught %s, stopping', signal.Signals(signo).name)
-        fleet.request_stop()
-        stopping.set()
+        # Only an append: a handler runs between two bytecodes of
+        # whatever the main thread (any green thread, under eventlet)
+        # was doing, maybe inside ``Event.wait`` holding that event's
+        # lock: setting an event or logging here could wait on a lock
+        # that code holds, forever.
+        caught.append(signo)
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -195,29 +227,78 @@ def main(argv: list | None = None) -> int:
               else 'the fleet file',
               'url': urls.masked_url(CONF.transport_url)})
 
+    failures: list = []
+
     def start():
         try:
+            # A wrong password or virtual host is one line and exit 1,
+            # not a traceback (see scheduler.broker_login).
+            broker_login.check()
             fleet.start(rpc.get_transport())
-        except Exception:
-            LOG.exception('The fleet could not start')
+        except broker_login.LoginRefused as e:
+            failures.append(str(e))
+            stopping.set()
+        except exception.SchedulerTooOld as e:
+            fleet.fatal = e
+            stopping.set()
+        except Exception as e:
+            if broker_login.is_refusal(e):
+                failures.append(str(broker_login.describe(e)))
+            else:
+                LOG.exception('The fleet could not start')
+                failures.append('the fleet could not start: %s' % e)
             stopping.set()
 
     starter = threading.Thread(target=start, name='fleet-start',
                                daemon=True)
     starter.start()
-    while not stopping.wait(0.5):
-        pass
+    while not stopping.wait(SIGNAL_POLL):
+        if caught:
+            LOG.info('Caught %s, stopping', signal.Signals(caught[0]).name)
+            fleet.request_stop()
+            break
+        if fleet.fatal is not None:
+            break
+    # Whatever holds the stop or the interpreter's exit after it (a
+    # thread it joins, a native call that never returns, a frozen
+    # event loop), the process ends: faulthandler's watchdog is a C
+    # thread, and it writes every thread's stack to stderr first.
+    faulthandler.dump_traceback_later(2 * STOP_GRACE + EXIT_GRACE,
+                                      exit=True)
     # Start-up notices the stop between hosts; a broker that does not
     # answer can hold it longer: then exit without waiting for it.
     stopped = _within(STOP_GRACE, starter.join) and _within(
         STOP_GRACE, lambda: (fleet.stop(), rpc.cleanup()))
+    if failures and stopped:
+        config.exit_on_startup_error('scheduler-compute-sim', failures[0])
     LOG.info('Stopped %d simulated host(s)', len(fleet.hosts))
     if not stopped:
+        if failures:
+            LOG.error('Cannot start: %s', failures[0])
         LOG.warning('Exiting without a clean shutdown: the bus did not '
                     'answer within %d s', STOP_GRACE)
         std_logging.shutdown()
-        os._exit(0)
-    return 0
+        os._exit(1 if failures else 0)
+    if fleet.fatal is not None:
+        # One line, no traceback: what to change is in the message.
+        LOG.error('%s', fleet.fatal)
+        _exit_now(2)
+    _exit_now(0)
+    return 0  # not reached
+
+
+def _exit_now(code: int) -> None:
+    """End the process now that everything is stopped and closed.
+
+    What the interpreter's own exit would still do is free the heap
+    object by object (a fleet's hosts, the modules of oslo and
+    eventlet): seconds with a large fleet, and under load longer than
+    a supervisor waits after SIGTERM.  Nothing of the fleet needs it.
+    """
+    std_logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _within(seconds: float, action) -> bool:

@@ -10,7 +10,9 @@ Each command group lives in its own module of ``scheduler.cli``:
 * ``db sync`` / ``db version``: the inventory's schema
   (``scheduler.cli.db``);
 * ``config check``: check a configuration before a restart or SIGHUP
-  (``scheduler.cli.config_check``).
+  (``scheduler.cli.config_check``);
+* ``snapshot`` / ``replay`` / ``capacity``: try a configuration on
+  recorded traffic, and count what still fits (``scheduler.cli.replay``).
 
 Every command takes ``--format table|json|yaml|value`` and
 ``--timeout``.  Any failure is one line on stderr (``scheduler.cli.
@@ -27,16 +29,20 @@ from scheduler.cli import db
 from scheduler.cli import errors
 from scheduler.cli import hosts
 from scheduler.cli import output
+from scheduler.cli import replay
 from scheduler.cli import requests
 from scheduler import config
 
-COMMAND_MODULES = (requests, hosts, aggregates, db, config_check)
+COMMAND_MODULES = (requests, hosts, aggregates, db, config_check, replay)
 
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog='scheduler-manage',
-        description='Operate and query the scheduler service.')
+        description='Operate and query the scheduler service.',
+        # A command's own options (replay --config) must not be taken
+        # for abbreviations of these (--config-file, --config-dir).
+        allow_abbrev=False)
     parser.add_argument('--config-file', action='append', default=[],
                         help='configuration file (may be repeated)')
     parser.add_argument('--config-dir', action='append', default=[])

@@ -16,12 +16,15 @@ from scheduler.conf import ip_scheduler
 from scheduler.conf import limits
 from scheduler.conf import prometheus
 from scheduler.conf import scheduler
+from scheduler.conf import trace
+from scheduler.conf import trust
 from scheduler.conf import upgrade_levels
 
 CONF = cfg.CONF
 
 ALL_MODULES = (default, scheduler, filter_scheduler, ip_scheduler, compute,
-               upgrade_levels, database, catalogue, prometheus, limits)
+               upgrade_levels, database, catalogue, prometheus, limits,
+               trust, trace)
 
 for _module in ALL_MODULES:
     _module.register_opts(CONF)

@@ -93,12 +93,11 @@ choice.
 Filtering and weighing is CPU-bound Python, so a worker gains nothing
 by running two at once: under the ``threading`` executor they contend
 for the interpreter lock with the threads that receive messages and
-send replies (measured with 8 callers at 10,000 hosts: twice the
-latency and half the throughput of one at a time), and under either
-executor a host's report or claim that arrives while two decisions
-read the host columns costs a copy of the columns.  Raise it only if
-an out-of-tree filter or weigher waits on I/O (a call to another
-service): other requests then choose while it waits.
+send replies, and under either executor a host's report or claim that
+arrives while two decisions read the host columns costs a copy of the
+columns.  Raise it only if an out-of-tree filter or weigher waits on
+I/O (a call to another service): other requests then choose while it
+waits.
 
 Related options:
 
@@ -139,38 +138,6 @@ per-host path for every request (and keeps no columns).
 Related options:
 
 * ``enabled_filters``, ``weight_classes``: the plugins that run
-* ``keep_decisions``
-"""),
-    cfg.BoolOpt(
-        'keep_decisions',
-        default=True,
-        mutable=True,
-        help="""
-Keep each request's filter walk and weighing for the next request of the
-same shape (the same request spec but for the instance uuid: flavor,
-image, zone, project, hints...), and decide that one from it: its
-filters and weighers are asked only about the hosts that changed since
-(claims, reports, hosts gone stale), not about every host.  The
-decisions are the same as without: the same filter walk, survivors,
-weights and choice.  A shape is kept from its second request on, for
-the 8 shapes a worker saw last; when more than a sixty-fourth of the
-hosts changed since (or a node joined or left), it is decided from
-scratch.
-
-Applies with ``columnar`` only, and only when every filter that runs
-declares itself ``row_local`` (its answer for a host depends on that
-host and the request alone).  In-tree, ComputeFilter,
-AvailabilityZoneFilter, ComputeCapabilitiesFilter,
-ImagePropertiesFilter, RamFilter, DiskFilter, VCPUFilter,
-NumInstancesFilter and IoOpsFilter do; a request that runs any other
-filter is decided from scratch, as before.  Set ``false`` to decide
-every request from scratch, for instance to rule kept decisions out
-while chasing a surprising placement.  A configuration reload (SIGHUP)
-forgets every kept decision.
-
-Related options:
-
-* ``columnar``
 """),
     cfg.FloatOpt(
         'ram_weight_multiplier',

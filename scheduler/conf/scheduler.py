@@ -101,6 +101,36 @@ Related options:
 
 * ``service_down_time``
 """),
+    cfg.BoolOpt(
+        'report_intake',
+        default=True,
+        help="""
+Compute side: send this compute's reports to the schedulers' shared
+intake queue (API 1.5), where one worker of the whole deployment takes
+each report, instead of the fanout cast that every worker of every
+scheduler takes (1.4 and before).  The intake costs the deployment one
+report's work instead of one per worker.  The worker that takes a new
+or changed report writes it to the inventory within a fraction of a
+second, before it uses it, and every worker reads the changed reports
+before each request, so that every worker knows a host as soon as one
+does; a report that only says the host is alive is written at the
+worker's next flush (``periodic_task_interval``).
+
+A compute uses the intake only when the schedulers take it: its
+``[upgrade_levels] scheduler`` cap allows 1.5, or, without a cap, the
+intake queue has consumers (asked every 15 s until it has); otherwise it
+sends the 1.4 fanout.  The compute's broker user needs write (and
+configure) permission on the ``<topic>_reports`` exchange as well as
+``<topic>_reports_fanout`` (admin guide, "Security and trust"): a
+report the broker refuses on the intake is sent by the fanout instead,
+with a warning, and the compute tries the intake again ten minutes
+later.  Set it to false to keep every report on the fanout.
+
+Related options:
+
+* ``periodic_task_interval``
+* ``[upgrade_levels] scheduler``
+"""),
     cfg.IntOpt(
         'periodic_task_interval',
         default=10,
@@ -149,10 +179,15 @@ and operator casts (``update_aggregates``, ``delete_aggregate``).
 Clients of RPC API 1.4 and later send them on their own topics and
 exchanges (``<topic>_reports`` and ``<topic>_ops``), which broker
 permissions can restrict to the computes' and operators' credentials;
-older clients send them on the request topic.  Keep true while older
-computes or tools run; set false once all are upgraded, so that
-credentials allowed to call ``select_destinations`` cannot change any
-state (see the admin guide, "Security and trust").
+older clients send them on the request topic.  Callers may publish
+there too, so each such cast is held to the broker user that published
+it: a compute cast only from the service's own user, ``[trust]
+admin_users`` or a compute user that ``[trust] compute_users`` names
+(not by its ``*`` entry) for its own host; an operator cast only from an
+admin context of the first two.
+Keep true while older computes or tools run; set false once all are
+upgraded, so that the request topic takes no state-changing cast at all
+(see the admin guide, "Security and trust").
 
 Related options:
 

@@ -11,27 +11,37 @@ on a deadlock, and retry a transaction the database already rolled back.
 """
 
 import contextlib
-import operator
+import logging as std_logging
 import os
-import sqlite3
 import threading
+import time
 from typing import Callable, Iterator, Sequence, TypeVar
 
+from oslo_config import cfg
 from oslo_db import api as oslo_db_api
 from oslo_db import exception as db_exc
 from oslo_db.sqlalchemy import engines
+from oslo_db.sqlalchemy import exc_filters
+from oslo_log import log as logging
 import sqlalchemy as sa
 from sqlalchemy import orm
 
 from scheduler import concurrency
 from scheduler import conf
+from scheduler.db import availability
+from scheduler.db import checkout
 from scheduler import exception
 
 CONF = conf.CONF
+LOG = logging.getLogger(__name__)
 
 # Bound parameters in one IN (...) list.  Old SQLite builds accept 999
 # a statement; this also keeps statements small on the other backends.
 _IN_CHUNK = 500
+
+#: Requests served at once where oslo.messaging's options are not
+#: registered (its own default, 64).
+_UNREGISTERED_SERVED = 64
 
 _LOCK = threading.Lock()
 _ENGINE: sa.Engine | None = None
@@ -52,27 +62,68 @@ retry_on_deadlock = oslo_db_api.wrap_db_retry(
     retry_on_deadlock=True)
 
 
-def make_engine(url: str) -> sa.Engine:
+def connection_budget(conf=None) -> int:
+    """The most connections one process (a worker) may hold at once.
+
+    ``[database] max_pool_size + max_overflow``, but never more than the
+    requests the worker serves at once (``[DEFAULT]
+    executor_thread_pool_size``): a request holds one connection at a
+    time, so more could never be used, only opened by a burst and kept.
+    Claims, reports, instance news and the periodic batches all draw
+    on it: ``scheduler-manage config check`` compares workers times
+    this with the server's ``max_connections``.
+    """
+    conf = conf or CONF
+    opts = conf.database
+    # SQLAlchemy reads a pool size of 0 and an overflow of -1 as "no
+    # limit": the requests served at once are the limit then.
+    unlimited = not opts.max_pool_size or (opts.max_overflow or 0) < 0
+    wanted = None if unlimited else \
+        opts.max_pool_size + (opts.max_overflow or 0)
+    try:
+        served = conf.executor_thread_pool_size
+    except cfg.NoSuchOptError:
+        # oslo.messaging's options are not registered (a tool that
+        # never serves requests): the pool options alone bound it.
+        served = wanted or _UNREGISTERED_SERVED
+    return max(1, served if wanted is None else min(wanted, served))
+
+
+def pool_sizes(budget: int | None = None) -> tuple[int, int]:
+    """``(pool_size, max_overflow)`` that stay within ``budget``
+    (``connection_budget()`` by default): the configured pool size,
+    the rest of the budget as overflow."""
+    budget = connection_budget() if budget is None else budget
+    pool_size = max(1, min(CONF.database.max_pool_size or budget, budget))
+    return pool_size, budget - pool_size
+
+
+def make_engine(url: str, budget: int | None = None) -> sa.Engine:
     """An engine for ``url`` with the ``[database]`` pool and retry options.
 
     Shared with ``scheduler.db.migration`` so that schema changes run with
     the same connection settings as the API.  PostgreSQL and MySQL go
-    through oslo.db's engine factory; SQLite gets its own (see
-    ``_sqlite_engine``).
+    through oslo.db's engine factory, SQLite through SQLAlchemy's (see
+    ``_sqlite_engine``), each with at most ``budget`` connections
+    (``connection_budget()`` by default).
     """
+    availability.install_log_filter()
     parsed = sa.make_url(url)
     if parsed.get_backend_name() == 'sqlite':
-        return _sqlite_engine(parsed)
+        return _sqlite_engine(parsed, budget)
     opts = CONF.database
+    pool_size, overflow = pool_sizes(budget)
     return engines.create_engine(
-        url,
+        # A ping only for a connection that sat idle, not on every
+        # checkout (``checkout``).
+        checkout.with_plugin(parsed).render_as_string(hide_password=False),
         mysql_sql_mode=opts.mysql_sql_mode,
         mysql_wsrep_sync_wait=opts.mysql_wsrep_sync_wait,
         connection_recycle_time=opts.connection_recycle_time,
         connection_debug=opts.connection_debug,
         connection_trace=opts.connection_trace,
-        max_pool_size=opts.max_pool_size,
-        max_overflow=opts.max_overflow,
+        max_pool_size=pool_size,
+        max_overflow=overflow,
         pool_timeout=opts.pool_timeout,
         max_retries=opts.max_retries,
         retry_interval=opts.retry_interval,
@@ -80,87 +131,100 @@ def make_engine(url: str) -> sa.Engine:
     )
 
 
-def _sqlite_engine(url: sa.URL) -> sa.Engine:
+def _sqlite_engine(url: sa.URL, budget: int | None) -> sa.Engine:
     """A SQLite engine safe for several processes writing one file.
 
-    oslo.db's engine factory does the SQLite basics, as on the other
-    backends: foreign keys on (the aggregate tables rely on ON DELETE
-    CASCADE), the synchronous mode, its exception filters (a duplicate
-    key is ``DBDuplicateEntry`` everywhere) and one shared connection
-    for an in-memory database.  Added here:
+    Made with SQLAlchemy's ``create_engine`` rather than oslo.db's
+    factory, whose SQLite engine opens a new connection (and runs its
+    PRAGMAs) for every transaction on a file and begins deferred
+    transactions from a listener of its own.  What oslo.db gives the
+    other backends is kept: its error translation
+    (``exc_filters.register_engine``: a duplicate key is
+    ``DBDuplicateEntry`` everywhere, the claim relies on it), foreign
+    keys on (the aggregate tables rely on ON DELETE CASCADE), the
+    ``[database]`` synchronous mode and debug options, and a forked
+    child never using its parent's connections.  Added here:
 
     * the file's directory is created: the default file lives under
       ``state_path``, which may not exist yet;
-    * no yield at connection check-in (see below), and a pool of
-      connections for a file (``_queue_pool``);
-    * every transaction takes the write lock at BEGIN (IMMEDIATE).  In
+    * a ``QueuePool`` of at most ``budget`` connections for a file; one
+      shared connection (``StaticPool``) for an in-memory database,
+      which exists only as long as its connection;
+    * every transaction takes the write lock at BEGIN (IMMEDIATE), as
+      SQLAlchemy's documentation for pysqlite describes (the driver's
+      own BEGIN off, ours emitted from the ``begin`` event).  In
       SQLite's default deferred transactions a reader that then writes
       cannot wait for another writer and fails at once with "database
       is locked"; scheduler workers, the CLI and the simulator's casts
       write concurrently.  With IMMEDIATE they queue on the busy
-      timeout, and WAL keeps them from blocking readers.
+      timeout, and WAL keeps them from blocking readers.  A connection
+      of ``run_read`` (execution option ``_READ_ONLY``) begins no
+      transaction: each of its statements reads on its own, and it
+      neither takes nor waits for the lock.
     """
     in_memory = url.database in (None, '', ':memory:')
-    if not in_memory:
+    opts = CONF.database
+    if in_memory:
+        pool = {'poolclass': sa.pool.StaticPool}
+    else:
         os.makedirs(os.path.dirname(os.path.abspath(url.database)),
                     exist_ok=True)
-    engine = engines.create_engine(
-        url.render_as_string(hide_password=False), sqlite_fk=True,
-        # oslo.db's check-in hook sleeps(0) after every transaction to let
-        # green threads run: SQLite work does not block on I/O, and the
-        # scheduler yields between the instances of a request itself
-        # (``concurrency.cooperative_yield``); on a busy host each of
-        # those sleeps gave the CPU away for up to a millisecond.
-        thread_checkin=False,
-        sqlite_synchronous=CONF.database.sqlite_synchronous,
-        connection_debug=CONF.database.connection_debug,
-        connection_trace=CONF.database.connection_trace)
-    if not in_memory:
-        engine.pool = _queue_pool(engine.pool)
+        pool_size, overflow = pool_sizes(budget)
+        # No ping at checkout: it guards against a server gone away,
+        # and a file does not go away.
+        pool = {'poolclass': sa.pool.QueuePool, 'pool_size': pool_size,
+                'max_overflow': overflow, 'pool_pre_ping': False}
+        if opts.pool_timeout is not None:
+            pool['pool_timeout'] = opts.pool_timeout
+    if opts.connection_debug >= 50:
+        # As oslo.db's factory reads the option.
+        std_logging.getLogger('sqlalchemy.engine').setLevel(
+            std_logging.DEBUG if opts.connection_debug >= 100
+            else std_logging.INFO)
+    engine = sa.create_engine(
+        url, connect_args={'check_same_thread': False}, **pool)
+    exc_filters.register_engine(engine)
+    synchronous = opts.sqlite_synchronous
 
     @sa.event.listens_for(engine, 'connect')
-    def _connect(dbapi_connection, _record):
+    def _connect(dbapi_connection, record):
+        record.info['pid'] = os.getpid()
+        # The driver's own BEGIN off: ours is emitted in ``_begin``.
+        dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
+        cursor.execute('PRAGMA foreign_keys = ON')
         cursor.execute('PRAGMA busy_timeout = 30000')
+        if not synchronous:
+            cursor.execute('PRAGMA synchronous = OFF')
         if not in_memory:
             cursor.execute('PRAGMA journal_mode = WAL')
         cursor.close()
 
-    # oslo.db emits a plain (deferred) BEGIN from a listener of its own:
-    # ours replaces it.
-    for listener in list(engine.dispatch.begin):
-        if getattr(listener, '__name__', '') == '_sqlite_emit_begin':
-            sa.event.remove(engine, 'begin', listener)
+    @sa.event.listens_for(engine, 'checkout')
+    def _checkout(_dbapi_connection, record, proxy):
+        # SQLAlchemy's recipe for pools across fork(): a connection
+        # opened by another process is dropped, never used nor closed.
+        if record.info.get('pid') != os.getpid():
+            record.dbapi_connection = proxy.dbapi_connection = None
+            raise sa.exc.DisconnectionError(
+                'connection of process %s' % record.info.get('pid'))
 
     @sa.event.listens_for(engine, 'begin')
     def _begin(connection):
-        connection.exec_driver_sql('BEGIN IMMEDIATE')
+        if not connection.get_execution_options().get(_READ_ONLY):
+            connection.exec_driver_sql('BEGIN IMMEDIATE')
 
     return engine
 
 
-def _queue_pool(old: sa.pool.Pool) -> sa.pool.QueuePool:
-    """A pool of a few connections in place of oslo.db's ``NullPool``.
-
-    oslo.db opens a new connection for every transaction on a SQLite
-    file: with its PRAGMAs, half a millisecond, twice per request.  A
-    pool is safe here: a forked worker drops its parent's engine
-    (``reset_engine(close=False)``) before it touches the database, and
-    SQLAlchemy opens file databases with ``check_same_thread=False``.
-    The new pool keeps the old one's creator and event listeners
-    (oslo.db's foreign keys and synchronous mode), as
-    ``Pool.recreate`` does, but not oslo.db's ping at every checkout:
-    it guards against a server gone away, and a file does not go away
-    (each ping cost a statement, twice per request).
-    """
-    return sa.pool.QueuePool(
-        old._creator, pool_size=5, max_overflow=10, recycle=old._recycle,
-        echo=old.echo, logging_name=old._orig_logging_name,
-        reset_on_return=old._reset_on_return, pre_ping=False,
-        _dispatch=old.dispatch, dialect=old._dialect)
-
-
 def _engine_and_maker() -> tuple[sa.Engine, orm.sessionmaker]:
+    """The process's engine, and its session maker.
+
+    One engine of the worker's whole connection budget: no database
+    work runs on a native thread (``concurrency.run_native`` is for
+    leaf work only), so no thread ever waits on a pool lock of another
+    runtime.
+    """
     global _ENGINE, _SESSION_MAKER
     with _LOCK:
         if _ENGINE is None or _SESSION_MAKER is None:
@@ -168,7 +232,7 @@ def _engine_and_maker() -> tuple[sa.Engine, orm.sessionmaker]:
             if not url:
                 raise exception.ConfigurationError(
                     reason='[database] connection is not set')
-            _ENGINE = make_engine(url)
+            _ENGINE = make_engine(url, connection_budget())
             _SESSION_MAKER = orm.sessionmaker(bind=_ENGINE,
                                               expire_on_commit=False)
         return _ENGINE, _SESSION_MAKER
@@ -186,71 +250,154 @@ def reset_engine(close: bool = True) -> None:
     child calls it with ``close=False``: the pooled connections belong to
     the parent and must be dropped without being closed under its feet.
     """
-    global _ENGINE, _SESSION_MAKER, _SQLITE_WRITER, _DRIVERS
+    global _ENGINE, _SESSION_MAKER, _SQLITE_WRITER
     with _LOCK:
         engine, _ENGINE, _SESSION_MAKER = _ENGINE, None, None
         # A forked child's runtime makes its own (the parent's may be
         # held by a thread the child does not have).
         _SQLITE_WRITER = None
-        drivers, _DRIVERS = _DRIVERS, None
-    if drivers is not None:
-        if close:
-            drivers[1].close()
-        else:
-            _ORPHANS.append(drivers)
     if engine is not None:
         engine.dispose(close=close)
 
 
 @contextlib.contextmanager
 def transaction() -> Iterator[orm.Session]:
-    """A session in a transaction: committed on success, else rolled back."""
-    with _engine_and_maker()[1].begin() as session:
-        yield session
+    """A session in a transaction: committed on success, else rolled back.
+
+    The database away (``availability.is_outage``) raises
+    ``InventoryUnavailable``; a commit ends an outage.
+    """
+    began = time.monotonic()
+    try:
+        with _engine_and_maker()[1].begin() as session:
+            yield session
+    except Exception as e:
+        if availability.is_outage(e):
+            raise availability.unavailable(e) from e
+        raise
+    availability.available(began)
 
 
 _T = TypeVar('_T')
 
 
 def run_in_transaction(work: Callable[[sa.Connection], _T]) -> _T:
-    """``work(conn)`` in a transaction: committed if it returns, rolled
-    back if it raises.
+    """``work(conn)`` in a transaction: committed if it returns (before
+    this returns), rolled back if it raises.
 
-    For the claim, run on every request.  On SQLite, ``conn`` is first
-    the driver's own connection (``_DriverConnection``): SQLAlchemy's
-    transaction, connection and result objects cost more than SQLite's
-    work there.  Any error of the driver, or a statement only
-    SQLAlchemy runs, rolls that back and runs ``work`` again through
-    SQLAlchemy, whose error translation (oslo.db's ``DBDuplicateEntry``
-    for a duplicate key) then applies: ``work`` must do nothing outside
-    the transaction, so that running it twice is running it once.
+    For the claim, run on every request: a Core connection, no ORM
+    session.  On SQLite the process's transactions queue for the write
+    lock in turn (``_sqlite_writer``).
     """
-    return _on_driver(work, 'BEGIN IMMEDIATE')
+    return _on_connection(work, True)
 
 
 def run_read(work: Callable[[sa.Connection], _T]) -> _T:
     """``work(conn)`` on a connection outside any explicit transaction
-    (``run_in_transaction``'s fast path, for the freshness read)."""
-    return _on_driver(work, None)
+    (for the freshness read on every request)."""
+    return _on_connection(work, False)
 
 
-def _on_driver(work, begin: str | None):
+def run_autocommit(work: Callable[[sa.Connection], _T]) -> _T:
+    """``work(conn)`` on a connection where each statement commits on
+    its own as it returns (PostgreSQL's autocommit): no BEGIN, no
+    COMMIT, no lock held between two round trips.  For a claim that is
+    one statement (``statements_commit_alone``)."""
+    return _on_connection(work, False, autocommit=True)
+
+
+def statements_commit_alone() -> bool:
+    """Whether ``run_autocommit`` may be used, and one statement can
+    change several tables at once (PostgreSQL's data-modifying WITH),
+    switching to autocommit costing no round trip."""
+    return get_engine().dialect.name == 'postgresql'
+
+
+def _on_connection(work, write: bool, autocommit: bool = False):
+    began = time.monotonic()
+    try:
+        try:
+            result = _run_on_connection(work, write, autocommit)
+        except _Stale as stale:
+            # A connection the server had dropped, handed out without a
+            # ping: the pool is invalidated now, once more on a fresh
+            # one (see ``checkout``).
+            LOG.debug('Connection dropped by the server (%s); trying '
+                      'again on a new one', stale)
+            result = _run_on_connection(work, write, autocommit,
+                                        first=False)
+    except Exception as e:
+        if availability.is_outage(e):
+            raise availability.unavailable(e) from e
+        raise
+    availability.available(began)
+    return result
+
+
+class _Stale(Exception):
+    """The connection of a first try had been dropped by the server."""
+
+
+def _run_on_connection(work, write: bool, autocommit: bool,
+                       first: bool = True):
+    """``_on_connection``'s one try.  Raises ``_Stale`` (first tries
+    only) when the connection, handed out of the pool without a ping,
+    turns out to have been dropped by the server.
+
+    Running the work again is safe for every caller of ``run_*``: a
+    read; a claim, whose second try finds its own placement already
+    there if the first did commit (the duplicate is the claim's "look
+    for earlier placements" path); a confirmation, which sets what is
+    set already.
+    """
     eng = get_engine()
-    if eng.dialect.name != 'sqlite':
-        return _on_sqlalchemy(eng, work, begin)
-    if not begin:
-        return _on_sqlite(eng, work, begin)
-    with _sqlite_writer().turn():
-        return _on_sqlite(eng, work, begin)
-
-
-def _on_sqlalchemy(eng: sa.Engine, work, begin: str | None):
-    if begin:
+    unchecked = False
+    try:
+        if autocommit or (not write and eng.dialect.name == 'postgresql'):
+            # A read alone needs no transaction either: without one it
+            # saves PostgreSQL's BEGIN and the pool's ROLLBACK.
+            with eng.connect() as conn:
+                unchecked = checkout.unchecked(conn)
+                return _autocommitting(conn, work)
+        if not write:
+            with eng.connect() as conn:
+                return work(conn.execution_options(**{_READ_ONLY: True}))
+        if eng.dialect.name == 'sqlite':
+            with _sqlite_writer().turn(), eng.begin() as conn:
+                return work(conn)
         with eng.begin() as conn:
+            unchecked = checkout.unchecked(conn)
             return work(conn)
-    with eng.connect() as conn:
-        return work(conn)
+    except Exception as e:
+        if first and unchecked and checkout.is_stale(e):
+            raise _Stale(str(e)) from e
+        raise
 
+
+def _autocommitting(conn: sa.Connection, work):
+    """``work(conn)`` with psycopg2's connection in autocommit, set back
+    before the connection returns to the pool.
+
+    Set on the driver's connection (``driver_connection``), not through
+    SQLAlchemy's ``isolation_level='AUTOCOMMIT'``: psycopg2 sends a
+    ``SET default_transaction_isolation`` round trip when that option
+    is set and another when the pool resets it, more than the claim's
+    own.  The driver's attribute is a flag of the client: the
+    ROLLBACKs SQLAlchemy issues on a connection in autocommit are no-ops
+    that reach no server.
+    """
+    driver = conn.connection.driver_connection
+    driver.autocommit = True
+    try:
+        return work(conn)
+    finally:
+        if not driver.closed:
+            driver.autocommit = False
+
+
+#: The execution option of ``run_read``'s connections (see
+#: ``_sqlite_engine``).
+_READ_ONLY = 'scheduler_read_only'
 
 #: ``_sqlite_writer``'s turns, made on first use.
 _SQLITE_WRITER = None
@@ -262,14 +409,13 @@ def _sqlite_writer():
     SQLite lets one transaction write at a time; another one's ``BEGIN
     IMMEDIATE`` waits in SQLite's busy handler, which sleeps 1 ms, then
     2, 5, 10 ms... between tries.  Under the ``threading`` executor,
-    requests claim from several threads at once: each claim (about
-    0.1 ms of work) made the next one sleep a millisecond or more
-    (measured with 8 callers at 10,000 hosts: a tenth of the worker's
-    time in ``BEGIN IMMEDIATE``).  Queued here, the next claim starts
-    as soon as the last one commits.  Other processes (workers) still
-    meet in SQLite's busy handler.  Turns of the request threads'
-    runtime (``concurrency.Turns``): under eventlet a green thread waits
-    for its turn cooperatively.
+    requests claim from several threads at once: each claim made the
+    next one sleep in that handler, far longer than the claim's own
+    work.  Queued here, the next claim starts as soon as the last one
+    commits.  Other processes (workers) still meet in SQLite's busy
+    handler.  Turns of the request threads' runtime
+    (``concurrency.Turns``): under eventlet a green thread waits for
+    its turn cooperatively.
     """
     global _SQLITE_WRITER
     if _SQLITE_WRITER is None:
@@ -279,269 +425,110 @@ def _sqlite_writer():
     return _SQLITE_WRITER
 
 
-def _on_sqlite(eng: sa.Engine, work, begin: str | None):
-    """``_on_driver`` on SQLite: the driver's own connection, else
-    (its error, a statement it does not run) SQLAlchemy's."""
-    connections = _driver_connections(eng)
-    raw, driver = connections.take()
-    try:
-        try:
-            if begin:
-                driver.execute(begin)
-            result = work(_DriverConnection(eng.dialect, driver))
-        except (sqlite3.Error, _NeedsSqlAlchemy):
-            driver.rollback()
-        except BaseException:
-            driver.rollback()
-            raise
-        else:
-            if begin:
-                driver.commit()
-            return result
-    finally:
-        connections.give(raw, driver)
-    return _on_sqlalchemy(eng, work, begin)
-
-
-#: The engine ``_DRIVERS`` holds connections of, and those connections.
-_DRIVERS: tuple | None = None
-#: Connections of engines forgotten in a forked child: never closed nor
-#: freed there (they are the parent's).
-_ORPHANS: list = []
-
-
-def _driver_connections(eng: sa.Engine) -> '_DriverConnections':
-    global _DRIVERS
-    found = _DRIVERS
-    if found is None or found[0] is not eng:
-        with _LOCK:
-            found = _DRIVERS
-            if found is None or found[0] is not eng:
-                found = _DRIVERS = (eng, _DriverConnections(eng))
-    return found[1]
-
-
-class _DriverConnections:
-    """SQLite connections of the claim and freshness fast path, out of
-    SQLAlchemy's pool.
-
-    A checkout and check-in of the pool cost about 15 us (events, the
-    connection record, a ROLLBACK at check-in), twice per request: more
-    than the claim's UPDATEs.  These connections are taken from the
-    pool once (with the PRAGMAs its connect events set), detached, and
-    kept here: taking one is a list operation.  A file database only;
-    an in-memory one is the pool's single connection, which stays
-    there.
-    """
-
-    #: Idle connections kept beyond this are closed.
-    KEEP = 8
-
-    def __init__(self, eng: sa.Engine):
-        self._eng = eng
-        self._detach = eng.url.database not in (None, '', ':memory:')
-        self._idle: list = []
-
-    def take(self) -> tuple:
-        """``(pool connection, driver connection)``."""
-        if not self._detach:
-            raw = self._eng.raw_connection()
-            return raw, raw.driver_connection
-        try:
-            return self._idle.pop()
-        except IndexError:
-            raw = self._eng.raw_connection()
-            driver = raw.driver_connection
-            raw.detach()
-            return raw, driver
-
-    def give(self, raw, driver) -> None:
-        """Back after use (a transaction left open is rolled back)."""
-        if not self._detach:
-            raw.close()
-            return
-        if driver.in_transaction:
-            driver.rollback()
-        if len(self._idle) < self.KEEP:
-            self._idle.append((raw, driver))
-        else:
-            driver.close()
-
-    def close(self) -> None:
-        idle, self._idle = self._idle, []
-        for _raw, driver in idle:
-            driver.close()
-
-
-class _NeedsSqlAlchemy(Exception):
-    """A statement ``_DriverConnection`` does not run."""
-
-
-class _DriverConnection:
-    """The part of a SQLAlchemy connection that ``execute_compiled``,
-    ``fetch_compiled`` and ``insert_many`` use, over the SQLite driver's
-    connection; anything else sends the work to SQLAlchemy."""
-
-    def __init__(self, dialect: sa.Dialect, driver):
-        self.dialect = dialect
-        self.driver_connection = driver
-
-    @property
-    def connection(self) -> '_DriverConnection':
-        """As ``sa.Connection.connection.driver_connection``; a property,
-        not an attribute: an object that refers to itself is freed only
-        by the garbage collector (two per request, each collection of
-        the young generation then costing more)."""
-        return self
-
-    def exec_driver_sql(self, sql: str, params):
-        cursor = self.driver_connection.cursor()
-        if isinstance(params, list):
-            cursor.executemany(sql, params)
-        else:
-            cursor.execute(sql, params)
-        return cursor
-
-    def execute(self, *_args, **_kwargs):
-        raise _NeedsSqlAlchemy()
-
-
 def chunks(items: Sequence, size: int = _IN_CHUNK) -> Iterator[Sequence]:
     for start in range(0, len(items), size):
         yield items[start:start + size]
 
 
-#: (statement, dialect name, server version) -> (SQL text, a function
-#: giving the bound values in order from a dict of them (None for a
-#: dialect that takes the dict), values of the statement's own
-#: literals, (position, processor) of the result columns that have one,
-#: bound value processors by name).
-_PRECOMPILED: dict = {}
+class _Runner:
+    """One statement compiled for one dialect, run through
+    ``Connection.exec_driver_sql``.
 
+    For the few statements run on every request (the claim's, the
+    freshness read): ``Connection.execute`` computes the statement's
+    cache key on every call, a walk of its whole expression that cost
+    more than the claim's own work on SQLite.  Compiled once here,
+    each call only lays out its parameters, through the same type
+    processors SQLAlchemy would apply (``TypeEngine.bind_processor``,
+    ``result_processor``).  The driver call still goes through the
+    connection: its events, oslo.db's error translation included, see
+    every statement.
+    """
 
-def _positional(names: list):
-    """A function from a dict of bound values to their tuple, in the
-    order of ``names``."""
-    if len(names) == 1:
-        name = names[0]
-        return lambda values: (values[name],)
-    return operator.itemgetter(*names)
-
-
-def _precompiled(conn: sa.Connection, stmt: sa.Executable) -> tuple:
-    key = (stmt, conn.dialect.name,
-           getattr(conn.dialect, 'server_version_info', None))
-    found = _PRECOMPILED.get(key)
-    if found is None:
-        dialect = conn.dialect
+    def __init__(self, stmt: sa.Executable, dialect) -> None:
         compiled = stmt.compile(dialect=dialect)
-        processors = [entry.type.dialect_impl(dialect).result_processor(
-            dialect, None) for entry in compiled._result_columns]
-        binds = {}
-        for name, bind in compiled.binds.items():
-            process = bind.type.dialect_impl(dialect).bind_processor(dialect)
-            if process is not None:
-                binds[name] = process
-        found = _PRECOMPILED[key] = (
-            str(compiled),
-            _positional(compiled.positiontup) if compiled.positional
-            else None,
-            dict(compiled.params),
-            [(i, proc) for i, proc in enumerate(processors)
-             if proc is not None], binds)
-    return found
+        self.sql = str(compiled)
+        by_name = {name: bind for bind, name in compiled.bind_names.items()}
+        self.positional = compiled.positiontup is not None
+        names = compiled.positiontup if self.positional else list(by_name)
+        #: ``(name in the SQL, caller's key, fixed value or _REQUIRED,
+        #: processor)`` per parameter, in the SQL's order.
+        self.slots = []
+        for name in names:
+            bind = by_name[name]
+            fixed = _REQUIRED if bind.required or bind.callable \
+                else bind.value
+            self.slots.append((name, bind.key, fixed,
+                               bind.type.dialect_impl(dialect)
+                               .bind_processor(dialect)))
+        columns = getattr(stmt, 'exported_columns', None) or ()
+        self.results = [column.type.dialect_impl(dialect)
+                        .result_processor(dialect, None)
+                        for column in columns]
+        self.results_plain = not any(self.results)
+
+    def parameters(self, params: dict):
+        """The driver's parameters for the caller's ``params``."""
+        values = []
+        for _name, key, fixed, process in self.slots:
+            value = params[key] if fixed is _REQUIRED else \
+                params.get(key, fixed)
+            values.append(value if process is None else process(value))
+        if self.positional:
+            return tuple(values)
+        return {name: value for (name, *_rest), value in
+                zip(self.slots, values)}
+
+    def rows(self, result) -> list[tuple]:
+        if self.results_plain:
+            return [tuple(row) for row in result]
+        processors = self.results
+        return [tuple(value if process is None else process(value)
+                      for process, value in zip(processors, row))
+                for row in result]
 
 
-def _run(conn: sa.Connection, stmt: sa.Executable, params: dict):
-    """A cursor (or cursor result) of ``stmt`` run with ``params``."""
-    sql, names, literals, _processors, _binds = _precompiled(conn, stmt)
-    values = dict(literals, **params)
-    args = values if names is None else names(values)
-    if conn.dialect.name == 'sqlite':
-        # The driver's own cursor, in the connection's transaction.
-        # SQLAlchemy's result object costs 35 us a statement here, more
-        # than SQLite's work; nothing oslo.db translates can happen:
-        # these statements read in WAL mode (never blocked) or write
-        # under the lock BEGIN IMMEDIATE already holds, and change no
-        # unique key.
-        cursor = conn.connection.driver_connection.cursor()
-        cursor.execute(sql, args)
-        return cursor
-    return conn.exec_driver_sql(sql, args)
+_REQUIRED = object()
+
+#: ``(id(statement), dialect name)`` -> (statement, its ``_Runner``).
+_RUNNERS: dict = {}
+
+
+def _runner(conn: sa.Connection, stmt: sa.Executable) -> _Runner:
+    key = (id(stmt), conn.dialect.name)
+    found = _RUNNERS.get(key)
+    if found is None or found[0] is not stmt:
+        found = _RUNNERS[key] = (stmt, _Runner(stmt, conn.dialect))
+    return found[1]
 
 
 def execute_compiled(conn: sa.Connection, stmt: sa.Executable,
                      params: dict) -> int:
-    """Run ``stmt``, compiled once per dialect, with ``params``; the
-    number of rows it changed.
+    """Run ``stmt`` with ``params``; the number of rows it changed.
 
-    For the few statements run on every request (the claim's UPDATEs,
-    the freshness query), built once at module level: SQLAlchemy's
-    per-execution cache key, parameter processing and result object
-    cost several times the database's work on SQLite (about 110 us
-    against 13 us for the freshness query).  On the server databases
-    the text goes through ``exec_driver_sql``, so oslo.db's error
-    translation (duplicates, deadlocks, disconnects) still applies.
-    ``params`` must be plain integers, floats and strings: no type
-    processing is done on the way in; ``fetch_compiled`` reads rows,
-    processing values on the way out.
+    For the few statements run on every request, each built once and
+    kept (``_Runner``): no expanding IN lists.
     """
-    cursor = _run(conn, stmt, params)
-    try:
-        return cursor.rowcount
-    finally:
-        cursor.close()
+    runner = _runner(conn, stmt)
+    return conn.exec_driver_sql(runner.sql,
+                                runner.parameters(params)).rowcount
 
 
 def fetch_compiled(conn: sa.Connection, stmt: sa.Executable,
                    params: dict) -> list[tuple]:
     """``execute_compiled``'s rows, each value as its column's type
-    reads it (SQLite's timestamps are text until processed)."""
-    processors = _precompiled(conn, stmt)[3]
-    cursor = _run(conn, stmt, params)
-    try:
-        rows = cursor.fetchall()
-    finally:
-        cursor.close()
-    if not processors:
-        return [tuple(row) for row in rows]
-    read = []
-    for row in rows:
-        row = list(row)
-        for position, process in processors:
-            if row[position] is not None:
-                row[position] = process(row[position])
-        read.append(tuple(row))
-    return read
+    reads it."""
+    runner = _runner(conn, stmt)
+    return runner.rows(conn.exec_driver_sql(runner.sql,
+                                            runner.parameters(params)))
 
 
 def insert_many(conn: sa.Connection, stmt: sa.Insert, rows: list) -> None:
     """Run ``stmt`` (an INSERT whose values are bound parameters named
-    as the keys of ``rows``) once per row, compiled once per dialect.
-
-    Unlike ``execute_compiled``, values go through their columns' bind
-    processing (SQLite's timestamps and booleans) and the statement
-    through ``exec_driver_sql`` on every database, so that a duplicate
-    key is oslo.db's ``DBDuplicateEntry`` everywhere: the claim relies
-    on it.  Saves SQLAlchemy's per-execution compilation cache lookup
-    and ``insertmanyvalues`` batching (a third of a claim on SQLite).
-    """
-    sql, names, literals, _processors, binds = _precompiled(conn, stmt)
-    values = []
-    #: (name, type, value) -> processed: a request's rows share most
-    #: values (times, flags, project), and processing a time formats it.
-    done: dict = {}
-    for row in rows:
-        row = dict(literals, **row)
-        for name, process in binds.items():
-            value = row[name]
-            key = name, type(value), value
-            try:
-                row[name] = done[key]
-            except KeyError:
-                row[name] = done[key] = process(value)
-            except TypeError:
-                # An unhashable value (none of the claim's).
-                row[name] = process(value)
-        values.append(row if names is None else names(row))
-    conn.exec_driver_sql(sql, values)
+    as the keys of ``rows``) for every row, in one execution; a
+    duplicate key is oslo.db's ``DBDuplicateEntry`` on every database
+    (the claim relies on it)."""
+    runner = _runner(conn, stmt)
+    values = [runner.parameters(row) for row in rows]
+    conn.exec_driver_sql(runner.sql, values[0] if len(values) == 1
+                         else values)

@@ -29,7 +29,31 @@ def _host_dict(row: models.Host) -> dict:
         'disabled': row.disabled,
         'created_at': row.created_at,
         'updated_at': row.updated_at,
+        'seq': row.seq or 0,
+        'changed_seq': row.changed_seq or 0,
     }
+
+
+_COUNTER_TABLE = models.UsageCounter.__table__
+_NEXT_REPORT_SEQ = sa.update(_COUNTER_TABLE).where(
+    _COUNTER_TABLE.c.id == models.REPORT_COUNTER_ROW).values(
+        value=_COUNTER_TABLE.c.value + 1)
+_REPORT_SEQ = sa.select(_COUNTER_TABLE.c.value).where(
+    _COUNTER_TABLE.c.id == models.REPORT_COUNTER_ROW)
+
+
+def _next_report_seq(session: orm.Session) -> int:
+    """The next report sequence number, its row locked until commit.
+
+    Taken first in every transaction that writes ``hosts``: writers
+    take turns on it, so their rows become visible in sequence order
+    and a reader of ``host_reports_since`` misses none.
+    """
+    if session.get_bind().dialect.update_returning:
+        return session.execute(
+            _NEXT_REPORT_SEQ.returning(_COUNTER_TABLE.c.value)).scalar()
+    session.execute(_NEXT_REPORT_SEQ)
+    return session.execute(_REPORT_SEQ).scalar()
 
 
 def _newest_per_node(reports: Iterable[dict]) -> dict[tuple[str, str], dict]:
@@ -75,7 +99,7 @@ def _lock_existing_nodes(session: orm.Session, hosts: Sequence[str]
 
 
 @engine.retry_on_conflict
-def host_reports_save(reports: list[dict]) -> None:
+def host_reports_save(reports: list[dict]) -> int | None:
     """Store the last report of many nodes at once.
 
     Each dict has ``host``, ``nodename``, ``uuid``, ``report`` (the
@@ -91,12 +115,19 @@ def host_reports_save(reports: list[dict]) -> None:
     row with psycopg2 and PyMySQL (10,000 rows took 6-7 s), while
     DELETE ... IN and a multi-row INSERT take a few statements on every
     backend.  In one transaction, nobody sees the difference.
+
+    Every row written gets the transaction's report sequence number as
+    ``seq`` and ``changed_seq``; returns it (None when nothing was
+    given).
     """
     newest = _newest_per_node(reports)
     if not newest:
-        return
+        return None
     now = timeutils.utcnow()
     with transaction() as session:
+        seq = _next_report_seq(session)
+        for values in newest.values():
+            values['seq'] = values['changed_seq'] = seq
         existing = _lock_existing_nodes(
             session, sorted({host for host, _node in newest}))
         new_rows, kept_rows = [], []
@@ -120,22 +151,27 @@ def host_reports_save(reports: list[dict]) -> None:
             session.execute(sa.insert(models.Host), kept_rows)
         if new_rows:
             session.execute(sa.insert(models.Host), new_rows)
+    return seq
 
 
 @engine.retry_on_deadlock
-def host_reports_touch(keys: list, when: datetime.datetime) -> None:
+def host_reports_touch(keys: list, when: datetime.datetime) -> int:
     """Give the stored reports of nodes ``keys`` (``(host, nodename)``)
     the time ``when``: they reported again with nothing new.  A row
-    already newer keeps its time."""
+    already newer keeps its time.  The rows touched get the
+    transaction's report sequence number as ``seq`` (not as
+    ``changed_seq``); returns it."""
     table = models.Host
     with transaction() as session:
+        seq = _next_report_seq(session)
         for chunk in chunks(sorted(keys)):
             # The host list lets every backend use the (host, nodename)
             # index; the pairs pick the nodes.
             session.execute(sa.update(table).where(
                 table.host.in_(sorted({host for host, _node in chunk})),
                 sa.tuple_(table.host, table.nodename).in_(chunk),
-                table.updated_at < when).values(updated_at=when))
+                table.updated_at < when).values(updated_at=when, seq=seq))
+    return seq
 
 
 def host_reports_get_all() -> list[dict]:
@@ -144,6 +180,67 @@ def host_reports_get_all() -> list[dict]:
         rows = session.scalars(sa.select(models.Host).order_by(
             models.Host.host, models.Host.nodename))
         return [_host_dict(row) for row in rows]
+
+
+_SINCE = sa.select(
+    models.Host.host, models.Host.nodename, models.Host.seq,
+    models.Host.changed_seq, models.Host.updated_at,
+    models.Host.disabled,
+).where(models.Host.seq > sa.bindparam('seq', type_=sa.BigInteger)
+        ).order_by(models.Host.seq)
+_SINCE_NAMES = ('host', 'nodename', 'seq', 'changed_seq', 'updated_at',
+                'disabled')
+
+
+def host_reports_since(seq: int) -> list[dict]:
+    """The nodes whose rows were written after report sequence ``seq``,
+    in sequence order, without their reports: ``host``, ``nodename``,
+    ``seq``, ``changed_seq``, ``updated_at`` and ``disabled``.
+
+    Run before requests by every worker: one indexed query, which
+    returns nothing when no report was written since.
+    """
+    rows = engine.run_read(
+        lambda conn: engine.fetch_compiled(conn, _SINCE, {'seq': seq}))
+    return [dict(zip(_SINCE_NAMES, row)) for row in rows]
+
+
+_CHANGED_SINCE = sa.select(*_SINCE.selected_columns).where(
+    models.Host.changed_seq > sa.bindparam('seq', type_=sa.BigInteger)
+).order_by(models.Host.changed_seq)
+
+
+def host_reports_changed_since(changed_seq: int) -> list[dict]:
+    """As ``host_reports_since``, for the nodes whose report itself was
+    written after report sequence ``changed_seq`` (not only its time),
+    in ``changed_seq`` order.
+
+    Run by every worker before every request: one probe of the
+    ``changed_seq`` index, which finds nothing while only times change.
+    """
+    rows = engine.run_read(lambda conn: engine.fetch_compiled(
+        conn, _CHANGED_SINCE, {'seq': changed_seq}))
+    return [dict(zip(_SINCE_NAMES, row)) for row in rows]
+
+
+def host_reports_get(keys: Sequence[tuple[str, str]]) -> list[dict]:
+    """The stored nodes ``keys`` (``(host, nodename)``) with their
+    reports decoded, as ``host_reports_get_all`` gives them."""
+    wanted = set(keys)
+    found = []
+    with transaction() as session:
+        for chunk in chunks(sorted({host for host, _node in wanted})):
+            for row in session.scalars(sa.select(models.Host).where(
+                    models.Host.host.in_(chunk))):
+                if (row.host, row.nodename) in wanted:
+                    found.append(_host_dict(row))
+    return found
+
+
+def report_seq() -> int:
+    """The highest report sequence number handed out."""
+    with transaction() as session:
+        return session.execute(_REPORT_SEQ).scalar() or 0
 
 
 @engine.retry_on_deadlock

@@ -14,6 +14,10 @@ from scheduler.db import models
 CLAIMED = 'claimed'
 #: A placement the compute confirmed.
 ACTIVE = 'active'
+#: A confirmed placement that the node's last report no longer lists:
+#: pending again (its usage back in ``claimed_*``) until a report lists
+#: it, dropped by the next one that does not (``usage.apply_reports``).
+UNLISTED = 'unlisted'
 
 
 def _instance_dict(row: models.Instance) -> dict:

@@ -1,7 +1,9 @@
 """Schema migrations: bring the inventory to a revision, report where it is.
 
 Alembic is configured in code, from the scripts shipped inside this
-package, so an installed service needs no ``alembic.ini``.
+package, so an installed service needs no ``alembic.ini``.  It is the
+one module that imports alembic, and only when a function here runs:
+the commands that never migrate start without it.
 """
 
 import contextlib
@@ -10,10 +12,6 @@ import os
 from typing import Iterator
 import zlib
 
-from alembic import command as alembic_command
-from alembic import config as alembic_config
-from alembic import migration as alembic_migration
-from alembic import script as alembic_script
 import sqlalchemy as sa
 
 from scheduler.db import api
@@ -22,7 +20,8 @@ MIGRATIONS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                               'migrations')
 
 
-def _config() -> alembic_config.Config:
+def _config():
+    from alembic import config as alembic_config
     config = alembic_config.Config()
     config.set_main_option('script_location', MIGRATIONS_DIR)
     return config
@@ -50,8 +49,29 @@ def _connect(connection: str | None) -> Iterator[sa.Connection]:
 
 def head() -> str:
     """The newest revision shipped with this code."""
+    from alembic import script as alembic_script
     scripts = alembic_script.ScriptDirectory.from_config(_config())
     return scripts.get_current_head()
+
+
+def known_revisions() -> set:
+    """Every revision shipped with this code."""
+    from alembic import script as alembic_script
+    scripts = alembic_script.ScriptDirectory(MIGRATIONS_DIR)
+    return {rev.revision for rev in scripts.walk_revisions()}
+
+
+def revision_of(conn: sa.Connection) -> str | None:
+    """The revision the schema behind ``conn`` is at (None: empty)."""
+    from alembic import migration as alembic_migration
+    return alembic_migration.MigrationContext.configure(
+        conn).get_current_revision()
+
+
+def command_errors() -> tuple:
+    """What alembic raises for an unknown revision and the like."""
+    from alembic import util as alembic_util
+    return (alembic_util.CommandError,)
 
 
 #: Names the lock every process takes to migrate one database.
@@ -69,6 +89,7 @@ def db_sync(version: str | None = None, connection: str | None = None) -> None:
     (``_sync_lock``), then find the schema at ``version`` and do
     nothing.
     """
+    from alembic import command as alembic_command
     config = _config()
     with _connect(connection) as conn, _sync_lock(conn):
         config.attributes['connection'] = conn
@@ -123,5 +144,4 @@ def _sync_lock(conn: sa.Connection) -> Iterator[None]:
 def db_version(connection: str | None = None) -> str | None:
     """The revision the schema is at, or None for an empty database."""
     with _connect(connection) as conn:
-        return alembic_migration.MigrationContext.configure(
-            conn).get_current_revision()
+        return revision_of(conn)

@@ -42,6 +42,8 @@ class Host(Base):
     __table_args__ = (
         sa.UniqueConstraint('host', 'nodename',
                             name='uniq_hosts0host0nodename'),
+        sa.Index('hosts_seq_idx', 'seq'),
+        sa.Index('hosts_changed_seq_idx', 'changed_seq'),
         MYSQL_TABLE_ARGS,
     )
 
@@ -59,6 +61,14 @@ class Host(Base):
         DateTime)
     created_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(
         DateTime)
+    #: The report sequence number of the row's last write (a new report
+    #: or only a new time): workers that did not take the report read
+    #: the rows written since the highest number they saw.
+    seq: orm.Mapped[int] = orm.mapped_column(sa.BigInteger, default=0)
+    #: The report sequence number of the last write that changed the
+    #: report itself (not only its time).
+    changed_seq: orm.Mapped[int] = orm.mapped_column(sa.BigInteger,
+                                                     default=0)
 
 
 class Aggregate(Base):
@@ -133,7 +143,9 @@ class Instance(Base):
     """A placement: the resources an instance holds on a node.
 
     ``status`` is ``'claimed'`` from the scheduler's decision until the
-    compute reports the instance, then ``'active'``.
+    compute reports the instance, then ``'active'``; ``'unlisted'``
+    (pending again) while the node's reports no longer list it
+    (``scheduler.db.usage``).
     """
 
     __tablename__ = 'instances'
@@ -181,7 +193,9 @@ class NodeUsage(Base):
     ``reported_*`` are the usage of the compute's last report written
     here; ``claimed_*`` the sum of the pending claims (instances placed
     but not yet in a report).  A claim is one conditional UPDATE of this
-    row that checks ``reported + claimed + request <= limit``; a report
+    row that checks ``reported + claimed + request <= limit`` (and,
+    for disk, ``claimed + request`` within the reported
+    ``disk_available_least``); a report
     that lists pending instances moves their usage from ``claimed_*`` to
     ``reported_*`` in one transaction.  ``generation`` counts changes
     (compare-and-swap for claims the UPDATE cannot check, NUMA and PCI),
@@ -208,6 +222,12 @@ class NodeUsage(Base):
                                                           default=0)
     reported_instances: orm.Mapped[int] = orm.mapped_column(sa.Integer,
                                                             default=0)
+    #: The ``disk_available_least`` of that report (GiB the disk can
+    #: really still give, which already counts the reported
+    #: instances); None when the compute does not measure it.  A
+    #: claim's disk check keeps ``claimed_disk_gb`` within it.
+    reported_disk_least: orm.Mapped[int | None] = orm.mapped_column(
+        sa.Integer, nullable=True)
     #: The compute's timestamp of the report behind ``reported_*``.
     reported_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(
         DateTime)
@@ -224,10 +244,19 @@ class NodeUsage(Base):
     seq: orm.Mapped[int] = orm.mapped_column(sa.BigInteger, default=0)
 
 
-class UsageCounter(Base):
-    """The usage sequence on backends without sequences (SQLite).
+USAGE_COUNTER_ROW = 1
+REPORT_COUNTER_ROW = 2
 
-    One row; SQLite serialises writers, so it is no bottleneck there.
+
+class UsageCounter(Base):
+    """Counters kept in rows.
+
+    Row ``USAGE_COUNTER_ROW``: the usage sequence on backends without
+    sequences (SQLite serialises writers, so it is no bottleneck
+    there).  Row ``REPORT_COUNTER_ROW``: the report sequence
+    (``hosts.seq``) on every backend: a writer holds it until it
+    commits, so report rows become visible in sequence order and a
+    reader needs no look-back; only report flushes take it.
     """
 
     __tablename__ = 'usage_counter'

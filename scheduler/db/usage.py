@@ -11,6 +11,12 @@ The rules, which doc/architecture.md ("Claims") explains at length:
   only if the row's ``generation`` is still the one the worker chose
   from), then the INSERT of the instance's row as *pending*.  Nothing
   is held in memory that a crash could lose.
+* Disk is checked twice: against the totals' limit as above, and
+  against what the disk really has free, ``reported_disk_least``
+  (the compute's ``disk_available_least``, which counts every
+  instance its report lists) less ``claimed_disk_gb`` (the pending
+  instances, which it does not count yet): ``claimed + request <=
+  least + overcommit``, nova's free disk being the smaller of the two.
 * A report that lists pending instances moves their usage from
   ``claimed_*`` to ``reported_*`` in one transaction, so no window
   opens in which the node looks emptier than it is.
@@ -20,6 +26,44 @@ The rules, which doc/architecture.md ("Claims") explains at length:
 * Locks are always taken ``node_usage`` row first, then instance rows,
   which keeps claims, reports, releases and expiries free of deadlocks
   between each other.
+
+**The invariant.**  At every commit, for every node:
+
+1. ``claimed_*`` is the sum of the node's *pending* placement rows, and
+   ``claimed_instances`` their number.
+2. Every placement row of the node that is *not* pending is listed by
+   the report whose usage is in ``reported_*`` (the newest report
+   written), so that usage is in ``reported_*``.
+
+Together: ``reported_* + claimed_*`` is at least the sum of the node's
+placement rows (equal when the compute runs exactly the instances
+placed there), and the claim's check against it can never let the
+rows exceed a limit.  Each writer keeps both, in one transaction:
+
+* a claim adds to ``claimed_*`` and inserts pending rows (1);
+* a release, an expiry, a sync or a replaced placement deletes rows,
+  giving a pending row's usage back to ``claimed_*`` (1); deleting a
+  non-pending row cannot break (2);
+* a report newer than the row's sets ``reported_*`` and moves the
+  pending rows it lists out of ``claimed_*`` (1, 2).  A non-pending
+  row it does *not* list is no longer in ``reported_*``: it goes back
+  to pending, status ``unlisted``, its usage back into ``claimed_*``
+  (2).  That is a stale report or an instance the compute deleted
+  whose ``delete_instance_info`` never reached the inventory (a
+  database cut, a worker killed, a connection refused): a later report
+  that lists it makes it active again, and the next report (newer
+  than the one that unlisted it) that still does not list it drops it,
+  so a deleted instance cannot hold its node's capacity beyond two
+  reports;
+* ``confirm`` changes only a status, and a worker killed in the middle
+  of any of these loses its whole transaction.
+
+"Newer" is the compute's clock: a report is taken after what it lists
+happened.  A pending placement the compute confirmed
+(``update_instance_info``, stamped with the scheduler's clock) is
+unlisted by a report taken after the confirmation that lacks it, and
+dropped by the next; a claim never confirmed nor listed is left to
+expiry (``expire``).
 
 Functions return plain dicts, like ``scheduler.db.api``.
 """
@@ -85,6 +129,12 @@ class ClaimRequest(Placement):
     #: Replace a placement the instance already has (a reschedule or a
     #: move) instead of refusing a pending one.
     replace: bool = False
+    #: How far the disk limit lets the node's real free disk
+    #: (``disk_available_least``) be overcommitted, in GiB: the
+    #: ``disk_gb`` limit less the node's ``local_gb`` (0 at ratio 1.0).
+    #: Checked only with a ``disk_gb`` limit, as DiskFilter's usable
+    #: disk: total x ratio - (total - free).
+    disk_overcommit_gb: float = 0.0
 
 
 class ClaimConflict(Exception):
@@ -107,8 +157,8 @@ class AlreadyPlaced(Exception):
 
 _USAGE_COLUMNS = (
     'host', 'nodename', 'reported_memory_mb', 'reported_vcpus',
-    'reported_disk_gb', 'reported_instances', 'reported_at',
-    'claimed_memory_mb', 'claimed_vcpus', 'claimed_disk_gb',
+    'reported_disk_gb', 'reported_instances', 'reported_disk_least',
+    'reported_at', 'claimed_memory_mb', 'claimed_vcpus', 'claimed_disk_gb',
     'claimed_instances', 'generation', 'seq')
 
 
@@ -238,11 +288,6 @@ _BUMP_RETURNING = _BUMP.returning(_COUNTER_TABLE.c.value)
 _COUNTER = sa.select(_COUNTER_TABLE.c.value).where(_COUNTER_TABLE.c.id == 1)
 
 
-def _bump(conn: sa.Connection) -> dict:
-    """Values that mark a usage row as changed."""
-    return {'generation': _USAGE.generation + 1, 'seq': _next_seq(conn)}
-
-
 def _lock_usage(session: orm.Session, keys: Iterable[Key]) -> dict:
     """The usage rows of ``keys`` that exist, locked, in id order."""
     wanted = set(keys)
@@ -286,6 +331,7 @@ def _create_usage_row(claim: ClaimRequest) -> None:
                 reported_vcpus=rep.get('vcpus_used', 0),
                 reported_disk_gb=rep.get('local_gb_used', 0),
                 reported_instances=rep.get('num_instances', 0),
+                reported_disk_least=rep.get('disk_available_least'),
                 reported_at=_naive(rep.get('updated_at')),
                 generation=0, seq=_next_seq(conn)))
     except db_exc.DBDuplicateEntry:
@@ -301,14 +347,35 @@ def _take(conn: sa.Connection, claims: Sequence[Placement], sign: int = 1,
     """Add (or with ``sign=-1`` give back) claims' usage on their node.
 
     ``claims`` are on one node.  With ``check``, the UPDATE only happens
-    if all of them fit under the smallest limit any of them sets, and,
-    when the first one names a generation, if the row is still at it.
+    if all of them fit under the smallest limit any of them sets (a
+    disk limit also keeps the pending disk within the node's reported
+    ``disk_available_least``), and, when the first one names a
+    generation, if the row is still at it.
     ``seq``: the usage sequence number to give the row, if the caller
     took one for its whole transaction (else the next one).  Returns
     None when nothing was updated; else, for a checked claim, the row
     as updated (read back where the database cannot return it from the
     UPDATE), and an empty dict for an unchecked change.
     """
+    first = claims[0]
+    params, limited, generation = _take_params(claims, check, sign)
+    native_seq = conn.dialect.supports_sequences
+    if not native_seq:
+        params['k_seq'] = _next_seq(conn) if seq is None else seq
+    returning = check and conn.dialect.update_returning
+    stmt = _take_statement(limited, generation, native_seq, returning)
+    if returning:
+        rows = engine.fetch_compiled(conn, stmt, params)
+        return dict(zip(_USAGE_COLUMNS, rows[0])) if rows else None
+    if engine.execute_compiled(conn, stmt, params) != 1:
+        return None
+    return _usage_row(conn, first.host, first.nodename) if check else {}
+
+
+def _take_params(claims: Sequence[Placement], check: bool,
+                 sign: int = 1) -> tuple[dict, tuple, bool]:
+    """``_take_statement``'s parameters for ``claims`` (on one node),
+    the limits it checks and whether it checks the generation."""
     first = claims[0]
     params = {'k_host': first.host, 'k_node': first.nodename,
               'add_instances': sign * len(claims)}
@@ -323,20 +390,13 @@ def _take(conn: sa.Connection, claims: Sequence[Placement], sign: int = 1,
             if limits:
                 limited.append(limit_name)
                 params['limit_' + limit_name] = min(limits)
+        if 'disk_gb' in limited:
+            params['disk_overcommit'] = min(
+                c.disk_overcommit_gb for c in claims
+                if c.limits.get('disk_gb') is not None)
         if first.generation is not None:
             params['k_generation'] = first.generation
-    native_seq = conn.dialect.supports_sequences
-    if not native_seq:
-        params['k_seq'] = _next_seq(conn) if seq is None else seq
-    returning = check and conn.dialect.update_returning
-    stmt = _take_statement(tuple(limited), 'k_generation' in params,
-                           native_seq, returning)
-    if returning:
-        rows = engine.fetch_compiled(conn, stmt, params)
-        return dict(zip(_USAGE_COLUMNS, rows[0])) if rows else None
-    if engine.execute_compiled(conn, stmt, params) != 1:
-        return None
-    return _usage_row(conn, first.host, first.nodename) if check else {}
+    return params, tuple(limited), 'k_generation' in params
 
 
 _TAKE_STATEMENTS: dict = {}
@@ -361,6 +421,14 @@ def _take_statement(limited: tuple, generation: bool, native_seq: bool,
             stmt = stmt.where(
                 getattr(_USAGE, reported) + getattr(_USAGE, claimed) + added
                 <= sa.bindparam('limit_' + limit_name, type_=sa.Float))
+        if limit_name == 'disk_gb' and limit_name in limited:
+            # Real free disk: the compute's measure counts the instances
+            # it reported, not the pending ones.
+            stmt = stmt.where(sa.or_(
+                _USAGE.reported_disk_least.is_(None),
+                _USAGE.claimed_disk_gb + added
+                <= _USAGE.reported_disk_least + sa.bindparam(
+                    'disk_overcommit', type_=sa.Float)))
     if generation:
         stmt = stmt.where(_USAGE.generation == sa.bindparam('k_generation'))
     values['claimed_instances'] = _USAGE.claimed_instances + sa.bindparam(
@@ -422,6 +490,10 @@ def _claim_many(requests: Sequence[ClaimRequest],
     for request in requests:
         by_node.setdefault((request.host, request.nodename),
                            []).append(request)
+    if (not look_first and len(by_node) == 1
+            and len(requests) <= _ONE_STATEMENT_MOST
+            and engine.statements_commit_alone()):
+        return _claim_in_one_statement(requests, now)
 
     def claim_in(conn) -> list[dict]:
         # The UPDATEs first: on nodes that have their row (nearly
@@ -449,6 +521,76 @@ def _claim_many(requests: Sequence[ClaimRequest],
                 for row, request in zip(rows, requests)]
 
     return engine.run_in_transaction(claim_in)
+
+
+#: The most instances a one-statement claim takes (its statement is
+#: built once per count); a larger request claims in a transaction.
+_ONE_STATEMENT_MOST = 16
+
+_ONE_STATEMENTS: dict = {}
+
+
+def _claim_in_one_statement(requests: Sequence[ClaimRequest],
+                            now: datetime.datetime) -> list[dict]:
+    """``claim_in``'s work for instances on one node, as one statement
+    that commits as it returns (PostgreSQL).
+
+    The node's conditional UPDATE and the pending rows' INSERT are one
+    statement (a data-modifying WITH): it holds the node's row lock
+    only while the server runs it, never across a round trip to a
+    worker that may be busy with other requests, and it is one round
+    trip instead of four (BEGIN, UPDATE, INSERT, COMMIT).  All or
+    nothing as the transaction is: the INSERT inserts only if the
+    UPDATE took the room, and a duplicate instance fails the whole
+    statement (the caller then looks for earlier placements).
+    """
+    params, limited, generation = _take_params(requests, True)
+    rows = [_pending_values(request, now) for request in requests]
+    for i, row in enumerate(rows):
+        for name, value in row.items():
+            params['%s_%d' % (name, i)] = value
+    stmt = _one_statement(limited, generation, len(rows))
+
+    def claim_in(conn) -> list[dict]:
+        found = engine.fetch_compiled(conn, stmt, params)
+        if not found:
+            first = requests[0]
+            if conn.execute(sa.select(_USAGE.id).where(
+                    _USAGE.host == first.host,
+                    _USAGE.nodename == first.nodename)).first() is None:
+                raise _NoUsageRow(first)
+            raise ClaimConflict((first.host, first.nodename))
+        after = dict(zip(_USAGE_COLUMNS, found[0]))
+        return [dict(row, numa=request.numa, pci=request.pci, usage=after)
+                for row, request in zip(rows, requests)]
+
+    return engine.run_autocommit(claim_in)
+
+
+def _one_statement(limited: tuple, generation: bool,
+                   count: int) -> sa.Select:
+    """``_claim_in_one_statement``'s statement for ``count`` instances,
+    built once per shape: ``WITH taken AS (UPDATE node_usage ...
+    RETURNING ...), placed AS (INSERT INTO instances SELECT ... FROM
+    taken) SELECT ... FROM taken``.  The instances' values are bound
+    parameters named ``<column>_<i>``."""
+    key = (limited, generation, count)
+    stmt = _ONE_STATEMENTS.get(key)
+    if stmt is not None:
+        return stmt
+    taken = _take_statement(limited, generation, True, True).cte('taken')
+    table = _INST.__table__
+    selects = [sa.select(*[
+        sa.bindparam('%s_%d' % (column.name, i), type_=column.type)
+        for column in table.columns]).select_from(taken)
+        for i in range(count)]
+    source = selects[0] if count == 1 else sa.union_all(*selects)
+    placed = sa.insert(table).from_select(
+        [column.name for column in table.columns], source).cte('placed')
+    stmt = sa.select(*[taken.c[name] for name in _USAGE_COLUMNS]
+                     ).add_cte(placed)
+    _ONE_STATEMENTS[key] = stmt
+    return stmt
 
 
 def _replace_earlier(conn: sa.Connection,
@@ -517,9 +659,12 @@ def _as_request(row) -> ClaimRequest:
 
 def _drop(session: orm.Session, uuids: Sequence[str],
           only_pending_older_than: datetime.datetime | None = None,
-          host: str | None = None) -> list[dict]:
+          host: str | None = None,
+          owners: dict | None = None) -> list[dict]:
     """Delete placements, giving pending usage back; returns the dropped.
 
+    With ``host`` only placements on that host go; with ``owners``
+    (uuid -> hosts that may drop it) only each on one of its hosts.
     Usage rows are locked before instance rows, as everywhere here.
     """
     if not uuids:
@@ -534,7 +679,15 @@ def _drop(session: orm.Session, uuids: Sequence[str],
                               _INST.status == instances.CLAIMED,
                               _INST.updated_at < only_pending_older_than)
         rows.extend(session.execute(stmt).scalars())
-    _lock_usage(session, [(r.host, r.nodename) for r in rows if r.pending])
+    if owners is not None:
+        rows = [r for r in rows if r.host in owners.get(r.instance_uuid, ())]
+    # The usage rows of every row read, pending or not: one read as
+    # active may be pending by the time it is locked below (a report
+    # unlisted it meanwhile), and giving its usage back must not lock
+    # a usage row after an instance row: a report's transaction locks
+    # them the other way round, and the two deadlocked after every
+    # database outage.
+    _lock_usage(session, [(r.host, r.nodename) for r in rows])
     dropped = []
     for row in rows:
         try:
@@ -569,6 +722,18 @@ def release(instance_uuids: Sequence[str],
 
 
 @engine.retry_on_deadlock
+def release_on_hosts(uuids_by_host: dict) -> list[dict]:
+    """``release`` of each host's instances (host -> uuids), in one
+    transaction; a placement on another host stays."""
+    owners: dict = {}
+    for host, uuids in uuids_by_host.items():
+        for uuid in uuids:
+            owners.setdefault(uuid, set()).add(host)
+    with engine.transaction() as session:
+        return _drop(session, list(owners), owners=owners)
+
+
+@engine.retry_on_deadlock
 def expire(instance_uuids: Sequence[str],
            claimed_before: datetime.datetime) -> list[dict]:
     """Drop the claims among ``instance_uuids`` nobody confirmed in time.
@@ -598,6 +763,8 @@ class NodeReport:
     num_instances: int
     updated_at: datetime.datetime
     instance_uuids: frozenset
+    #: The report's ``disk_available_least`` (None: not measured).
+    disk_available_least: int | None = None
 
     @property
     def key(self) -> Key:
@@ -609,6 +776,7 @@ def _report_values(report: NodeReport) -> dict:
             'reported_vcpus': report.vcpus_used,
             'reported_disk_gb': report.local_gb_used,
             'reported_instances': report.num_instances,
+            'reported_disk_least': report.disk_available_least,
             'reported_at': timeutils.normalize_time(report.updated_at)}
 
 
@@ -617,8 +785,10 @@ def apply_reports(reports: Sequence[NodeReport]) -> list[str]:
     """Write reports' usage; pending instances they list stop pending.
 
     A report older than the one a row holds is skipped (several workers
-    write the same reports; an old one must not come back).  Returns
-    the uuids of the placements the reports confirmed.
+    write the same reports; an old one must not come back).  A placement
+    a written report no longer lists goes back to pending, or, already
+    unlisted by an older report, is dropped (the module's invariant).
+    Returns the uuids of the placements the reports confirmed.
     """
     newest: dict[Key, NodeReport] = {}
     for report in reports:
@@ -632,6 +802,8 @@ def apply_reports(reports: Sequence[NodeReport]) -> list[str]:
         rows = _lock_usage(session, newest)
         hosts = sorted({host for host, _node in newest})
         pending: dict[Key, list] = {}
+        settled: dict[Key, list] = {}
+        table = _INST.__table__
         for chunk in engine.chunks(hosts):
             for inst in session.execute(
                     sa.select(_INST).where(_INST.host.in_(chunk),
@@ -639,7 +811,17 @@ def apply_reports(reports: Sequence[NodeReport]) -> list[str]:
                     .with_for_update()).scalars():
                 pending.setdefault((inst.host, inst.nodename),
                                    []).append(inst)
-        new_rows = []
+            # Not locked: a non-pending row changes only by its deletion
+            # (or replacement), which the conditional UPDATE below sees.
+            for inst in session.execute(
+                    sa.select(table.c.instance_uuid, table.c.host,
+                              table.c.nodename, table.c.memory_mb,
+                              table.c.vcpus, table.c.disk_gb)
+                    .where(table.c.host.in_(chunk),
+                           table.c.pending.is_(False))):
+                settled.setdefault((inst.host, inst.nodename),
+                                   []).append(inst)
+        new_rows, changed = [], []
         for key, report in sorted(newest.items()):
             values = _report_values(report)
             row = rows.get(key)
@@ -651,41 +833,135 @@ def apply_reports(reports: Sequence[NodeReport]) -> list[str]:
             if (row.reported_at is not None
                     and row.reported_at > values['reported_at']):
                 continue
+            listed_uuids = report.instance_uuids
             listed = [i for i in pending.get(key, ())
-                      if i.instance_uuid in report.instance_uuids]
-            if not listed and all(getattr(row, name) == value
-                                  for name, value in values.items()
-                                  if name != 'reported_at'):
+                      if i.instance_uuid in listed_uuids]
+            gone = [i for i in pending.get(key, ())
+                    if i.status == instances.UNLISTED
+                    and i.instance_uuid not in listed_uuids
+                    and i.updated_at is not None
+                    and i.updated_at < values['reported_at']]
+            unlisted = [i for i in settled.get(key, ())
+                        if i.instance_uuid not in listed_uuids]
+            # Built (update_instance_info) before this report was taken,
+            # yet not in it: unlisted too (its usage is already pending).
+            missing = [i for i in pending.get(key, ())
+                       if i.status == instances.ACTIVE
+                       and i.instance_uuid not in listed_uuids
+                       and i.updated_at is not None
+                       and i.updated_at < values['reported_at']]
+            for inst in missing:
+                inst.status = instances.UNLISTED
+                inst.updated_at = values['reported_at']
+            if not (listed or gone or unlisted) and all(
+                    getattr(row, name) == value
+                    for name, value in values.items()
+                    if name != 'reported_at'):
                 continue
-            for inst in listed:
-                values['claimed_memory_mb'] = (
-                    values.get('claimed_memory_mb', row.claimed_memory_mb)
-                    - inst.memory_mb)
-                values['claimed_vcpus'] = (
-                    values.get('claimed_vcpus', row.claimed_vcpus)
-                    - inst.vcpus)
-                values['claimed_disk_gb'] = (
-                    values.get('claimed_disk_gb', row.claimed_disk_gb)
-                    - inst.disk_gb)
-                values['claimed_instances'] = (
-                    values.get('claimed_instances', row.claimed_instances)
-                    - 1)
-                inst.pending = False
-                inst.status = instances.ACTIVE
+            change = dict.fromkeys(('memory_mb', 'vcpus', 'disk_gb',
+                                    'instances'), 0)
+            for inst in listed + gone:
+                _count(change, inst, -1)
+                if inst in gone:
+                    session.delete(inst)
+                    continue
+                # Written below, all in one statement.
                 confirmed.append(inst.instance_uuid)
-            values.update(_bump(session.connection()))
-            session.execute(sa.update(_USAGE).where(_USAGE.id == row.id)
-                            .values(**values))
+            for inst in unlisted:
+                if _unlist(session, inst, values['reported_at']):
+                    _count(change, inst, 1)
+            for field in ('memory_mb', 'vcpus', 'disk_gb', 'instances'):
+                values['claimed_' + field] = (
+                    getattr(row, 'claimed_' + field) + change[field])
+            changed.append(dict(values, _id=row.id))
+        session.flush()
+        for chunk in engine.chunks(confirmed):
+            # Locked above (pending rows of these hosts): a statement per
+            # chunk, not per instance, for the reason of
+            # ``_update_usage_rows``.
+            session.execute(sa.update(table).where(
+                table.c.instance_uuid.in_(chunk)).values(
+                    pending=False, status=instances.ACTIVE))
+        if changed:
+            _update_usage_rows(session.connection(), changed)
         if new_rows:
             _insert_usage_rows(session.connection(), new_rows)
         session.flush()
     return confirmed
 
 
+def _update_usage_rows(conn: sa.Connection, changed: list) -> None:
+    """Write the reported usage of existing rows (``_id``: the row's id)
+    in one statement per batch, not one per row.
+
+    Their rows stay locked until the transaction ends, and claims on
+    those nodes wait for them: under eventlet every statement is a
+    round trip during which the worker serves other requests, so a
+    statement per row kept a thousand rows locked for seconds.  Every
+    row gets the same new values' names (``_report_values`` and the
+    claimed totals).
+    """
+    if conn.dialect.name == 'postgresql':
+        _update_from_values(conn, changed)
+        return
+    table = _USAGE.__table__
+    stmt = sa.update(table).where(table.c.id == sa.bindparam('_id')).values(
+        generation=table.c.generation + 1)
+    if conn.dialect.supports_sequences:
+        conn.execute(stmt.values(seq=models.USAGE_SEQUENCE.next_value()),
+                     changed)
+        return
+    first = _next_seqs(conn, len(changed)) - len(changed) + 1
+    conn.execute(stmt, [dict(values, seq=first + n)
+                        for n, values in enumerate(changed)])
+
+
+def _update_from_values(conn: sa.Connection, changed: list) -> None:
+    """PostgreSQL: ``UPDATE ... FROM (VALUES ...)``, a batch a statement
+    (psycopg2 sends an executemany as one statement per row)."""
+    table = _USAGE.__table__
+    names = sorted(name for name in changed[0] if name != '_id')
+    for chunk in engine.chunks(changed, 500):
+        rows = sa.values(sa.column('_id', table.c.id.type),
+                         *[sa.column(name, table.c[name].type)
+                           for name in names],
+                         name='reported').data(
+            [tuple([values['_id']] + [values[name] for name in names])
+             for values in chunk])
+        # A column of NULLs in VALUES is text to PostgreSQL: cast back.
+        conn.execute(sa.update(table).where(table.c.id == rows.c._id)
+                     .values({name: sa.cast(rows.c[name], table.c[name].type)
+                              for name in names})
+                     .values(generation=table.c.generation + 1,
+                             seq=models.USAGE_SEQUENCE.next_value()))
+
+
+def _count(change: dict, inst, sign: int) -> None:
+    """Add (``sign=1``) or take away one placement's usage in ``change``."""
+    change['memory_mb'] += sign * inst.memory_mb
+    change['vcpus'] += sign * inst.vcpus
+    change['disk_gb'] += sign * inst.disk_gb
+    change['instances'] += sign
+
+
+def _unlist(session: orm.Session, inst, reported_at) -> bool:
+    """Make a non-pending placement the node's report no longer lists
+    pending again (``unlisted`` since ``reported_at``); False if it was
+    deleted or replaced meanwhile."""
+    table = _INST.__table__
+    return session.execute(sa.update(table).where(
+        table.c.instance_uuid == inst.instance_uuid,
+        table.c.host == inst.host, table.c.nodename == inst.nodename,
+        table.c.pending.is_(False)).values(
+            pending=True, status=instances.UNLISTED,
+            updated_at=reported_at)).rowcount == 1
+
+
 def _insert_usage_rows(conn: sa.Connection, rows: list) -> None:
     """New nodes' usage rows, in order, with increasing sequence
     numbers: one statement for them all (a service's first flush
-    writes every node; one statement per row took 230 us a node)."""
+    writes every node, and a statement per row made that flush the
+    slowest thing the service does)."""
     table = _USAGE.__table__
     if conn.dialect.supports_sequences:
         conn.execute(sa.insert(table).values(
@@ -704,15 +980,25 @@ def confirm(host: str, instance_uuids: Iterable[str]) -> int:
     compute's next report is what moves it into ``reported_*``.
     """
     uuids = sorted(set(instance_uuids))
-    count = 0
-    with engine.transaction() as session:
-        for chunk in engine.chunks(uuids):
-            count += session.execute(
-                sa.update(_INST).where(_INST.instance_uuid.in_(chunk),
+
+    def activate(chunk):
+        return (sa.update(_INST).where(_INST.instance_uuid.in_(chunk),
                                        _INST.host == host,
                                        _INST.status == instances.CLAIMED)
                 .values(status=instances.ACTIVE,
-                        updated_at=timeutils.utcnow())).rowcount
+                        updated_at=timeutils.utcnow()))
+
+    chunks = list(engine.chunks(uuids))
+    if len(chunks) == 1 and engine.statements_commit_alone():
+        # One statement needs no transaction: without BEGIN and COMMIT
+        # the rows are not held locked across the round trips of a
+        # worker busy with other requests (as for the claim).
+        return engine.run_autocommit(
+            lambda conn: conn.execute(activate(chunks[0])).rowcount)
+    count = 0
+    with engine.transaction() as session:
+        for chunk in chunks:
+            count += session.execute(activate(chunk)).rowcount
     return count
 
 
@@ -730,7 +1016,8 @@ def sync_host(host: str, instance_uuids: Iterable[str]) -> list[dict]:
             sa.select(_INST.instance_uuid, _INST.status)
             .where(_INST.host == host)).all()
         gone = [uuid for uuid, status in rows
-                if status == instances.ACTIVE and uuid not in listed]
+                if status in (instances.ACTIVE, instances.UNLISTED)
+                and uuid not in listed]
         dropped = _drop(session, gone, host=host)
     confirm(host, listed)
     return dropped

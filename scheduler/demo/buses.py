@@ -13,6 +13,7 @@ import time
 from oslo_config import cfg
 import oslo_messaging
 
+from scheduler import broker_login
 from scheduler import context as ctx_mod
 from scheduler.db import api as db_api
 from scheduler.db import migration
@@ -216,7 +217,8 @@ class RabbitBus:
                                       self.workdir))
 
     def _check_broker(self) -> None:
-        """Fail fast: oslo.messaging would retry an absent broker forever."""
+        """Fail fast: oslo.messaging would retry an absent broker forever,
+        and a refused login is one line here rather than a traceback."""
         for host in oslo_messaging.TransportURL.parse(CONF, self.url).hosts:
             try:
                 socket.create_connection((host.hostname, host.port or 5672),
@@ -225,6 +227,11 @@ class RabbitBus:
                 raise scenarios.DemoError(
                     'cannot reach the broker at %s:%s: %s'
                     % (host.hostname, host.port or 5672, e))
+        # Its services would exit on a refused login; say it once, here.
+        try:
+            broker_login.check(attempts=1)
+        except broker_login.LoginRefused as e:
+            raise scenarios.DemoError(str(e))
 
     def _write_config(self, driver: str) -> str:
         path = os.path.join(self.workdir, '%s.conf' % driver)

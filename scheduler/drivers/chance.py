@@ -20,6 +20,8 @@ class ChanceScheduler(driver.Scheduler):
     """
 
     def _candidates(self, spec_obj) -> list:
+        # Hosts other workers took the reports of (intake, API 1.5).
+        self.host_manager.refresh_changed_reports()
         hosts = self.host_manager.get_up_host_states()
         # Host names match in any case, as in nova.
         ignored = pipeline.name_matcher(spec_obj.obj_get('ignore_hosts'))

@@ -15,9 +15,9 @@ from scheduler import filters
 from scheduler import loader
 from scheduler import metrics
 from scheduler import pipeline
-from scheduler import repeats
 from scheduler import request_limits
 from scheduler.resources import compute
+from scheduler import trust
 from scheduler import weights
 
 LOG = logging.getLogger(__name__)
@@ -110,6 +110,15 @@ class _PlacedNode:
         return self.host, self.nodename
 
 
+@dataclasses.dataclass(frozen=True)
+class Pipeline:
+    """The filters and weighers one request runs, swapped as one object
+    on a reload: a request takes the current one once and keeps it."""
+
+    filters: list
+    weighers: list
+
+
 class FilterScheduler(driver.Scheduler):
     """Filters and weighs for each instance, then claims them together."""
 
@@ -117,11 +126,8 @@ class FilterScheduler(driver.Scheduler):
         super().__init__(*args, **kwargs)
         self.filter_handler = filters.HostFilterHandler()
         self.weight_handler = weights.HostWeightHandler()
-        self.enabled_filters: list = []
-        self.weighers: list = []
+        self.pipeline = Pipeline([], [])
         self._columns: columns.ColumnStore | None = None
-        #: Decisions kept for the next request of the same shape.
-        self._repeats = repeats.Repeats()
         #: Taken while a request filters and weighs (``_choose``).
         self._deciding = concurrency.Turns(
             CONF.filter_scheduler.max_concurrent_decisions)
@@ -136,12 +142,27 @@ class FilterScheduler(driver.Scheduler):
         fs = CONF.filter_scheduler
         enabled = load_filters(fs.available_filters, fs.enabled_filters)
         weighers = load_weighers(fs.weight_classes)
-        # Swap both at once: requests in flight keep the lists they took.
-        self.enabled_filters, self.weighers = enabled, weighers
-        # Kept decisions read the old options (multipliers, zones...).
-        self._repeats.clear()
+        # One assignment swaps both: requests in flight keep the
+        # pipeline they took, and none sees new filters with old weighers.
+        self.pipeline = Pipeline(enabled, weighers)
         LOG.info('Filter scheduler: filters %s; weighers %s',
                  [f.name() for f in enabled], [w.name() for w in weighers])
+
+    @property
+    def enabled_filters(self) -> list:
+        return self.pipeline.filters
+
+    @enabled_filters.setter
+    def enabled_filters(self, value: list) -> None:
+        self.pipeline = Pipeline(value, self.pipeline.weighers)
+
+    @property
+    def weighers(self) -> list:
+        return self.pipeline.weighers
+
+    @weighers.setter
+    def weighers(self, value: list) -> None:
+        self.pipeline = Pipeline(self.pipeline.filters, value)
 
     # -- the pipeline ---------------------------------------------------
 
@@ -186,12 +207,13 @@ class FilterScheduler(driver.Scheduler):
                 else enabled_filters,
                 self.weighers if weighers is None else weighers)
         forced = self.forced_hosts(spec_obj, hosts)
-        if forced is not None:
+        if forced is not None and pipeline.skips_filters(spec_obj):
             passed = forced
         else:
             passed = self.filter_handler.get_filtered_objects(
                 self.enabled_filters if enabled_filters is None
-                else enabled_filters, hosts, spec_obj, index, report)
+                else enabled_filters, hosts if forced is None else forced,
+                spec_obj, index, report)
         return self.weight_handler.get_weighed_objects(
             self.weighers if weighers is None else weighers, passed, spec_obj)
 
@@ -215,7 +237,8 @@ class FilterScheduler(driver.Scheduler):
         report = report if report is not None else filters.FilterReport()
         # One snapshot of the pipeline for the whole request, so that a
         # reload (SIGHUP) never mixes old and new filters in one request.
-        enabled, weighers = self.enabled_filters, self.weighers
+        pipeline = self.pipeline
+        enabled, weighers = pipeline.filters, pipeline.weighers
         self.host_manager.refresh_usage()
         with request_limits.scope():
             try:
@@ -345,19 +368,19 @@ class FilterScheduler(driver.Scheduler):
         #: Released once the choices are made: the claims' new views
         #: are then written into the store's columns in place.
         snapshot = None if hosts is None else hosts.snapshot
-        #: The first instance decided from the last request of the
-        #: same shape (``scheduler.repeats``), or None.
-        repeat = None
         if hosts is None:
             hosts = self.candidate_hosts(spec_obj)
-        else:
-            repeat = self._repeats.begin(hosts, spec_obj, enabled, weighers)
         alternates_wanted = (CONF.scheduler.max_attempts - 1
                              if return_alternates else 0)
-        if spec_obj.obj_get('force_hosts') or spec_obj.obj_get('force_nodes'):
+        if pipeline.skips_filters(spec_obj):
             # Forcing skips the filters, and so the limits they set: an
             # operator who names a host takes responsibility for it.
             enabled = []
+        elif filters.request_is_rebuild(spec_obj):
+            # A rebuild runs only the filters nova runs on a rebuild
+            # (the forced host's too): only those may set its limits.
+            enabled = [flt for flt in enabled
+                       if getattr(flt, 'run_on_rebuild', False)]
         planned, results = [], []
         #: Node key -> its view with this request's planned claims.
         tentative: dict = {}
@@ -372,12 +395,8 @@ class FilterScheduler(driver.Scheduler):
                 uuid = uuids[index] if uuids else None
                 if uuid:
                     spec_obj.instance_uuid = uuid
-                if index == 0 and repeat is not None:
-                    weighed = repeat.filter_and_weigh(hosts, spec_obj,
-                                                      report, num - 1)
-                else:
-                    weighed = self.filter_and_weigh(
-                        spec_obj, hosts, index, report, enabled, weighers)
+                weighed = self.filter_and_weigh(
+                    spec_obj, hosts, index, report, enabled, weighers)
                 if uuid in kept:
                     chosen = self._kept_choice(kept[uuid], weighed)
                 else:
@@ -394,8 +413,6 @@ class FilterScheduler(driver.Scheduler):
                 results.append(self._selections(
                     spec_obj, uuid, chosen, weighed, alternates_wanted,
                     limiting))
-            if repeat is not None:
-                repeat.keep(weighed, num)
         finally:
             if snapshot is not None:
                 snapshot.release()
@@ -483,7 +500,8 @@ class FilterScheduler(driver.Scheduler):
         weigher.
         """
         report = filters.FilterReport(detailed=True)
-        enabled, weighers = self.enabled_filters, self.weighers
+        pipeline = self.pipeline
+        enabled, weighers = pipeline.filters, pipeline.weighers
         self.host_manager.refresh_usage()
         with request_limits.scope():
             return self._explain(spec_obj, max_ranked, report, enabled,
@@ -493,11 +511,12 @@ class FilterScheduler(driver.Scheduler):
                  weighers) -> dict:
         hosts = self.candidate_hosts(spec_obj)
         forced = self.forced_hosts(spec_obj, hosts)
-        if forced is not None:
+        if forced is not None and pipeline.skips_filters(spec_obj):
             passed = forced
         else:
             passed = self.filter_handler.get_filtered_objects(
-                enabled, hosts, spec_obj, 0, report)
+                enabled, hosts if forced is None else forced, spec_obj, 0,
+                report)
         weighed = self.weight_handler.get_weighed_objects(
             weighers, passed, spec_obj, explain=True, detailed=max_ranked)
         rejected = {}
@@ -508,7 +527,8 @@ class FilterScheduler(driver.Scheduler):
             'driver': type(self).__name__,
             'hosts_known': len(self.host_manager.get_all_host_states()),
             'candidates': len(hosts),
-            'forced': forced is not None,
+            'forced': (forced is not None
+                       and pipeline.skips_filters(spec_obj)),
             'filters': [{'name': s.name, 'hosts_in': s.hosts_in,
                          'hosts_out': s.hosts_out, 'removed': s.removed}
                         for s in report.steps],
@@ -522,11 +542,13 @@ class FilterScheduler(driver.Scheduler):
     @staticmethod
     def _no_valid_host(context, report, index: int,
                        num: int) -> exception.NoValidHost:
-        """NoValidHost; admins also get the filter walk, as text and data."""
+        """NoValidHost; admins also get the filter walk, as text and data
+        (an admin context from an operator's credential: it names hosts
+        and what they hold)."""
         reason = 'There are not enough hosts available.'
         if num > 1:
             reason += ' (instance %d of %d)' % (index + 1, num)
-        if not (getattr(context, 'is_admin', False) and report.steps):
+        if not (trust.is_admin(context) and report.steps):
             return exception.NoValidHost(reason=reason)
         reason += ' Filter results: %s' % report.summary()
         return exception.NoValidHost(

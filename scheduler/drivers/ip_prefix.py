@@ -79,6 +79,8 @@ class IPScheduler(driver.Scheduler):
                             return_alternates: bool = False) -> list:
         uuids = list(instance_uuids or [])
         results = []
+        # Hosts other workers took the reports of (intake, API 1.5).
+        self.host_manager.refresh_changed_reports()
         for index in range(spec_obj.num_instances):
             uuid = uuids[index] if index < len(uuids) else None
             host = self._schedule(context, spec_obj)

@@ -58,15 +58,11 @@ class AggregateImagePropertiesIsolation(base.RequestScopedFilter):
                 return key, value, allowed
         return None
 
-    def passes(self, host_state, checks) -> bool:
-        return self._mismatch(host_state, checks) is None
-
-    def rejection_reason(self, host_state, spec_obj) -> str:
-        checks = self.prepare(spec_obj)
-        found = (None if checks is base.SKIP
-                 else self._mismatch(host_state, checks))
+    def passes(self, host_state, checks) -> base.Verdict:
+        found = self._mismatch(host_state, checks)
         if found is None:
-            return 'did not pass'
+            return True
         key, value, allowed = found
-        return ('image property %s=%s is not in the host aggregates\' '
-                'values %s' % (key, value, ', '.join(sorted(allowed))))
+        return base.Rejected(
+            lambda: 'image property %s=%s is not in the host aggregates\' '
+            'values %s' % (key, value, ', '.join(sorted(allowed))))

@@ -1,13 +1,9 @@
 """AggregateInstanceExtraSpecsFilter: the metadata of the host's
 aggregates satisfies the flavor's extra specs."""
 
-from oslo_log import log as logging
-
 from scheduler.filters import base
 from scheduler.filters import extra_specs_ops
 from scheduler.resources import aggregates
-
-LOG = logging.getLogger(__name__)
 
 SCOPE = 'aggregate_instance_extra_specs'
 
@@ -53,25 +49,14 @@ class AggregateInstanceExtraSpecsFilter(base.RequestScopedFilter):
                 return key, meta_key, req, have
         return None
 
-    def passes(self, host_state, checks) -> bool:
+    def passes(self, host_state, checks) -> base.Verdict:
         failed = self._failed(host_state, checks)
-        if failed is not None:
-            LOG.debug('%(host)s fails flavor extra spec %(key)s=%(req)r: '
-                      'aggregate metadata %(meta)s is %(have)s',
-                      {'host': host_state, 'key': failed[0],
-                       'meta': failed[1], 'req': failed[2],
-                       'have': sorted(failed[3]) or 'not set'})
-        return failed is None
-
-    def rejection_reason(self, host_state, spec_obj) -> str:
-        checks = self.prepare(spec_obj)
-        failed = (None if checks is base.SKIP
-                  else self._failed(host_state, checks))
         if failed is None:
-            return 'did not pass'
+            return True
         key, meta_key, req, have = failed
         if not have:
-            return ('flavor extra spec %s=%r: no aggregate of the host sets '
-                    '%s' % (key, req, meta_key))
-        return ('flavor extra spec %s=%r not met by aggregate metadata '
-                '%s=%s' % (key, req, meta_key, ','.join(sorted(have))))
+            return base.Rejected('flavor extra spec %s=%r: no aggregate of '
+                                 'the host sets %s', key, req, meta_key)
+        return base.Rejected(
+            lambda: 'flavor extra spec %s=%r not met by aggregate metadata '
+            '%s=%s' % (key, req, meta_key, ','.join(sorted(have))))

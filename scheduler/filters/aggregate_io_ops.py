@@ -1,34 +1,16 @@
 """AggregateIoOpsFilter: the host has fewer concurrent I/O operations
 than its aggregates' ``max_io_ops_per_host``."""
 
-from oslo_config import cfg
-
-from scheduler.filters import base
-from scheduler.resources import aggregates
-
-CONF = cfg.CONF
-
-KEY = 'max_io_ops_per_host'
+from scheduler.filters import counts
 
 
-class AggregateIoOpsFilter(base.RequestScopedFilter):
+class AggregateIoOpsFilter(counts.AggregateCountBelowLimit):
     """Passes hosts with fewer concurrent I/O operations (``num_io_ops``)
     than the ``max_io_ops_per_host`` metadata of their aggregates (the
     smallest when several set it), or than ``[filter_scheduler]
     max_io_ops_per_host`` when none does.
     """
 
-    def prepare(self, spec_obj) -> int:
-        return CONF.filter_scheduler.max_io_ops_per_host
-
-    def passes(self, host_state, default: int) -> bool:
-        limit = aggregates.host_value(host_state, KEY, default, int)
-        return host_state.num_io_ops < limit
-
-    def rejection_reason(self, host_state, spec_obj) -> str:
-        limit = aggregates.host_value(host_state, KEY,
-                                      self.prepare(spec_obj), int)
-        where = ('aggregate' if host_state.aggregate_values(KEY)
-                 else '[filter_scheduler]')
-        return ('%d concurrent I/O operations >= %s max_io_ops_per_host %d'
-                % (host_state.num_io_ops, where, limit))
+    count = 'num_io_ops'
+    option = 'max_io_ops_per_host'
+    what = 'concurrent I/O operations'

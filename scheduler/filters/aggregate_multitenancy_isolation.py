@@ -36,11 +36,9 @@ class AggregateMultiTenancyIsolation(base.RequestScopedFilter):
     def prepare(self, spec_obj):
         return spec_obj.obj_get('project_id')
 
-    def passes(self, host_state, project_id) -> bool:
+    def passes(self, host_state, project_id) -> base.Verdict:
         tenants = tenants_of(host_state)
-        return not tenants or project_id in tenants
-
-    def rejection_reason(self, host_state, spec_obj) -> str:
-        return ('project %s is not among the aggregate\'s filter_tenant_id '
-                'projects %s' % (self.prepare(spec_obj),
-                                 ', '.join(sorted(tenants_of(host_state)))))
+        return not tenants or project_id in tenants or base.Rejected(
+            lambda: 'project %s is not among the aggregate\'s '
+            'filter_tenant_id projects %s'
+            % (project_id, ', '.join(sorted(tenants))))

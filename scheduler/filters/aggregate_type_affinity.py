@@ -20,11 +20,8 @@ class AggregateTypeAffinityFilter(base.RequestScopedFilter):
     def prepare(self, spec_obj):
         return spec_obj.flavor.name
 
-    def passes(self, host_state, flavor_name) -> bool:
+    def passes(self, host_state, flavor_name) -> base.Verdict:
         allowed = aggregates.values(host_state, KEY)
-        return not allowed or flavor_name in allowed
-
-    def rejection_reason(self, host_state, spec_obj) -> str:
-        allowed = aggregates.values(host_state, KEY)
-        return ('flavor %s is not in the aggregate instance_type list %s'
-                % (self.prepare(spec_obj), ','.join(sorted(allowed))))
+        return not allowed or flavor_name in allowed or base.Rejected(
+            lambda: 'flavor %s is not in the aggregate instance_type list '
+            '%s' % (flavor_name, ','.join(sorted(allowed))))

@@ -25,20 +25,15 @@ class AvailabilityZoneFilter(base.RequestScopedFilter):
         # A host in no zone aggregate is in the default zone.
         return zone, zone == CONF.default_availability_zone
 
-    def passes(self, host_state, prepared) -> bool:
+    def passes(self, host_state, prepared) -> base.Verdict:
         zone, is_default = prepared
         zones = host_state.availability_zones
-        return zone in zones if zones else is_default
-
-    row_local = True
+        return (zone in zones if zones else is_default) or base.Rejected(
+            lambda: 'in zone(s) %s, not in requested zone %s' % (
+                ', '.join(sorted(host_zones(host_state))), zone))
 
     def filter_columns(self, columns, prepared):
         """``passes`` over columns, once per distinct set of zones."""
         zone, is_default = prepared
         return columns.code_mask(
             'zones', lambda zones: zone in zones if zones else is_default)
-
-    def rejection_reason(self, host_state, spec_obj) -> str:
-        return ('in zone(s) %s, not in requested zone %s'
-                % (', '.join(sorted(host_zones(host_state))),
-                   spec_obj.availability_zone))

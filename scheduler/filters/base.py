@@ -9,12 +9,56 @@ from oslo_log import log as logging
 LOG = logging.getLogger(__name__)
 
 
+class Rejected:
+    """A host's "no", with the reason ``explain`` shows.
+
+    False in a boolean test, so a filter's per-host test returns either
+    True or one of these, and the one test is both the decision and its
+    explanation.  The reason is formatted only when asked for (explain),
+    never on the filter path: ``reason % args`` then, or ``reason()``
+    when it is a callable (for a reason that costs work to gather).
+    """
+
+    __slots__ = ('_reason', '_args')
+
+    def __init__(self, reason: 'str | typing.Callable[[], str]', *args):
+        self._reason = reason
+        self._args = args
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __str__(self) -> str:
+        if callable(self._reason):
+            return self._reason()
+        return self._reason % self._args if self._args else self._reason
+
+    def __repr__(self) -> str:
+        return 'Rejected(%r)' % str(self)
+
+
+#: What a per-host test returns: True, or a false value (False, or a
+#: ``Rejected`` that says why).
+Verdict = typing.Union[bool, Rejected]
+
+
+def reason_of(verdict, flt) -> str:
+    """The reason a ``verdict`` of ``flt`` gives; for a plain False (or
+    a host that passes when asked again), the first line of the
+    filter's docstring."""
+    if isinstance(verdict, Rejected):
+        return str(verdict)
+    doc = (type(flt).__doc__ or '').strip().splitlines()
+    return 'did not pass: %s' % doc[0] if doc else 'did not pass'
+
+
 class BaseHostFilter:
     """Base class of host filters.
 
     Subclasses implement ``host_passes`` or override ``filter_all``.
-    ``rejection_reason`` may be overridden to say, in operator terms,
-    why a host did not pass (``explain`` and NoValidHost show it).
+    ``host_passes`` says why a host did not pass by returning a
+    ``Rejected`` (``explain`` and NoValidHost show it); a plain False
+    gets the first line of the class docstring.
     """
 
     #: Run only for the first instance of a multi-instance request (the
@@ -27,24 +71,9 @@ class BaseHostFilter:
     #: every other filter passes the host unexamined.
     run_on_rebuild = False
 
-    #: The vector form (``filter_columns``, see ``scheduler.columns``)
-    #: answers for each host from that host's columns and the request
-    #: alone, never from the hosts chosen for the request's earlier
-    #: instances.  For each later instance of a request, only the hosts
-    #: an earlier claim changed are then looked at again.  Honoured only
-    #: when set by the class that defines ``filter_columns`` or by a
-    #: subclass of it.  A filter without a vector form may set it too,
-    #: in the class that defines its per-host methods (or a subclass):
-    #: its answer for a host then depends on that host's view and the
-    #: request alone, and a request of the same shape as the last one
-    #: asks it only about the hosts that changed since
-    #: (``scheduler.repeats``).  Either way the answer must not depend
-    #: on the clock, but through ``scheduler.resources.liveness``.
-    row_local = False
-
-    def host_passes(self, host_state, spec_obj) -> bool:
-        """Return True if ``host_state`` can take an instance of ``spec_obj``.
-        """
+    def host_passes(self, host_state, spec_obj) -> Verdict:
+        """True if ``host_state`` can take an instance of ``spec_obj``;
+        else False or, better, a ``Rejected`` saying why."""
         raise NotImplementedError()
 
     def filter_all(self, host_states: typing.Iterable, spec_obj) -> list:
@@ -68,9 +97,10 @@ class BaseHostFilter:
         return {}
 
     def rejection_reason(self, host_state, spec_obj) -> str:
-        """Why ``host_state`` did not pass; only called for rejected hosts."""
-        doc = (self.__class__.__doc__ or '').strip().splitlines()
-        return 'did not pass: %s' % doc[0] if doc else 'did not pass'
+        """Why ``host_state`` did not pass; only called for rejected
+        hosts.  Derived from ``host_passes``: override it only for a
+        filter that cannot return a ``Rejected`` there."""
+        return reason_of(self.host_passes(host_state, spec_obj), self)
 
     @classmethod
     def name(cls) -> str:
@@ -89,18 +119,19 @@ class RequestScopedFilter(BaseHostFilter):
     turns the request into what the test needs (or ``SKIP``), and
     ``passes`` checks one host against it.  ``host_passes`` and
     ``filter_all`` are derived, so the per-host loop never touches the
-    versioned request object.  ``rejection_reason`` may use ``prepare``
-    too.
+    versioned request object.  ``passes`` returns True or a
+    ``Rejected`` saying why; ``rejection_reason`` is derived from it.
     """
 
     def prepare(self, spec_obj):
         """What ``passes`` needs from the request, or ``SKIP``."""
         raise NotImplementedError()
 
-    def passes(self, host_state, prepared) -> bool:
+    def passes(self, host_state, prepared) -> Verdict:
+        """True if ``host_state`` passes, else a ``Rejected`` (or False)."""
         raise NotImplementedError()
 
-    def host_passes(self, host_state, spec_obj) -> bool:
+    def host_passes(self, host_state, spec_obj) -> Verdict:
         prepared = self.prepare(spec_obj)
         return prepared is SKIP or self.passes(host_state, prepared)
 

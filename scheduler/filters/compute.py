@@ -22,42 +22,32 @@ class ComputeFilter(base.BaseHostFilter):
         # this filter sees every host of every request.
         cutoff = liveness.cutoff()
         passed = []
+        debug = LOG.isEnabledFor(logging.DEBUG)
         for host in host_states:
             if (not host.disabled and not host.forced_down
                     and host.received_at >= cutoff):
                 passed.append(host)
-            elif LOG.isEnabledFor(logging.DEBUG):
-                self.host_passes(host, spec_obj)
+            elif debug:
+                LOG.debug('%s: %s', host,
+                          base.reason_of(self.host_passes(host, spec_obj),
+                                         self))
         return passed
-
-    row_local = True
 
     def filter_columns(self, columns, spec_obj):
         """``filter_all`` over columns (``scheduler.columns``)."""
         return (~columns.disabled & ~columns.forced_down
                 & (columns.received_at >= liveness.cutoff()))
 
-    def host_passes(self, host_state, spec_obj) -> bool:
+    def host_passes(self, host_state, spec_obj) -> base.Verdict:
         if host_state.disabled:
-            LOG.debug('%(host)s is disabled, reason: %(reason)s',
-                      {'host': host_state,
-                       'reason': host_state.disabled_reason})
-            return False
+            return base.Rejected('compute service disabled (%s)',
+                                 host_state.disabled_reason
+                                 or 'no reason given')
         if host_state.forced_down:
-            LOG.debug('%s is forced down', host_state)
-            return False
+            return base.Rejected('compute service forced down by an operator')
         if not host_state.is_up():
-            LOG.debug('%s has not reported within [scheduler] '
-                      'service_down_time', host_state)
-            return False
+            return base.Rejected(
+                'no report for %.0f s (service_down_time %d s)',
+                host_state.seconds_since_report(),
+                CONF.scheduler.service_down_time)
         return True
-
-    def rejection_reason(self, host_state, spec_obj) -> str:
-        if host_state.disabled:
-            return 'compute service disabled (%s)' % (
-                host_state.disabled_reason or 'no reason given')
-        if host_state.forced_down:
-            return 'compute service forced down by an operator'
-        return ('no report for %.0f s (service_down_time %d s)'
-                % (host_state.seconds_since_report(),
-                   CONF.scheduler.service_down_time))

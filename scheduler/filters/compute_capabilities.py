@@ -1,13 +1,9 @@
 """ComputeCapabilitiesFilter: the host's capabilities satisfy the
 flavor's extra specs."""
 
-from oslo_log import log as logging
-
 from scheduler.filters import base
 from scheduler.filters import extra_specs_ops
 from scheduler.objects import host_state as host_state_obj
-
-LOG = logging.getLogger(__name__)
 
 SCOPE = 'capabilities'
 
@@ -69,10 +65,6 @@ class ComputeCapabilitiesFilter(base.RequestScopedFilter):
 
     run_filter_once_per_request = True
 
-    #: The host's own attributes and stats against the flavor's extra
-    #: specs: a kept decision asks only about the hosts that changed.
-    row_local = True
-
     def prepare(self, spec_obj):
         """``[(key, path, requirement, scoped)]`` this filter checks."""
         checks = []
@@ -101,19 +93,9 @@ class ComputeCapabilitiesFilter(base.RequestScopedFilter):
                 return key, req, value
         return None
 
-    def passes(self, host_state, checks) -> bool:
+    def passes(self, host_state, checks) -> base.Verdict:
         failed = self._failed(host_state, checks)
-        if failed:
-            LOG.debug('%(host)s fails extra spec %(key)s=%(req)r '
-                      '(host has %(value)r)',
-                      {'host': host_state, 'key': failed[0],
-                       'req': failed[1], 'value': failed[2]})
-        return failed is None
-
-    def rejection_reason(self, host_state, spec_obj) -> str:
-        checks = self.prepare(spec_obj)
-        failed = (None if checks is base.SKIP
-                  else self._failed(host_state, checks))
-        if not failed:
-            return 'did not pass'
-        return 'extra spec %s=%r not met (host has %r)' % failed
+        if failed is None:
+            return True
+        return base.Rejected('extra spec %s=%r not met (host has %r)',
+                             *failed)

@@ -27,13 +27,8 @@ class DifferentHostFilter(base.RequestScopedFilter):
     def prepare(self, spec_obj):
         return hint_uuids(spec_obj, HINT) or base.SKIP
 
-    def passes(self, host_state, uuids: frozenset) -> bool:
-        return uuids.isdisjoint(host_state.instance_uuids)
-
-    def rejection_reason(self, host_state, spec_obj) -> str:
-        uuids = self.prepare(spec_obj)
-        if uuids is base.SKIP:
-            return 'did not pass'
-        here = sorted(uuids.intersection(host_state.instance_uuids))
-        return ('runs instance(s) %s named by the different_host hint'
-                % ', '.join(here))
+    def passes(self, host_state, uuids: frozenset) -> base.Verdict:
+        return uuids.isdisjoint(host_state.instance_uuids) or base.Rejected(
+            lambda: 'runs instance(s) %s named by the different_host hint'
+            % ', '.join(sorted(uuids.intersection(
+                host_state.instance_uuids))))

@@ -3,9 +3,6 @@
 from scheduler.filters import base
 from scheduler.resources import compute
 
-#: Where the request arithmetic lives (kept importable by this name).
-requested_disk_mb = compute.requested_disk_mb
-
 
 class DiskFilter(base.RequestScopedFilter):
     """Passes hosts whose usable disk fits the flavor, as nova computes
@@ -23,17 +20,22 @@ class DiskFilter(base.RequestScopedFilter):
     def _limit_gb(host_state) -> float:
         return host_state.local_gb * host_state.allocation_ratio('disk')
 
-    @classmethod
-    def _usable_mb(cls, host_state) -> float:
-        return compute.usable_disk_mb(host_state)
-
-    def passes(self, host_state, requested_mb: int) -> bool:
+    def passes(self, host_state, requested_mb: int) -> base.Verdict:
         if compute.larger_than_host(requested_mb,
                                     host_state.local_gb * 1024):
-            return False
-        return self._usable_mb(host_state) >= requested_mb
-
-    row_local = True
+            return base.Rejected(
+                'requested %d MB disk > %d GB physical disk (no overcommit '
+                'against itself)', requested_mb, host_state.local_gb)
+        usable = compute.usable_disk_mb(host_state)
+        if usable >= requested_mb:
+            return True
+        least = host_state.disk_available_least
+        return base.Rejected(
+            'usable disk %d MB < requested %d MB (total %d GB x ratio %s, '
+            'free %d GB%s)', usable, requested_mb, host_state.local_gb,
+            host_state.allocation_ratio('disk'),
+            compute.free_disk_gb(host_state),
+            '' if least is None else ', disk_available_least %d GB' % least)
 
     def filter_columns(self, columns, requested_mb: int):
         """``passes`` over columns (``scheduler.columns``)."""
@@ -43,18 +45,3 @@ class DiskFilter(base.RequestScopedFilter):
     def host_limits(self, host_state, spec_obj) -> dict:
         """How far the compute (and the claim) may oversubscribe disk."""
         return {'disk_gb': self._limit_gb(host_state)}
-
-    def rejection_reason(self, host_state, spec_obj) -> str:
-        requested = self.prepare(spec_obj)
-        if compute.larger_than_host(requested, host_state.local_gb * 1024):
-            return ('requested %d MB disk > %d GB physical disk (no '
-                    'overcommit against itself)'
-                    % (requested, host_state.local_gb))
-        return ('usable disk %d MB < requested %d MB (total %d GB x ratio '
-                '%s, free %d GB%s)'
-                % (self._usable_mb(host_state), requested,
-                   host_state.local_gb, host_state.allocation_ratio('disk'),
-                   compute.free_disk_gb(host_state),
-                   '' if host_state.disk_available_least is None
-                   else ', disk_available_least %d GB'
-                   % host_state.disk_available_least))

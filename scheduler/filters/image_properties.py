@@ -1,6 +1,7 @@
 """ImagePropertiesFilter: the host supports the image's architecture,
 hypervisor type and version, and VM mode."""
 
+import numpy as np
 from oslo_config import cfg
 
 from scheduler import exception
@@ -90,23 +91,35 @@ class ImagePropertiesFilter(base.RequestScopedFilter):
                         'hw_maxphysaddr_bits %d' % (have, bits))
         return None
 
-    row_local = True
-
     def filter_columns(self, columns, prepared):
-        """Once per distinct ``supported_instances`` when the image asks
-        only for an architecture, hypervisor type or VM mode; per host
-        (None) when it names a version or address bits."""
+        """Once per distinct ``supported_instances`` for the
+        architecture, hypervisor type and VM mode, once per distinct
+        hypervisor version for a version requirement (an image of a
+        common OS asks for one: tested host by host it was the costliest
+        filter of such a request); per host (None) when the image names
+        address bits, or a candidate reports no version (the column
+        holds 0 for it, as for a version 0)."""
         wanted, predicates, version, bits = prepared
-        if predicates is not None or bits is not None:
+        if bits is not None:
             return None
-        return columns.code_mask('supported', lambda supported: (
-            self._problem(_Supported(supported), prepared) is None))
+        versions = columns.hypervisor_version
+        if predicates is not None and not versions.all():
+            return None
+        if wanted is None:
+            mask = np.ones(len(versions), bool)
+        else:
+            architecture_only = (wanted, None, None, None)
+            mask = columns.code_mask('supported', lambda supported: (
+                self._problem(_Supported(supported), architecture_only)
+                is None))
+        if predicates is not None:
+            distinct, where = np.unique(versions, return_inverse=True)
+            meets = np.fromiter(
+                (images.version_satisfies(int(v), predicates)
+                 for v in distinct.tolist()), bool, len(distinct))
+            mask &= meets[where.reshape(-1)]
+        return mask
 
-    def passes(self, host_state, prepared) -> bool:
-        return self._problem(host_state, prepared) is None
-
-    def rejection_reason(self, host_state, spec_obj) -> str:
-        prepared = self.prepare(spec_obj)
-        if prepared is base.SKIP:
-            return 'did not pass'
-        return self._problem(host_state, prepared) or 'did not pass'
+    def passes(self, host_state, prepared) -> base.Verdict:
+        problem = self._problem(host_state, prepared)
+        return problem is None or base.Rejected(problem)

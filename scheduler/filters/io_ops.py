@@ -1,14 +1,10 @@
 """IoOpsFilter: the host has fewer concurrent I/O operations than
 ``max_io_ops_per_host``."""
 
-from oslo_config import cfg
-
-from scheduler.filters import base
-
-CONF = cfg.CONF
+from scheduler.filters import counts
 
 
-class IoOpsFilter(base.RequestScopedFilter):
+class IoOpsFilter(counts.CountBelowLimit):
     """Passes hosts with fewer than ``[filter_scheduler]
     max_io_ops_per_host`` instances building, resizing, snapshotting,
     migrating, rescuing or unshelving (``num_io_ops``).
@@ -17,19 +13,6 @@ class IoOpsFilter(base.RequestScopedFilter):
     host counts as one more operation there.
     """
 
-    def prepare(self, spec_obj) -> int:
-        # Not about the request: the limit, read once per request.
-        return CONF.filter_scheduler.max_io_ops_per_host
-
-    def passes(self, host_state, max_io_ops: int) -> bool:
-        return host_state.num_io_ops < max_io_ops
-
-    row_local = True
-
-    def filter_columns(self, columns, max_io_ops: int):
-        """``passes`` over columns (``scheduler.columns``)."""
-        return columns.num_io_ops < max_io_ops
-
-    def rejection_reason(self, host_state, spec_obj) -> str:
-        return ('%d concurrent I/O operations >= max_io_ops_per_host %d'
-                % (host_state.num_io_ops, self.prepare(spec_obj)))
+    count = 'num_io_ops'
+    option = 'max_io_ops_per_host'
+    what = 'concurrent I/O operations'

@@ -36,19 +36,13 @@ class IsolatedHostsFilter(base.RequestScopedFilter):
             return base.SKIP
         return hosts, image_isolated, restrict
 
-    def passes(self, host_state, prepared) -> bool:
+    def passes(self, host_state, prepared) -> base.Verdict:
         hosts, image_isolated, restrict = prepared
         host_isolated = host_state.host in hosts
         if image_isolated:
-            return host_isolated
-        return not (restrict and host_isolated)
-
-    def rejection_reason(self, host_state, spec_obj) -> str:
-        prepared = self.prepare(spec_obj)
-        if prepared is base.SKIP:
-            return 'did not pass'
-        if prepared[1]:
-            return ('the image is in isolated_images and the host is not in '
-                    'isolated_hosts')
-        return ('the host is in isolated_hosts and takes only '
-                'isolated_images (restrict_isolated_hosts_to_isolated_images)')
+            return host_isolated or base.Rejected(
+                'the image is in isolated_images and the host is not in '
+                'isolated_hosts')
+        return not (restrict and host_isolated) or base.Rejected(
+            'the host is in isolated_hosts and takes only isolated_images '
+            '(restrict_isolated_hosts_to_isolated_images)')

@@ -292,11 +292,9 @@ class JsonFilter(base.RequestScopedFilter):
             raise _invalid('give one JSON string, not %d values'
                            % len(text))
         predicate = compile_query(text)
-        return base.SKIP if predicate is None else predicate
+        return base.SKIP if predicate is None else (predicate, text)
 
-    def passes(self, host_state, predicate) -> bool:
-        return bool(predicate(host_state))
-
-    def rejection_reason(self, host_state, spec_obj) -> str:
-        text = spec_obj.get_scheduler_hint(HINT)
-        return 'does not satisfy the query hint %s' % str(text)[:200]
+    def passes(self, host_state, prepared) -> base.Verdict:
+        predicate, text = prepared
+        return bool(predicate(host_state)) or base.Rejected(
+            'does not satisfy the query hint %s', text[:200])

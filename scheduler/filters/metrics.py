@@ -62,12 +62,7 @@ class MetricsFilter(base.RequestScopedFilter):
         names = frozenset(name for name, _ratio in weight_setting())
         return names or base.SKIP
 
-    def passes(self, host_state, names: frozenset) -> bool:
-        return names.issubset(host_state.metrics)
-
-    def rejection_reason(self, host_state, spec_obj) -> str:
-        names = self.prepare(spec_obj)
-        if names is base.SKIP:
-            return 'did not pass'
-        missing = sorted(names.difference(host_state.metrics))
-        return 'does not report metric(s) %s' % ', '.join(missing)
+    def passes(self, host_state, names: frozenset) -> base.Verdict:
+        return names.issubset(host_state.metrics) or base.Rejected(
+            lambda: 'does not report metric(s) %s' % ', '.join(
+                sorted(names.difference(host_state.metrics))))

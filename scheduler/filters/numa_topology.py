@@ -29,8 +29,9 @@ class NUMATopologyFilter(base.RequestScopedFilter):
             return base.SKIP
         return numa.wanted_cells(topology)
 
-    def passes(self, host_state, wanted: list) -> bool:
-        return numa.host_fit(host_state, wanted) is not None
+    def passes(self, host_state, wanted: list) -> base.Verdict:
+        return numa.host_fit(host_state, wanted) is not None or \
+            base.Rejected(lambda: _why_not(host_state, wanted))
 
     def host_limits(self, host_state, spec_obj) -> dict:
         """The ratios the compute must apply to the instance's cells."""
@@ -40,20 +41,18 @@ class NUMATopologyFilter(base.RequestScopedFilter):
             'cpu_allocation_ratio': host_state.allocation_ratio('cpu'),
             'ram_allocation_ratio': host_state.allocation_ratio('ram')}}
 
-    def rejection_reason(self, host_state, spec_obj) -> str:
-        wanted = self.prepare(spec_obj)
-        if wanted is base.SKIP:
-            return 'did not pass'
-        topology = host_state.numa_topology
-        if topology is None or not topology.cells:
-            return 'reports no NUMA topology; the instance asks for one'
-        cells = ', '.join(
-            'cell %d: %d/%d CPUs, %d/%d MB used' % (
-                c.id, c.cpu_usage, len(c.cpuset), c.memory_usage, c.memory)
-            for c in topology.cells)
-        asked = ', '.join('%d vCPUs + %d MB' % (vcpus, memory)
-                          for _id, vcpus, memory in wanted)
-        return ('instance NUMA cells (%s) do not fit in distinct host cells '
-                '(%s) with cpu ratio %s, ram ratio %s'
-                % (asked, cells, host_state.allocation_ratio('cpu'),
-                   host_state.allocation_ratio('ram')))
+
+def _why_not(host_state, wanted: list) -> str:
+    topology = host_state.numa_topology
+    if topology is None or not topology.cells:
+        return 'reports no NUMA topology; the instance asks for one'
+    cells = ', '.join(
+        'cell %d: %d/%d CPUs, %d/%d MB used' % (
+            c.id, c.cpu_usage, len(c.cpuset), c.memory_usage, c.memory)
+        for c in topology.cells)
+    asked = ', '.join('%d vCPUs + %d MB' % (vcpus, memory)
+                      for _id, vcpus, memory in wanted)
+    return ('instance NUMA cells (%s) do not fit in distinct host cells '
+            '(%s) with cpu ratio %s, ram ratio %s'
+            % (asked, cells, host_state.allocation_ratio('cpu'),
+               host_state.allocation_ratio('ram')))

@@ -20,16 +20,13 @@ class PciPassthroughFilter(base.RequestScopedFilter):
     def prepare(self, spec_obj):
         return pci.wanted_devices(spec_obj) or base.SKIP
 
-    def passes(self, host_state, wanted: list) -> bool:
+    def passes(self, host_state, wanted: list) -> base.Verdict:
         pools = host_state.pci_pools
-        return bool(pools) and pci.fit_requests(pools, wanted) is not None
-
-    def rejection_reason(self, host_state, spec_obj) -> str:
-        wanted = self.prepare(spec_obj)
-        if wanted is base.SKIP:
-            return 'did not pass'
-        asked = '; '.join('%d x %s' % (count, specs)
-                          for count, specs in wanted)
-        have = ', '.join('%s:%s x%d' % (p.vendor_id, p.product_id, p.count)
-                         for p in host_state.pci_pools) or 'no devices'
-        return 'PCI requests %s not met by free devices (%s)' % (asked, have)
+        if pools and pci.fit_requests(pools, wanted) is not None:
+            return True
+        return base.Rejected(
+            lambda: 'PCI requests %s not met by free devices (%s)' % (
+                '; '.join('%d x %s' % (count, specs)
+                          for count, specs in wanted),
+                ', '.join('%s:%s x%d' % (p.vendor_id, p.product_id, p.count)
+                          for p in pools or ()) or 'no devices'))

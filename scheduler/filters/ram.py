@@ -17,12 +17,18 @@ class RamFilter(base.RequestScopedFilter):
     def _limit(host_state) -> float:
         return host_state.memory_mb * host_state.allocation_ratio('ram')
 
-    def passes(self, host_state, requested: int) -> bool:
+    def passes(self, host_state, requested: int) -> base.Verdict:
         if compute.larger_than_host(requested, host_state.memory_mb):
-            return False
-        return compute.usable_ram_mb(host_state) >= requested
-
-    row_local = True
+            return base.Rejected(
+                'requested %d MB RAM > %d MB physical RAM (no overcommit '
+                'against itself)', requested, host_state.memory_mb)
+        usable = compute.usable_ram_mb(host_state)
+        if usable >= requested:
+            return True
+        return base.Rejected(
+            'usable RAM %d MB < requested %d MB (total %d MB x ratio %s, '
+            'used %d MB)', usable, requested, host_state.memory_mb,
+            host_state.allocation_ratio('ram'), host_state.memory_mb_used)
 
     def filter_columns(self, columns, requested: int):
         """``passes`` over columns (``scheduler.columns``)."""
@@ -32,16 +38,3 @@ class RamFilter(base.RequestScopedFilter):
     def host_limits(self, host_state, spec_obj) -> dict:
         """How far the compute (and the claim) may oversubscribe RAM."""
         return {'memory_mb': self._limit(host_state)}
-
-    def rejection_reason(self, host_state, spec_obj) -> str:
-        requested = self.prepare(spec_obj)
-        if compute.larger_than_host(requested, host_state.memory_mb):
-            return ('requested %d MB RAM > %d MB physical RAM (no '
-                    'overcommit against itself)'
-                    % (requested, host_state.memory_mb))
-        limit = self._limit(host_state)
-        return ('usable RAM %d MB < requested %d MB (total %d MB x ratio '
-                '%s, used %d MB)' % (limit - host_state.memory_mb_used,
-                                     requested, host_state.memory_mb,
-                                     host_state.allocation_ratio('ram'),
-                                     host_state.memory_mb_used))

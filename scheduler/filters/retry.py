@@ -20,13 +20,10 @@ class RetryFilter(base.RequestScopedFilter):
         nodes = frozenset(tuple(pair[:2]) for pair in tried
                           if len(pair) >= 2)
         hosts = frozenset(pair[0] for pair in tried if len(pair) == 1)
-        return nodes, hosts
+        return nodes, hosts, retry.obj_get('num_attempts', 0)
 
-    def passes(self, host_state, tried) -> bool:
-        nodes, hosts = tried
+    def passes(self, host_state, tried) -> base.Verdict:
+        nodes, hosts, attempt = tried
         return ((host_state.host, host_state.nodename) not in nodes
-                and host_state.host not in hosts)
-
-    def rejection_reason(self, host_state, spec_obj) -> str:
-        return ('already tried for this instance (attempt %d)'
-                % spec_obj.retry.obj_get('num_attempts', 0))
+                and host_state.host not in hosts) or base.Rejected(
+            'already tried for this instance (attempt %d)', attempt)

@@ -23,12 +23,7 @@ class ServerGroupAffinityFilter(base.RequestScopedFilter):
         hosts = frozenset(group.obj_get('hosts') or ()) if group else None
         return hosts or base.SKIP
 
-    def passes(self, host_state, hosts: frozenset) -> bool:
-        return host_state.host in hosts
-
-    def rejection_reason(self, host_state, spec_obj) -> str:
-        hosts = self.prepare(spec_obj)
-        if hosts is base.SKIP:
-            return 'did not pass'
-        return ('not one of the affinity server group\'s hosts %s'
-                % ', '.join(sorted(hosts)))
+    def passes(self, host_state, hosts: frozenset) -> base.Verdict:
+        return host_state.host in hosts or base.Rejected(
+            lambda: 'not one of the affinity server group\'s hosts %s'
+            % ', '.join(sorted(hosts)))

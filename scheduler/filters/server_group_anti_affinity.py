@@ -26,19 +26,11 @@ class ServerGroupAntiAffinityFilter(base.RequestScopedFilter):
                 server_groups.max_per_host(group),
                 spec_obj.obj_get('instance_uuid'))
 
-    def passes(self, host_state, prepared) -> bool:
+    def passes(self, host_state, prepared) -> base.Verdict:
         members, hosts, limit, instance_uuid = prepared
         if instance_uuid and instance_uuid in host_state.instance_uuids:
             return True
-        return server_groups.members_on_host(host_state, members,
-                                             hosts) < limit
-
-    def rejection_reason(self, host_state, spec_obj) -> str:
-        prepared = self.prepare(spec_obj)
-        if prepared is base.SKIP:
-            return 'did not pass'
-        members, hosts, limit, _uuid = prepared
-        return ('runs %d member(s) of the anti-affinity server group, '
-                'max_server_per_host %d'
-                % (server_groups.members_on_host(host_state, members, hosts),
-                   limit))
+        count = server_groups.members_on_host(host_state, members, hosts)
+        return count < limit or base.Rejected(
+            'runs %d member(s) of the anti-affinity server group, '
+            'max_server_per_host %d', count, limit)

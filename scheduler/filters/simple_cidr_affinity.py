@@ -52,19 +52,14 @@ class SimpleCIDRAffinityFilter(base.RequestScopedFilter):
         network = requested_network(spec_obj)
         return base.SKIP if network is None else network
 
-    def passes(self, host_state, network) -> bool:
+    def passes(self, host_state, network) -> base.Verdict:
         host_ip = host_state.host_ip
         if host_ip is None:
-            return False
+            return base.Rejected(
+                'reports no host_ip; the request wants one in %s', network)
         try:
-            return ipaddress.ip_address(str(host_ip)) in network
+            inside = ipaddress.ip_address(str(host_ip)) in network
         except ValueError:
-            return False
-
-    def rejection_reason(self, host_state, spec_obj) -> str:
-        network = self.prepare(spec_obj)
-        if network is base.SKIP:
-            return 'did not pass'
-        if host_state.host_ip is None:
-            return 'reports no host_ip; the request wants one in %s' % network
-        return 'host_ip %s is not in %s' % (host_state.host_ip, network)
+            inside = False
+        return inside or base.Rejected('host_ip %s is not in %s', host_ip,
+                                       network)

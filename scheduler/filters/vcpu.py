@@ -15,15 +15,20 @@ class VCPUFilter(base.RequestScopedFilter):
     def _limit(host_state) -> float:
         return host_state.vcpus * host_state.allocation_ratio('cpu')
 
-    def passes(self, host_state, requested: int) -> bool:
+    def passes(self, host_state, requested: int) -> base.Verdict:
         if not host_state.vcpus:
             # The compute does not know its vCPUs: do not guess.
             return True
         if compute.larger_than_host(requested, host_state.vcpus):
-            return False
-        return compute.usable_vcpus(host_state) >= requested
-
-    row_local = True
+            return base.Rejected('requested %d vCPUs > %d physical CPUs',
+                                 requested, host_state.vcpus)
+        usable = compute.usable_vcpus(host_state)
+        if usable >= requested:
+            return True
+        return base.Rejected(
+            'free vCPUs %g < requested %d (total %d x ratio %s, used %d)',
+            usable, requested, host_state.vcpus,
+            host_state.allocation_ratio('cpu'), host_state.vcpus_used)
 
     def filter_columns(self, columns, requested: int):
         """``passes`` over columns (``scheduler.columns``)."""
@@ -36,14 +41,3 @@ class VCPUFilter(base.RequestScopedFilter):
         if not host_state.vcpus:
             return {}
         return {'vcpu': self._limit(host_state)}
-
-    def rejection_reason(self, host_state, spec_obj) -> str:
-        requested = self.prepare(spec_obj)
-        if compute.larger_than_host(requested, host_state.vcpus):
-            return ('requested %d vCPUs > %d physical CPUs'
-                    % (requested, host_state.vcpus))
-        limit = self._limit(host_state)
-        return ('free vCPUs %g < requested %d (total %d x ratio %s, used %d)'
-                % (limit - host_state.vcpus_used, requested,
-                   host_state.vcpus, host_state.allocation_ratio('cpu'),
-                   host_state.vcpus_used))

@@ -5,10 +5,6 @@ derives from ``SchedulerObject``.  ``SchedulerObjectSerializer`` is the
 only serializer: ``scheduler.rpc`` wraps it with the request context.
 """
 
-import functools
-import re
-import uuid
-
 from oslo_utils import versionutils
 from oslo_versionedobjects import base as ovo_base
 from oslo_versionedobjects import exception as ovo_exc
@@ -22,162 +18,32 @@ class SchedulerObjectRegistry(ovo_base.VersionedObjectRegistry):
     """
 
     def registration_hook(self, cls, index):
-        _MANIFEST[1] = -1  # a class replaced by one of the same version
         from scheduler import objects
         current = getattr(objects, cls.obj_name(), None)
         if current is None or cls.VERSION >= current.VERSION:
             setattr(objects, cls.obj_name(), cls)
 
 
-#: Where oslo.versionedobjects keeps a field's value on the object
-#: (``base._get_attrname``); tests/unit/objects checks it still does.
-_ATTR_PREFIX = '_obj_'
-_UNSET = object()
+#: Class -> its ``obj_fields``.
+_FIELD_NAMES: dict = {}
+
+#: Fields whose value coercion makes a str, number, bool or time.
+_SCALAR_FIELDS = (
+    ovo_fields.StringField, ovo_fields.UUIDField, ovo_fields.IntegerField,
+    ovo_fields.NonNegativeIntegerField, ovo_fields.FloatField,
+    ovo_fields.NonNegativeFloatField, ovo_fields.BooleanField,
+    ovo_fields.DateTimeField)
+#: Class -> names of its fields that may hold a versioned object.
+_NESTING: dict = {}
 
 
-#: The usual spelling of a UUID (a quicker test than ``uuid.UUID``).
-_CANONICAL_UUID = re.compile(
-    r'[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-'
-    r'[0-9a-fA-F]{12}')
-
-
-def _is_uuid(value: str) -> bool:
-    """Whether oslo's UUID type takes ``value`` without its warning
-    (``uuid.UUID`` reads it); only such a string may skip it."""
-    if _CANONICAL_UUID.fullmatch(value):
-        return True
-    try:
-        uuid.UUID(value)
-    except Exception:  # what oslo catches, to warn
-        return False
-    return True
-
-
-#: Field types whose coercion keeps a value of the exact Python type
-#: named as it is (``str(s) is s``, ``int(i) is i``, ...), with the
-#: check, if any, the value must also pass.  Only these exact classes:
-#: a subclass (an Enum is a String) may coerce differently.
-_KEPT_AS_IS = {
-    ovo_fields.String: (str, None),
-    ovo_fields.UUID: (str, _is_uuid),
-    ovo_fields.Integer: (int, None),
-    ovo_fields.NonNegativeInteger: (int, lambda value: value >= 0),
-    ovo_fields.Float: (float, None),
-    ovo_fields.Boolean: (bool, None),
-}
-
-#: Class -> {field name: test of a value that may be stored as it is}.
-_PLAIN_FIELDS: dict = {}
-
-
-class _Never:
-    """The type no value has: a field that keeps only None as it is."""
-
-
-def _plain_fields(cls) -> dict:
-    """``{field: (exact type, check, nullable)}`` for the fields of
-    ``cls`` that may take a value without oslo's setter: None when
-    ``nullable`` (oslo's coercion keeps None as it is in any nullable
-    field; elsewhere it puts the default in its place, or raises), or a
-    value of the ``exact`` type (any type when None) that passes
-    ``check`` (when there is one).  ``_keeps(entry, value)`` tells.
-
-    A field qualifies when its property is oslo's (no class of ours
-    replaced it) and it is not read-only; its type is in
-    ``_KEPT_AS_IS``, or an object field, which keeps an object of its
-    object name as it is, or any other type when nullable.
-    """
-    table = _PLAIN_FIELDS.get(cls)
-    if table is not None:
-        return table
-    table = {}
-    for name, field in cls.fields.items():
-        prop = getattr(cls, name, None)
-        if (not isinstance(prop, property) or field.read_only
-                or getattr(prop.fset, '__module__', None)
-                != ovo_base.__name__):
-            continue
-        kind = type(field._type)
-        if kind is ovo_fields.Object and not field._type._subclasses:
-            exact, check = None, _object_test(field._type._obj_name)
-        elif kind in _KEPT_AS_IS:
-            exact, check = _KEPT_AS_IS[kind]
-        elif field.nullable:
-            exact, check = _Never, None
-        else:
-            continue
-        table[name] = (exact, check, field.nullable)
-    _PLAIN_FIELDS[cls] = table
-    return table
-
-
-def _keeps(entry: tuple, value) -> bool:
-    """Whether oslo's coercion would keep ``value`` as it is, for a
-    field of ``_plain_fields``."""
-    exact, check, nullable = entry
-    if value is None:
-        return nullable
-    return ((exact is None or type(value) is exact)
-            and (check is None or check(value)))
-
-
-def _object_test(obj_name: str):
-    def test(value) -> bool:
-        return (isinstance(value, ovo_base.VersionedObject)
-                and value.obj_name() == obj_name)
-    return test
-
-
-#: Class -> names of its fields read through oslo's own getter.
-_OSLO_GETTERS: dict = {}
-
-
-def _oslo_getters(cls) -> frozenset:
-    """The fields of ``cls`` whose property is oslo's: reading one that
-    is set returns the value stored under ``_ATTR_PREFIX + name``."""
-    names = _OSLO_GETTERS.get(cls)
+def _may_nest(cls) -> tuple:
+    names = _NESTING.get(cls)
     if names is None:
-        names = _OSLO_GETTERS[cls] = frozenset(
-            name for name in cls.fields
-            if isinstance(getattr(cls, name, None), property)
-            and getattr(getattr(cls, name).fget, '__module__', None)
-            == ovo_base.__name__)
+        names = _NESTING[cls] = tuple(
+            name for name, field in cls.fields.items()
+            if not isinstance(field, _SCALAR_FIELDS))
     return names
-
-
-#: Class -> (fields, nested, keys): see ``_layout``.
-_LAYOUTS: dict = {}
-
-
-def _layout(cls) -> tuple:
-    """How ``obj_to_primitive`` and ``obj_what_changed`` walk ``cls``.
-
-    ``fields``: ``(name, storage attribute, field)`` in field order,
-    with None for the field when its ``to_primitive`` gives any value
-    back as it is (oslo's own for a field type that does not change
-    it: strings, UUIDs, numbers, booleans, enums).  ``nested``:
-    ``(name, storage attribute)`` of the fields that may hold a
-    versioned object (any but those whose coercion makes a str, a
-    number or a bool).  ``keys``: the primitive's keys (name,
-    namespace, version, data, changes).  Values are read from the
-    instance's ``__dict__``, where oslo keeps them.
-    """
-    layout = _LAYOUTS.get(cls)
-    if layout is not None:
-        return layout
-    fields, nested = [], []
-    for name, field in cls.fields.items():
-        attr = _ATTR_PREFIX + name
-        kind = type(field._type)
-        as_is = (type(field).to_primitive is ovo_fields.Field.to_primitive
-                 and kind.to_primitive is ovo_fields.FieldType.to_primitive)
-        fields.append((name, attr, None if as_is else field))
-        if kind not in _KEPT_AS_IS:
-            nested.append((name, attr))
-    keys = tuple(cls._obj_primitive_key(key) for key in
-                 ('name', 'namespace', 'version', 'data', 'changes'))
-    layout = _LAYOUTS[cls] = (tuple(fields), tuple(nested), keys)
-    return layout
 
 
 class SchedulerObject(ovo_base.VersionedObject,
@@ -188,146 +54,136 @@ class SchedulerObject(ovo_base.VersionedObject,
     OBJ_PROJECT_NAMESPACE = 'scheduler'
 
     @classmethod
-    def _obj_from_primitive(cls, context, objver, primitive):
-        """oslo's ``_obj_from_primitive``, quicker for plain values.
+    def obj_from_primitive(cls, primitive: dict, context=None):
+        """oslo's ``obj_from_primitive``, refusing a garbled object.
 
-        Every request and reply is read here, field by field through
-        oslo's setter and coercion.  A value that coercion would keep
-        as it is (``_plain_fields``: a string in a string field, an int
-        in an integer field, None in a nullable one ...) is stored
-        directly; any other value takes oslo's way, and raises or warns
-        as it did.  The object is the same, changes included.
+        oslo reads any non-dict data as "no field set": a garbled
+        object would arrive as an empty one.
         """
-        # oslo reads any non-dict data as "no field set": a garbled
-        # object would arrive as an empty one.
-        data = primitive.get(cls._obj_primitive_key('data'))
-        if not isinstance(data, dict):
-            raise ValueError('%s data is a %s, not a dict'
-                             % (cls.obj_name(), type(data).__name__))
-        self = cls()
-        self._context = context
-        self.VERSION = objver
-        changes = cls._obj_primitive_field(primitive, 'changes', [])
-        plain = _plain_fields(cls)
-        fields = self.fields
-        for name, field in fields.items():
-            if name not in data:
-                continue
-            value = data[name]
-            entry = plain.get(name)
-            if entry is None:
-                setattr(self, name, field.from_primitive(self, name, value))
-                continue
-            if not _keeps(entry, value):
-                # A nested object is read from its primitive first: the
-                # object read is then kept as it is.
-                value = field.from_primitive(self, name, value)
-                if not _keeps(entry, value):
-                    setattr(self, name, value)
-                    continue
-            setattr(self, _ATTR_PREFIX + name, value)
-        self._changed_fields = {x for x in changes if x in fields}
-        return self
+        if isinstance(primitive, dict):
+            data = primitive.get(cls.OBJ_SERIAL_NAMESPACE + '.data')
+            if not isinstance(data, dict):
+                raise ValueError('%s data is a %s, not a dict' % (
+                    primitive.get(cls.OBJ_SERIAL_NAMESPACE + '.name'),
+                    type(data).__name__))
+        return super().obj_from_primitive(primitive, context)
 
-    @classmethod
-    def from_fields(cls, **values):
-        """``cls(**values)``, quicker for values that need no coercion.
+    @property
+    def obj_fields(self):
+        """oslo's ``obj_fields`` (the fields and extra fields, in
+        order), made once per class, with a quick ``in``.
 
-        For objects built per request from values the scheduler made
-        itself (Selections, their limits): each value coercion would
-        keep as it is (``_plain_fields``) is stored directly, any other
-        goes through oslo's setter.  The object is the same, with the
-        same fields changed.  Classes with their own ``__init__`` are
-        built by it, as before.
+        oslo builds the list anew at every ``obj_attr_is_set``, which
+        ``obj_to_primitive`` and ``obj_what_changed`` ask for every
+        field, and looks the name up in it: serialising an object of n
+        fields built n lists of n names.
         """
-        if cls.__init__ is not ovo_base.VersionedObject.__init__:
-            return cls(**values)
-        self = cls()
-        plain = _plain_fields(cls)
-        changed = self._changed_fields
-        stored = self.__dict__
-        for name, value in values.items():
-            entry = plain.get(name)
-            if entry is not None and _keeps(entry, value):
-                stored[_ATTR_PREFIX + name] = value
-                changed.add(name)
-            else:
-                setattr(self, name, value)
-        return self
-
-    @classmethod
-    def from_coerced(cls, values: dict):
-        """An object holding ``values`` as they are: values another
-        object of this class held (coerced when it was made), so not
-        coerced again.  For the scheduler's copies of objects it keeps
-        as plain values (a host view's report)."""
-        self = cls()
-        stored = self.__dict__
-        for name, value in values.items():
-            stored[_ATTR_PREFIX + name] = value
-        self._changed_fields.update(values)
-        return self
+        cls = type(self)
+        names = _FIELD_NAMES.get(cls)
+        if names is None:
+            names = _FIELD_NAMES[cls] = dict.fromkeys(
+                list(cls.fields) + list(cls.obj_extra_fields)).keys()
+        return names
 
     def obj_to_primitive(self, target_version: str | None = None,
                          version_manifest: dict | None = None) -> dict:
-        """oslo's ``obj_to_primitive``, quicker at the object's own version.
-
-        Every reply and report is serialised at the sender's own
-        versions: oslo then still parses both versions (a regular
-        expression each) to compare them, and asks
-        ``obj_what_changed`` twice, for each object and nested object.
-        The primitive is the same; a backport (another version, or a
-        manifest) is oslo's own code.
+        """oslo's ``obj_to_primitive``; at the object's own version
+        (every report, request and reply between peers of one release)
+        without parsing the version twice to compare it with itself,
+        and asking ``obj_what_changed`` (a walk of every nested object)
+        once instead of twice.  The primitive is the same (a test
+        compares them for every object); a backport is oslo's own code.
         """
         if ((target_version is not None and target_version != self.VERSION)
                 or version_manifest):
             return super().obj_to_primitive(target_version, version_manifest)
-        fields, _, keys = _layout(type(self))
         primitive = {}
-        stored = self.__dict__
-        for name, attr, field in fields:
-            value = stored.get(attr, _UNSET)
-            if value is not _UNSET:
-                primitive[name] = value if field is None else \
-                    field.to_primitive(self, name, value)
-        obj = {keys[0]: self.obj_name(),
-               keys[1]: self.OBJ_PROJECT_NAMESPACE,
-               keys[2]: self.VERSION,
-               keys[3]: primitive}
+        for name, field in self.fields.items():
+            if self.obj_attr_is_set(name):
+                primitive[name] = field.to_primitive(
+                    self, name, getattr(self, name))
+        key = self.OBJ_SERIAL_NAMESPACE + '.'
+        obj = {key + 'name': self.obj_name(),
+               key + 'namespace': self.OBJ_PROJECT_NAMESPACE,
+               key + 'version': self.VERSION,
+               key + 'data': primitive}
         changes = [name for name in self.obj_what_changed()
                    if name in primitive]
         if changes:
-            obj[keys[4]] = changes
+            obj[key + 'changes'] = changes
         return obj
 
     def obj_what_changed(self) -> set:
-        """oslo's ``obj_what_changed``, reading the values' storage.
+        """oslo's ``obj_what_changed``, looking into only the fields
+        that can hold an object.
 
-        ``obj_to_primitive`` asks it twice per object and nested object
-        at every serialisation, and oslo's version goes through two
-        property look-ups per field each time: serialising the three
-        Selections of a reply cost 0.14 ms, half of it here.  The
-        result is the same: fields marked changed, plus those holding a
-        versioned object that has changes of its own (fields whose
-        coercion makes a str, number or bool cannot, and are skipped).
+        ``obj_to_primitive`` asks it twice per object at every
+        serialisation, and oslo's reads every field to find nested
+        objects with changes of their own; a field whose coercion makes
+        a string, a number, a boolean or a time never holds one.  The
+        fields marked changed are oslo's ``_changed_fields`` (a test
+        checks the two answers agree for every object).
         """
         fields = self.fields
         changes = {name for name in self._changed_fields if name in fields}
-        stored = self.__dict__
-        for name, attr in _layout(type(self))[1]:
-            value = stored.get(attr)
-            if (isinstance(value, ovo_base.VersionedObject)
-                    and value.obj_what_changed()):
-                changes.add(name)
+        for name in _may_nest(type(self)):
+            if self.obj_attr_is_set(name):
+                value = getattr(self, name)
+                if (isinstance(value, ovo_base.VersionedObject)
+                        and value.obj_what_changed()):
+                    changes.add(name)
         return changes
+
+    @classmethod
+    def from_coerced(cls, values: dict):
+        """An object holding ``values`` as they are, all marked changed:
+        values another object of this class held (coerced when it was
+        made), so not coerced again.
+
+        For a host view's copy of its report, rebuilt for every node a
+        flush writes: through oslo's setters, coercion was most of the
+        flush's time per node.  oslo offers no public way to set a value
+        without coercing it: the values are stored where its setter
+        stores them (``ovo_base._get_attrname``) and the changes where
+        it records them; tests/unit/test_library_privates.py fails if a
+        new oslo.versionedobjects moves either.
+        """
+        self = cls()
+        for name, value in values.items():
+            setattr(self, ovo_base._get_attrname(name), value)
+        self._changed_fields.update(values)
+        return self
+
+    @classmethod
+    def from_own_primitive(cls, primitive: dict):
+        """An object of this class from a primitive the scheduler made
+        of one itself, at this version (a report another worker stored
+        in the inventory): its values were coerced when that object was
+        made, so they are only converted back (times, addresses, nested
+        objects), not coerced again (``from_coerced``).  Any other
+        primitive goes through ``obj_from_primitive``.
+
+        Every worker reads every changed report another worker stored:
+        oslo's setters, coercing each field again, were most of that.
+        """
+        key = cls.OBJ_SERIAL_NAMESPACE + '.'
+        data = primitive.get(key + 'data') if isinstance(
+            primitive, dict) else None
+        if (not isinstance(data, dict)
+                or primitive.get(key + 'name') != cls.obj_name()
+                or primitive.get(key + 'namespace')
+                != cls.OBJ_PROJECT_NAMESPACE
+                or primitive.get(key + 'version') != cls.VERSION
+                or not data.keys() <= cls.fields.keys()):
+            return cls.obj_from_primitive(primitive)
+        blank = cls()
+        return cls.from_coerced({
+            name: None if raw is None
+            else cls.fields[name].from_primitive(blank, name, raw)
+            for name, raw in data.items()})
 
     def obj_get(self, name: str, default=None):
         """Return a field's value, or ``default`` when it is not set."""
-        if name in _oslo_getters(type(self)):
-            # What oslo's getter would return, without its two lookups
-            # of the field list: filters read spec fields this way for
-            # every instance of every request.
-            return self.__dict__.get(_ATTR_PREFIX + name, default)
         if self.obj_attr_is_set(name):
             return getattr(self, name)
         return default
@@ -421,55 +277,15 @@ def obj_manifest() -> dict:
     """``{object name: newest version}`` of every object this code knows.
 
     Peers exchange manifests (``get_version_info``) so that each can send
-    the other objects it can read.  A new dict each time (callers may
-    change theirs).
+    the other objects it can read.
     """
-    return dict(_manifest())
-
-
-#: (registry dict, classes registered, manifest): see ``_manifest``.
-_MANIFEST: list = [None, -1, None]
-
-
-def _manifest() -> dict:
-    """``obj_manifest()``, made once per state of the registry; not to
-    be changed.
-
-    Every select_destinations asks for it twice (the caller sends it,
-    the service compares it with its own): built each time it took
-    2 us, and up to 20 us in a process that had been idle a moment,
-    as every call's is.  It is made again when classes are registered
-    (more of them), and when a fixture puts another registry dict in
-    place (oslo's VersionedObjectRegistryFixture).
-    """
-    registry = SchedulerObjectRegistry.obj_classes()
-    count = sum(map(len, registry.values()))
-    cached_registry, cached_count, manifest = _MANIFEST
-    if cached_registry is not registry or cached_count != count:
-        manifest = {name: classes[0].VERSION
-                    for name, classes in registry.items()
-                    if issubclass(classes[0], SchedulerObject)}
-        _MANIFEST[:] = [registry, count, manifest]
-    return manifest
-
-
-@functools.lru_cache(maxsize=256)
-def _version_tuple(version: str) -> tuple:
-    return versionutils.convert_version_to_tuple(version)
+    return {name: classes[0].VERSION
+            for name, classes in
+            SchedulerObjectRegistry.obj_classes().items()
+            if issubclass(classes[0], SchedulerObject)}
 
 
 def _older(version: str, than: str) -> bool:
-    """Whether ``version`` is older than ``than``.
-
-    Asked for every object of a peer's manifest at every call that
-    carries one (select_destinations): parsing the versions each time
-    (a regular expression per version) cost 0.06 ms a request.  The
-    parsed strings are cached, boundedly, since a manifest comes from
-    the bus; anything not a string is parsed as before, and raises
-    what it raised.
-    """
-    if type(version) is str and type(than) is str:
-        return _version_tuple(version) < _version_tuple(than)
     return (versionutils.convert_version_to_tuple(version)
             < versionutils.convert_version_to_tuple(than))
 
@@ -480,7 +296,7 @@ def common_manifest(manifest: dict) -> dict:
     A peer newer than us reads our versions; only objects it has at an
     older version need a backport.
     """
-    ours = _manifest()
+    ours = obj_manifest()
     return {name: (manifest[name] if name in manifest
                    and _older(manifest[name], version) else version)
             for name, version in ours.items()}
@@ -492,7 +308,7 @@ def needs_backport(manifest: dict) -> bool:
     Peers running the same code (the usual case) skip the backport walk,
     and send a manifest equal to ours: that one is not walked either.
     """
-    ours = _manifest()
+    ours = obj_manifest()
     if manifest == ours:
         return False
     return any(name in manifest and _older(manifest[name], version)

@@ -14,8 +14,8 @@ from scheduler.objects import base
 from scheduler.objects import fields
 from scheduler.resources import aggregates
 from scheduler.resources import compute
+from scheduler.resources import limits_scope
 from scheduler.resources import liveness
-from scheduler import request_limits
 
 RESOURCES = aggregates.RATIO_RESOURCES
 
@@ -107,7 +107,7 @@ class HostResources:
 
         Per request, never shared: see ``scheduler.request_limits``.
         """
-        return request_limits.for_host(self.key())
+        return limits_scope.for_host(self.key())
 
     def seconds_since_report(self, now: float | None = None) -> float:
         """Age of the report by ``scheduler.resources.liveness``' clock."""

@@ -73,10 +73,10 @@ class SchedulerLimits(base.SchedulerObject):
         """Limits from a filter's dict (every Selection's, per request)."""
         limits = limits or {}
         numa = limits.get('numa_topology')
-        return cls.from_fields(memory_mb=_int(limits.get('memory_mb')),
-                               disk_gb=_int(limits.get('disk_gb')),
-                               vcpu=_int(limits.get('vcpu')),
-                               numa_topology=dict(numa) if numa else None)
+        return cls(memory_mb=_int(limits.get('memory_mb')),
+                   disk_gb=_int(limits.get('disk_gb')),
+                   vcpu=_int(limits.get('vcpu')),
+                   numa_topology=dict(numa) if numa else None)
 
     def to_dict(self) -> dict:
         out = {}

@@ -41,7 +41,7 @@ class Selection(base.SchedulerObject):
     def from_host_state(cls, host_state, instance_uuid=None,
                         weight=None, limits=None) -> 'Selection':
         """A Selection for ``host_state`` with the request's ``limits``."""
-        return cls.from_fields(
+        return cls(
             service_host=host_state.host, nodename=host_state.nodename,
             compute_node_uuid=host_state.uuid, instance_uuid=instance_uuid,
             limits=request_parts.SchedulerLimits.from_dict(

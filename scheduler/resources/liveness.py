@@ -29,9 +29,23 @@ def set_clock(func: typing.Callable[[], float] | None) -> None:
     clock = time.time if func is None else func
 
 
+#: Seconds reports currently wait on the bus before they are taken
+#: (``set_intake_lag``).
+intake_lag = 0.0
+
+
+def set_intake_lag(seconds: float) -> None:
+    """Reports currently wait ``seconds`` on the bus before a worker
+    takes them: a host is not judged down for that wait."""
+    global intake_lag
+    intake_lag = max(0.0, seconds)
+
+
 def cutoff(at: float | None = None) -> float:
-    """Reports received before this time are stale."""
-    return (now() if at is None else at) - CONF.scheduler.service_down_time
+    """Reports received before this time are stale (a report that
+    waited on the bus counts from when it was sent)."""
+    return ((now() if at is None else at)
+            - CONF.scheduler.service_down_time - intake_lag)
 
 
 def is_up(host_state, at: float | None = None) -> bool:
@@ -46,3 +60,35 @@ def state_name(host_state, at: float | None = None) -> str:
     if getattr(host_state, 'forced_down', False):
         return 'forced down'
     return 'up' if host_state.received_at >= cutoff(at) else 'down'
+
+
+#: Fewer reports than this per ``service_down_time`` and one late or lost
+#: report takes a host down.
+REPORTS_PER_DOWN_TIME = 2
+
+
+def interval_problem(report_interval: float, service_down_time: float
+                     ) -> tuple[bool, str] | None:
+    """Why hosts reporting every ``report_interval`` seconds would go
+    down, or None when they keep up: ``(flaps, text)``.
+
+    ``flaps`` is True when ``report_interval`` is not below
+    ``service_down_time``: every host is then judged down before its
+    next report and up again at it, over and over.  Otherwise the text
+    says that the margin is thin (less than two reports per
+    ``service_down_time``).
+    """
+    if report_interval >= service_down_time:
+        return True, (
+            '[scheduler] report_interval (%g s) is not below '
+            'service_down_time (%g s): every host would be judged down '
+            'before its next report and up again at it (flapping); keep '
+            'service_down_time at least %d times report_interval'
+            % (report_interval, service_down_time, REPORTS_PER_DOWN_TIME))
+    if service_down_time < REPORTS_PER_DOWN_TIME * report_interval:
+        return False, (
+            '[scheduler] service_down_time (%g s) is less than %d times '
+            'report_interval (%g s): one late or lost report marks a host '
+            'down' % (service_down_time, REPORTS_PER_DOWN_TIME,
+                      report_interval))
+    return None

@@ -3,14 +3,16 @@
 Used by the server group filters and the soft (anti-)affinity weighers.
 """
 
+import numpy as np
+
 from scheduler import exception
-from scheduler.objects import instance_group as group_obj
 
 RULE = 'max_server_per_host'
 
 
-def group_of(spec_obj, policy: str) -> group_obj.InstanceGroup | None:
-    """The request's server group if its policy is ``policy``, else None."""
+def group_of(spec_obj, policy: str):
+    """The request's server group (an ``objects.InstanceGroup``) if its
+    policy is ``policy``, else None."""
     group = spec_obj.obj_get('instance_group')
     if group is None or group.obj_get('policy') != policy:
         return None
@@ -60,3 +62,21 @@ def member_counts(hosts: list, spec_obj, policy: str) -> list | None:
     members = frozenset(group.obj_get('members') or ())
     group_hosts = list(group.obj_get('hosts') or ())
     return [members_on_host(host, members, group_hosts) for host in hosts]
+
+
+def member_count_columns(columns, spec_obj, policy: str):
+    """``member_counts`` over columns (``scheduler.columns.Columns``):
+    an array aligned with the candidates, or None when the request has
+    no such group.  The members' rows come from the column store's
+    instance index and the group's hosts from the host-name codes, so
+    that no candidate is visited in Python."""
+    group = group_of(spec_obj, policy)
+    if group is None:
+        return None
+    members = frozenset(group.obj_get('members') or ())
+    group_hosts = list(group.obj_get('hosts') or ())
+    on_host = columns.instances_among(members) if members \
+        else np.zeros(len(columns))
+    if not group_hosts:
+        return on_host
+    return np.maximum(on_host, columns.host_counts(group_hosts))

@@ -52,6 +52,7 @@ import oslo_messaging
 from oslo_utils import timeutils
 
 from scheduler import context as ctx_mod
+from scheduler import exception
 from scheduler import objects
 from scheduler.objects import host_state as host_state_obj
 from scheduler import rpc
@@ -87,7 +88,8 @@ def build_host_state(spec: fleet_mod.HostSpec) -> objects.HostState:
         hypervisor_hostname=spec.name, host_ip=spec.host_ip,
         cpu_info=dict(spec.cpu_info),
         supported_instances=[list(t) for t in spec.supported_instances],
-        metrics=dict(spec.metrics), stats=dict(spec.stats)).set_defaults()
+        metrics=dict(spec.metrics), stats=dict(spec.stats),
+        disk_available_least=spec.disk_available_least).set_defaults()
 
 
 class SilenceSwitch:
@@ -155,10 +157,15 @@ class SimulatedCompute:
         return self.silence.is_silent(self.name)
 
     def snapshot(self) -> objects.HostState:
-        """A copy of the state to send, stamped now."""
+        """A copy of the state to send, stamped now.
+
+        Stamped under the lock: a report cloned before a build and
+        stamped after a later snapshot would carry an older state under
+        a newer time, and the scheduler keeps the newest report.
+        """
         with self._lock:
             state = self.state.obj_clone()
-        state.updated_at = timeutils.utcnow(with_timezone=True)
+            state.updated_at = timeutils.utcnow(with_timezone=True)
         return state
 
     def report(self, ctxt=None) -> bool:
@@ -402,6 +409,9 @@ class Fleet:
         self._stopping = threading.Event()
         self._threads: list = []
         self.progress = Progress(self.STARTUP_PROGRESS_EVERY)
+        #: Why the fleet stopped by itself (a scheduler too old for
+        #: this client's messages), for the command to exit non-zero.
+        self.fatal: Exception | None = None
 
     def set_silent(self, name: str, silent: bool = True) -> None:
         if name not in self.hosts:
@@ -583,6 +593,11 @@ class Fleet:
                 try:
                     if self.hosts[name].report(ctxt):
                         self.progress.reports += 1
+                except exception.SchedulerTooOld as e:
+                    # Not the bus: no later report can get through.
+                    self.fatal = e
+                    self.request_stop()
+                    return
                 except Exception as e:
                     # The bus may be down for a while: next time.
                     LOG.warning('Could not send the report of %s: %s',
@@ -608,4 +623,5 @@ class Fleet:
         self._servers = []
         if self._bound:
             routing.delete_queue(CONF, CONF.compute.topic, self.server_name)
+            routing.tidy_up(CONF, CONF.compute.topic)
             self._bound = False

@@ -11,7 +11,7 @@ example)::
         {"prefix": "doc", "count": 6,
          "memory_mb": 32768, "local_gb": 400, "vcpus": 8,
          "cpu_allocation_ratio": 4.0, "ram_allocation_ratio": 1.0,
-         "disk_allocation_ratio": 1.0,
+         "disk_allocation_ratio": 1.0, "disk_available_least": 300,
          "hypervisor_type": "kvm", "hypervisor_version": "8.2.0",
          "architecture": "x86_64", "host_ip": "127.0.1.1",
          "cpu_info": {"vendor": "Intel", "topology": {"cores": 4}},
@@ -34,7 +34,10 @@ per host, loopback only; groups without it get ``127.1.0.1`` onwards.
 Allocation ratios left out are those of ``[compute]`` when the agent
 starts.  ``stats`` are the free-form counters a compute reports (nova's
 ``stats``, which ComputeCapabilitiesFilter and JsonFilter's
-``$stats.<key>`` read), as strings.  Keys that begin with ``_`` are
+``$stats.<key>`` read), as strings.  ``disk_available_least`` (GB, as
+nova's compute reports it: what the disk images can really still grow
+into) is reported only by groups that set it; it shrinks by each
+instance's disk, whatever the allocation ratio.  Keys that begin with ``_`` are
 comments and are ignored; any other unknown key is an error.
 ``SCHEMA`` (JSON Schema, checked with ``jsonschema``) states every rule
 a value can be checked by alone; ``parse()`` adds those that relate
@@ -91,6 +94,8 @@ class HostSpec:
     supported_instances: list
     aggregates: tuple
     stats: dict = dataclasses.field(default_factory=dict)
+    #: GB of real free disk with no instance; None: not reported.
+    disk_available_least: int | None = None
 
     @property
     def uuid(self) -> str:
@@ -197,6 +202,7 @@ SCHEMA = {
                 'cpu_allocation_ratio': {'$ref': '#/$defs/ratio'},
                 'ram_allocation_ratio': {'$ref': '#/$defs/ratio'},
                 'disk_allocation_ratio': {'$ref': '#/$defs/ratio'},
+                'disk_available_least': {'$ref': '#/$defs/size'},
                 'hypervisor_type': {'$ref': '#/$defs/text'},
                 'hypervisor_version': {'type': ['integer', 'string'],
                                        'minimum': 0,
@@ -338,6 +344,8 @@ def _group_values(group: dict) -> dict:
     values.update((k, v) for k, v in group.items() if not k.startswith('_'))
     for key in ('count', 'memory_mb', 'local_gb', 'vcpus'):
         values[key] = int(values[key])
+    if values['disk_available_least'] is not None:
+        values['disk_available_least'] = int(values['disk_available_least'])
     for key in ('cpu_allocation_ratio', 'ram_allocation_ratio',
                 'disk_allocation_ratio'):
         if values[key] is not None:
@@ -476,7 +484,8 @@ def _host_spec(name: str, values: dict, host_ip: str,
         metrics=dict(values['metrics'] or {}),
         supported_instances=values['supported_instances']
         or [[arch, hv_type.lower(), 'hvm']],
-        aggregates=aggregates, stats=dict(values['stats'] or {}))
+        aggregates=aggregates, stats=dict(values['stats'] or {}),
+        disk_available_least=values['disk_available_least'])
 
 
 def load(path: str) -> FleetSpec:

@@ -128,6 +128,41 @@ def delete_queue(conf: cfg.ConfigOpts, topic: str, server: str) -> None:
                     {'queue': queue, 'error': e})
 
 
+def tidy_up(conf: cfg.ConfigOpts, topic: str) -> list:
+    """Delete the compute topic queue if nothing else uses it; say what
+    stays on the broker.
+
+    oslo.messaging declares ``<topic>`` for every RPC server of the
+    topic and never deletes it.  The broker deletes it here only while
+    it has no consumer and no message (another simulator or compute
+    keeps it).  The exchanges stay: a scheduler service may still
+    publish on them.  Returns the names left, which are also logged
+    with how to remove them.
+    """
+    left = []
+    try:
+        with rpc.amqp_connection(conf) as connection:
+            channel = connection.channel()
+            try:
+                channel.queue_delete(queue=topic, if_unused=True,
+                                     if_empty=True)
+            finally:
+                if channel.is_open:
+                    channel.close()
+    except Exception as e:
+        LOG.debug('Queue %(queue)s kept: %(error)s',
+                  {'queue': topic, 'error': e})
+        left.append('queue %s' % topic)
+    exchanges = [exchange_name(conf), '%s_fanout' % rpc.reports_topic(conf)]
+    left += ['exchange %s' % name for name in exchanges]
+    LOG.info('Left on the broker for other processes and the next run: '
+             '%(left)s. Once no scheduler or compute uses them, remove '
+             'them with rabbitmqadmin (delete queue name=... / delete '
+             'exchange name=...), or run the simulator in a virtual host '
+             'of its own and delete that.', {'left': ', '.join(left)})
+    return left
+
+
 class BindingGuard:
     """Binds the hosts' routing keys again when the broker lost them.
 

@@ -92,18 +92,6 @@ class BaseHostWeigher:
     #: it for that host.  None means a fixed multiplier of 1.0.
     multiplier_option: str | None = None
 
-    #: The vector form (``weigh_columns``, see ``scheduler.columns``)
-    #: gives each host's raw weight from that host's columns and the
-    #: request alone, never from the hosts chosen for the request's
-    #: earlier instances, and its ``column_multipliers`` from the
-    #: configuration and the host's aggregates alone (a claim changes
-    #: neither).  For each later instance of a request, the multipliers
-    #: are kept, only the hosts an earlier claim changed are weighed
-    #: again, and every host is normalised anew.  Honoured only when set
-    #: by the class that defines ``weigh_columns`` or by a subclass of
-    #: it.
-    row_local = False
-
     def configured_multiplier(self) -> float:
         """The multiplier the configuration sets, before any aggregate
         override (1.0 without ``multiplier_option``)."""
@@ -185,9 +173,9 @@ class HostWeightHandler:
         every candidate is skipped unless ``explain``-ing: it could not
         change the order.  Per-weigher details are kept only when
         ``explain``-ing, and then for the ``detailed`` heaviest hosts
-        only (None: all): at 100,000 hosts an explain kept one
-        ``WeigherScore`` per host and weigher, over 100 MB, to show
-        the first ten.
+        only (None: all): an explain over a large fleet would otherwise
+        keep one ``WeigherScore`` per host and weigher to show the first
+        few.
         """
         weighed = [WeighedHost(h) for h in hosts]
         if len(weighed) <= 1:

@@ -25,8 +25,6 @@ class BuildFailureWeigher(base.BaseHostWeigher):
     def column_multipliers(self, columns):
         return -super().column_multipliers(columns)
 
-    row_local = True
-
     def weigh_columns(self, columns, spec_obj):
         return columns.failed_builds
 

@@ -12,8 +12,6 @@ class CPUWeigher(base.BaseHostWeigher):
     minval = 0
     multiplier_option = 'cpu_weight_multiplier'
 
-    row_local = True
-
     def weigh_columns(self, columns, spec_obj):
         return columns.usable_vcpus
 

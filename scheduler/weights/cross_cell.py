@@ -30,8 +30,6 @@ class CrossCellWeigher(base.BaseHostWeigher):
 
     multiplier_option = 'cross_cell_move_weight_multiplier'
 
-    row_local = True
-
     def weigh_columns(self, columns, spec_obj):
         """0 everywhere, or None (per host) on a cross-cell move."""
         return 0.0 if preferred_cell(spec_obj) is None else None

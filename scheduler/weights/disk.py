@@ -12,8 +12,6 @@ class DiskWeigher(base.BaseHostWeigher):
     minval = 0
     multiplier_option = 'disk_weight_multiplier'
 
-    row_local = True
-
     def weigh_columns(self, columns, spec_obj):
         return columns.free_disk_mb
 

@@ -13,8 +13,6 @@ class HypervisorVersionWeigher(base.BaseHostWeigher):
 
     multiplier_option = 'hypervisor_version_weight_multiplier'
 
-    row_local = True
-
     def weigh_columns(self, columns, spec_obj):
         return columns.hypervisor_version
 

@@ -55,8 +55,6 @@ class ImagePropertiesWeigher(base.BaseHostWeigher):
 
     multiplier_option = 'image_props_weight_multiplier'
 
-    row_local = True
-
     def weigh_columns(self, columns, spec_obj):
         """0 everywhere when off or for an image without properties;
         else None (per host)."""

@@ -15,8 +15,6 @@ class IoOpsWeigher(base.BaseHostWeigher):
     minval = 0
     multiplier_option = 'io_ops_weight_multiplier'
 
-    row_local = True
-
     def weigh_columns(self, columns, spec_obj):
         return columns.num_io_ops
 

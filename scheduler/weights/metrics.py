@@ -30,8 +30,6 @@ class MetricsWeigher(base.BaseHostWeigher):
     def configured_multiplier(self) -> float:
         return CONF.metrics.weight_multiplier
 
-    row_local = True
-
     def weigh_columns(self, columns, spec_obj):
         """0 everywhere without a weighed metric; else None (per host)."""
         if any(ratio for _name, ratio in metrics_filter.weight_setting()):

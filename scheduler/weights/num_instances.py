@@ -12,8 +12,6 @@ class NumInstancesWeigher(base.BaseHostWeigher):
 
     multiplier_option = 'num_instances_weight_multiplier'
 
-    row_local = True
-
     def weigh_columns(self, columns, spec_obj):
         return columns.num_instances
 

@@ -24,8 +24,6 @@ class PCIWeigher(non_negative.NonNegativeMultiplier, base.BaseHostWeigher):
 
     multiplier_option = 'pci_weight_multiplier'
 
-    row_local = True
-
     def weigh_columns(self, columns, spec_obj):
         """Minus the free devices for a request without PCI requests;
         else None (per host)."""

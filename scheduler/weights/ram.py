@@ -11,8 +11,6 @@ class RAMWeigher(base.BaseHostWeigher):
     minval = 0
     multiplier_option = 'ram_weight_multiplier'
 
-    row_local = True
-
     def weigh_columns(self, columns, spec_obj):
         return columns.free_ram_mb
 

@@ -16,7 +16,9 @@ import pytest
 from scheduler import context
 from scheduler import rpc
 from scheduler import rpcapi
+from tests.functional.broker_users import guide_users  # noqa: F401
 from tests.functional import daemons
+from tests.functional import rabbit_node
 from tests.functional.db_servers import mysql_url  # noqa: F401 (fixture)
 from tests.functional.db_servers import postgresql_url  # noqa: F401
 from tests.functional import services
@@ -116,7 +118,10 @@ class Cluster:
     def service_config(self, name: str, database_url: str,
                        scheduler_opts: dict | None = None,
                        extra: str = '') -> str:
-        """Write the service's config file; ``extra`` is appended raw."""
+        """Write the service's config file; ``extra`` is appended raw.
+
+        ``database_url`` None: no ``connection``, the default inventory
+        (SQLite under ``state_path``)."""
         sched = {'topic': self.topic, 'service_down_time': 6,
                  'report_interval': 1, 'periodic_task_interval': 1}
         sched.update(scheduler_opts or {})
@@ -128,11 +133,10 @@ class Cluster:
                  '[scheduler]']
         lines += ['%s = %s' % kv for kv in sched.items()]
         lines += ['', '[compute]', 'topic = %s' % self.compute_topic, '',
-                  '[database]', 'connection = %s' % database_url,
-                  # Every worker may hold max_pool_size + max_overflow
-                  # connections (oslo.db: 5 + 50); four workers under 50
-                  # callers went past the shared PostgreSQL's 100.
-                  'max_overflow = 10', '']
+                  '[database]']
+        if database_url is not None:
+            lines.append('connection = %s' % database_url)
+        lines.append('')
         path = str(self.tmp / ('%s.conf' % name))
         return daemons.write_multi_config(
             path, '\n'.join(lines) + '\n' + self.shared_config + extra)
@@ -208,14 +212,23 @@ class Cluster:
     def start_sim(self, hosts: int = 4, name: str = 'sim',
                   fleet: str | None = None, report_interval: int = 1,
                   debug: bool = True,
-                  extra_args: tuple = ()) -> daemons.Daemon:
+                  extra_args: tuple = (),
+                  service_down_time: int | None = None,
+                  report_intake: bool = False) -> daemons.Daemon:
+        """``service_down_time``: the scheduler's, which the simulator
+        checks its report interval against (its default otherwise).
+        ``report_intake``: report to the schedulers' intake queue."""
+        down = ('service_down_time = %d\n' % service_down_time
+                if service_down_time else '')
+        if report_intake:
+            down += 'report_intake = true\n'
         path = daemons.write_multi_config(
             str(self.tmp / ('%s.conf' % name)),
             '[DEFAULT]\ntransport_url = %s\nhost = %s\nlog_file = %s\n'
             'debug = %s\n\n[scheduler]\ntopic = %s\nreport_interval = %d\n'
-            '\n[compute]\ntopic = %s\n\n%s'
+            '%s\n[compute]\ntopic = %s\n\n%s'
             % (self.transport_url, name, self.tmp / ('%s.log' % name),
-               str(debug).lower(), self.topic, report_interval,
+               str(debug).lower(), self.topic, report_interval, down,
                self.compute_topic, self.shared_config))
         args = ['--config-file', path, '--control-dir', self.control_dir]
         args += ['--fleet', fleet] if fleet else ['--hosts', str(hosts)]
@@ -252,7 +265,8 @@ class Cluster:
         deletes its own queue when it stops cleanly; it is deleted here
         too in case it did not.
         """
-        bases = [self.topic + suffix for suffix in ('', '_reports', '_ops')]
+        bases = [self.topic + suffix for suffix in
+                 ('', '_reports', '_ops', '_reports_intake')]
         queues = bases + ['%s.%s' % (base, server) for base in bases
                           for server in self.server_names]
         queues.append(self.compute_topic)
@@ -278,6 +292,30 @@ class Cluster:
 @pytest.fixture
 def cluster(tmp_path, rabbit_url, conf):
     c = Cluster(tmp_path, rabbit_url, conf)
+    daemons.add_stopper(c.stop_all)
+    yield c
+    daemons.remove_stopper(c.stop_all)
+    c.stop_all()
+    rpc.cleanup()
+
+
+@pytest.fixture
+def broker(tmp_path):
+    """A RabbitMQ node of the test's own, to stop and start at will."""
+    node = rabbit_node.RabbitNode(str(tmp_path / 'rabbit'))
+    node.start()
+    try:
+        yield node
+    finally:
+        daemons.stop_daemons_first()
+        node.stop()
+
+
+@pytest.fixture
+def own_cluster(tmp_path, broker, conf):
+    conf.config(rabbit_transient_queues_ttl=daemons.TRANSIENT_QUEUES_TTL,
+                group='oslo_messaging_rabbit')
+    c = Cluster(tmp_path, broker.url, conf)
     daemons.add_stopper(c.stop_all)
     yield c
     daemons.remove_stopper(c.stop_all)

@@ -57,19 +57,29 @@ def write_multi_config(path: str, text: str) -> str:
 class Daemon:
     """A console script running as a child process, logging to a file."""
 
-    def __init__(self, name: str, args: list, log_path: str):
+    def __init__(self, name: str, args: list, log_path: str,
+                 env: dict | None = None, bin_dir: str | None = None):
+        """``env``: variables added to this process's environment;
+        ``bin_dir``: run another installation's script (an older
+        release's virtualenv), which must not import this checkout."""
         self.name = name
         self.log_path = log_path
-        env = dict(os.environ)
-        # Test-only plugins (tests.unit.fixtures...) import from the repo.
-        env['PYTHONPATH'] = REPO_ROOT + os.pathsep + env.get('PYTHONPATH',
-                                                             '')
+        env = dict(os.environ, **(env or {}))
+        if bin_dir is None:
+            script, cwd = console_script(name), REPO_ROOT
+            # Test-only plugins (tests.unit.fixtures...) import from the
+            # repo.
+            env['PYTHONPATH'] = REPO_ROOT + os.pathsep + env.get(
+                'PYTHONPATH', '')
+        else:
+            script, cwd = os.path.join(bin_dir, name), bin_dir
+            env.pop('PYTHONPATH', None)
         self._out = open(log_path + '.out', 'w')
         self._terminated = False
         self.proc = subprocess.Popen(
-            [console_script(name)] + args, stdin=subprocess.DEVNULL,
+            [script] + args, stdin=subprocess.DEVNULL,
             stdout=self._out, stderr=subprocess.STDOUT, env=env,
-            cwd=REPO_ROOT, start_new_session=True)
+            cwd=cwd, start_new_session=True)
 
     def alive(self) -> bool:
         return self.proc.poll() is None

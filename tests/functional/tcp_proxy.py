@@ -13,8 +13,10 @@ Plain native threads: the test process is not monkey-patched.
 """
 
 import socket
+import subprocess
 import ssl
 import threading
+import time
 
 _CHUNK = 65536
 
@@ -24,8 +26,11 @@ class TCPProxy:
 
     def __init__(self, upstream: tuple = ('127.0.0.1', 5672),
                  port: int = 0, ssl_context: ssl.SSLContext | None = None,
-                 limit: int | None = None):
+                 limit: int | None = None, delay: float = 0.0):
         self.upstream = upstream
+        #: Seconds each chunk from the client waits before it is sent
+        #: on: a slow network, or a busy database server.
+        self.delay = delay
         self.port = port
         self.ssl_context = ssl_context
         #: Forward this many connections, then close every new one at
@@ -102,16 +107,20 @@ class TCPProxy:
                     return
                 self._sockets.update((client, server))
                 self.accepted += 1
-            for src, dst in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(src, dst),
+            for src, dst, delay in ((client, server, self.delay),
+                                    (server, client, 0.0)):
+                threading.Thread(target=self._pump, args=(src, dst, delay),
                                  name='tcp-proxy-pump', daemon=True).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket,
+              delay: float = 0.0) -> None:
         try:
             while True:
                 data = src.recv(_CHUNK)
                 if not data:
                     break
+                if delay:
+                    time.sleep(delay)
                 dst.sendall(data)
         except OSError:
             pass
@@ -128,3 +137,15 @@ def _close(sock: socket.socket) -> None:
     except OSError:
         pass
     sock.close()
+
+
+def certificate(tmp_path, name: str) -> tuple:
+    """A throw-away self-signed certificate for 127.0.0.1 (a private CA of
+    its own), and its key."""
+    cert, key = tmp_path / ('%s.crt' % name), tmp_path / ('%s.key' % name)
+    subprocess.run(['openssl', 'req', '-x509', '-newkey', 'rsa:2048',
+                    '-nodes', '-keyout', str(key), '-out', str(cert),
+                    '-days', '1', '-subj', '/CN=127.0.0.1',
+                    '-addext', 'subjectAltName=IP:127.0.0.1'],
+                   check=True, capture_output=True, timeout=60)
+    return str(cert), str(key)

@@ -17,17 +17,6 @@ from tests.functional import daemons
 from tests.functional import tcp_proxy
 
 
-def _certificate(tmp_path, name: str) -> tuple:
-    """A throw-away self-signed certificate for 127.0.0.1."""
-    cert, key = tmp_path / ('%s.crt' % name), tmp_path / ('%s.key' % name)
-    subprocess.run(['openssl', 'req', '-x509', '-newkey', 'rsa:2048',
-                    '-nodes', '-keyout', str(key), '-out', str(cert),
-                    '-days', '1', '-subj', '/CN=127.0.0.1',
-                    '-addext', 'subjectAltName=IP:127.0.0.1'],
-                   check=True, capture_output=True, timeout=60)
-    return str(cert), str(key)
-
-
 def _check(tmp_path, url: str, rabbit: str = '', extra: str = '') -> tuple:
     """Exit code and rows of ``config check --check-bus`` on ``url``."""
     path = daemons.write_multi_config(
@@ -49,7 +38,7 @@ def _rows(rows: list, check: str) -> list:
 @pytest.fixture
 def tls_broker(tmp_path, rabbit_url):
     """A TLS endpoint on 127.0.0.1 in front of the real broker."""
-    cert, key = _certificate(tmp_path, 'broker')
+    cert, key = tcp_proxy.certificate(tmp_path, 'broker')
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     proxy = tcp_proxy.TCPProxy(ssl_context=context).start()
@@ -81,7 +70,7 @@ def test_check_bus_verifies_tls(tmp_path, tls_broker):
     assert result == 'ok' and 'TLS verified' in detail, detail
 
     # A CA that did not sign the broker's certificate.
-    other_ca, _key = _certificate(tmp_path, 'other')
+    other_ca, _key = tcp_proxy.certificate(tmp_path, 'other')
     code, rows = _check(tmp_path, url,
                         'ssl = true\nssl_ca_file = %s\n' % other_ca)
     assert code == 1

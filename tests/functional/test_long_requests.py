@@ -116,7 +116,8 @@ def test_short_requests_and_reports_interleave_with_a_long_one(
         cluster.api.update_service_capabilities(cluster.admin_ctxt, late)
         done.record('late host', lambda: daemons.wait_for(
             lambda: cluster.api.select_destinations(
-                cluster.ctxt, make_spec(ram=64, force_hosts=['late-001']),
+                cluster.admin_ctxt,
+                make_spec(ram=64, force_hosts=['late-001']),
                 uuids(1)), 60, interval=0.05,
             what='the late host to be schedulable'))
         for index in range(SHORT_REQUESTS):

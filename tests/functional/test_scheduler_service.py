@@ -194,7 +194,7 @@ def test_host_going_silent_is_no_longer_scheduled(cluster, conf, tmp_path):
         assert silent not in chosen
     with pytest.raises(exception.NoValidHost):
         cluster.api.select_destinations(
-            cluster.ctxt, make_spec(force_hosts=[silent]), uuids(1))
+            cluster.admin_ctxt, make_spec(force_hosts=[silent]), uuids(1))
 
 
 def test_bad_input_gets_typed_errors_and_service_keeps_serving(

@@ -7,13 +7,12 @@ and one log line, keeps serving, and loses no one's reports.
 
 import json
 import re
-import shutil
-import subprocess
 import time
 import urllib.request
 import uuid
 import zlib
 
+import kombu
 import oslo_messaging
 import pytest
 
@@ -23,6 +22,7 @@ from scheduler import exception
 from scheduler import objects
 from scheduler import rpc
 from scheduler import rpcapi
+from tests.functional import broker_users
 from tests.functional import daemons
 from tests.functional import hostile
 from tests.functional.test_scheduler_service import make_spec
@@ -148,7 +148,7 @@ def test_raw_hostile_messages_are_dropped_before_decoding(cluster, conf,
     finally:
         pub.close()
     info = cluster.api.get_version_info(cluster.admin_ctxt)
-    assert info['rpc_version'] == '1.4'
+    assert info['rpc_version'] == '1.5'
     log = daemon.log()
     daemons.wait_for(lambda: len(_warnings(daemon.log(),
                                            'Rejected a message')) >= 3,
@@ -185,62 +185,16 @@ def test_dead_callers_stall_no_one(cluster, conf, tmp_path):
     assert 'no longer scheduling to it' not in daemon.log()
 
 
-def _rabbitmqctl(*args) -> None:
-    subprocess.run(('rabbitmqctl', '-q') + args, check=True,
-                   capture_output=True, timeout=60)
-
-
-@pytest.fixture
-def broker_users(rabbit_url):
-    """A throw-away vhost with a scheduler, a compute and a caller user."""
-    if shutil.which('rabbitmqctl') is None:
-        pytest.skip('rabbitmqctl not available to create users')
-    tag = uuid.uuid4().hex[:8]
-    vhost = 'sched-trust-%s' % tag
-    users = {role: ('sched-%s-%s' % (role, tag), uuid.uuid4().hex)
-             for role in ('service', 'compute', 'caller')}
-    _rabbitmqctl('add_vhost', vhost)
-    try:
-        for name, password in users.values():
-            _rabbitmqctl('add_user', name, password)
-        yield vhost, users
-    finally:
-        # The daemons log in as these users: they stop first.
-        daemons.stop_daemons_first()
-        for name, _password in users.values():
-            subprocess.run(['rabbitmqctl', '-q', 'delete_user', name],
-                           capture_output=True, timeout=60)
-        subprocess.run(['rabbitmqctl', '-q', 'delete_vhost', vhost],
-                       capture_output=True, timeout=60)
-
-
 def test_broker_permissions_keep_each_party_to_its_casts(
-        cluster, conf, tmp_path, broker_users):
+        cluster, conf, tmp_path, guide_users):
     """Item 9: the permissions of doc/admin-guide.md, on a real broker."""
-    vhost, users = broker_users
-    topic = cluster.topic
-    # The lines of the admin guide, with this test's topic.
-    _rabbitmqctl('set_permissions', '-p', vhost, users['service'][0],
-                 '.*', '.*', '.*')
-    _rabbitmqctl('set_permissions', '-p', vhost, users['compute'][0],
-                 '^%s_reports_fanout$' % topic,
-                 '^%s_reports_fanout$' % topic, '^$')
-    _rabbitmqctl('set_permissions', '-p', vhost, users['caller'][0],
-                 '^(scheduler|reply_.*)$', '^(scheduler|reply_.*)$',
-                 '^reply_.*')
-    _rabbitmqctl('set_topic_permissions', '-p', vhost, users['caller'][0],
-                 'scheduler', '^%s$' % topic, '^$')
-
-    def url(role):
-        name, password = users[role]
-        return 'rabbit://%s:%s@127.0.0.1:5672/%s' % (name, password, vhost)
-
-    cluster.transport_url = url('service')
-    conf.config(transport_url=url('caller'))
+    users = guide_users
+    cluster.transport_url = users.url('service')
+    conf.config(transport_url=users.url('caller'))
     daemon = cluster.start_scheduler(
         _sqlite(tmp_path), scheduler_opts={'accept_legacy_casts': 'false'})
     compute_api = rpcapi.SchedulerAPI(
-        transport=rpc.get_transport(url=url('compute')), timeout=5)
+        transport=rpc.get_transport(url=users.url('compute')), timeout=5)
     report = objects.HostState(host='good', nodename='good', memory_mb=4096,
                                vcpus=4, local_gb=100)
     compute_api.update_service_capabilities(cluster.admin_ctxt, report)
@@ -281,6 +235,37 @@ def test_broker_permissions_keep_each_party_to_its_casts(
     with pytest.raises(Exception):
         compute_api.select_destinations(cluster.ctxt, make_spec())
     assert 'fake' not in daemon.log()
+
+
+def test_a_compute_that_may_not_publish_on_the_intake_reports_by_fanout(
+        cluster, conf, tmp_path, guide_users, caplog):
+    """The compute permission of the guide before API 1.5 (the fanout
+    exchange only): its reports are refused on the intake, and go by the
+    fanout instead, with one WARNING that says what to change."""
+    users = guide_users
+    broker_users._rabbitmqctl([
+        'set_permissions', '-p', users.vhost, users.user('compute'),
+        '^%s_reports_fanout$' % cluster.topic,
+        '^%s_reports_fanout$' % cluster.topic, '^$'])
+    cluster.transport_url = users.url('service')
+    conf.config(transport_url=users.url('caller'))
+    cluster.start_scheduler(_sqlite(tmp_path))
+    compute_api = rpcapi.SchedulerAPI(
+        transport=rpc.get_transport(url=users.url('compute')), timeout=5)
+    report = objects.HostState(host='old-perm', nodename='old-perm',
+                               memory_mb=4096, vcpus=4, local_gb=100)
+    with caplog.at_level('WARNING', logger='scheduler.rpcapi'):
+        compute_api.update_service_capabilities(cluster.admin_ctxt, report)
+        [[selection]] = daemons.wait_for(
+            lambda: cluster.api.select_destinations(cluster.ctxt,
+                                                    make_spec()),
+            30, what='the compute report to be taken')
+        compute_api.update_service_capabilities(cluster.admin_ctxt, report)
+    assert selection.service_host == 'old-perm'
+    refused = [r.getMessage() for r in caplog.records
+               if 'refused a report' in r.getMessage()]
+    assert len(refused) == 1, refused
+    assert '%s_reports' % cluster.topic in refused[0]
 
 
 def _placement(conf, database_url: str, instance_uuid: str):
@@ -384,3 +369,239 @@ def test_delete_instance_info_releases_only_on_the_named_host(
         in daemon.log(), 30, what='the cast to be handled')
     time.sleep(1)
     assert _placement(conf, db, instance) is not None
+
+
+# -- issue 23: every sender can do only what its credentials allow ---------
+#
+# The guide's users (tests/functional/broker_users.py) on a vhost of
+# their own: the service's, a caller's (a conductor) and a compute's.
+# Each row of the guide's credential table is exercised below.
+
+
+def _raw_cast(url: str, exchange: str, routing_key: str, method: str,
+              args: dict, ctxt: dict, **properties) -> None:
+    """Publish one cast envelope with kombu, ``properties`` as given
+    (``user_id=None`` sends none)."""
+    with kombu.Connection(url, connect_timeout=5) as conn:
+        conn.Producer().publish(
+            json.dumps(hostile.envelope(method, args, ctxt=ctxt)),
+            exchange=exchange, routing_key=routing_key,
+            content_type='application/json', content_encoding='utf-8',
+            **properties)
+
+
+def _hosts(conf, db: str) -> set:
+    conf.config(connection=db, group='database')
+    db_api.reset_engine()
+    try:
+        return {r['host'] for r in db_api.host_reports_get_all()}
+    finally:
+        db_api.reset_engine()
+
+
+def _try(attempt) -> None:
+    """Send something the broker should refuse; its error is expected."""
+    try:
+        attempt()
+    except Exception:
+        pass
+
+
+def _report(host: str, **kwargs) -> objects.HostState:
+    values = dict(host=host, nodename=host, memory_mb=4096, vcpus=4,
+                  local_gb=100)
+    values.update(kwargs)
+    return objects.HostState(**values)
+
+
+def _legacy_client(version: str):
+    """A pre-1.4 client's plain cast on the request topic (the caller's
+    credential): what the guide's permissions let a conductor send."""
+    return rpc.get_client(oslo_messaging.Target(
+        topic=rpc.cfg.CONF.scheduler.topic, version=version))
+
+
+def test_default_install_keeps_callers_to_requests(cluster, conf, tmp_path,
+                                                   guide_users):
+    """Items 1, 3 and 4 with the default configuration (no [trust]
+    options, accept_legacy_casts = true) and the guide's permissions:
+    the caller's casts on the request topic change nothing, its admin
+    context earns no admin answer and no forced host; bad host names are
+    refused; the operator's credential keeps every right."""
+    users = guide_users
+    db = _sqlite(tmp_path)
+    cluster.transport_url = users.url('service')
+    conf.config(transport_url=users.url('caller'))
+    daemon = cluster.start_scheduler(db)
+    compute_api = rpcapi.SchedulerAPI(
+        transport=rpc.get_transport(url=users.url('compute')), timeout=5)
+    operator = rpcapi.SchedulerAPI(
+        transport=rpc.get_transport(url=users.url('service')), timeout=30)
+    good = users.user('compute')
+    compute_api.update_service_capabilities(cluster.admin_ctxt,
+                                            _report(good))
+    assert wait_for_hosts(conf, db, 1) == [good]
+    placed = str(uuid.uuid4())
+    [[selection]] = cluster.api.select_destinations(
+        cluster.ctxt, make_spec(), instance_uuids=[placed])
+    assert selection.service_host == good
+    aggregates = _aggregate_names(conf, db)
+
+    # Item 1: plain casts on the request topic, as a pre-1.4 client.
+    forged_admin = cluster.admin_ctxt
+    _legacy_client('1.1').cast(forged_admin, 'update_aggregates', aggregates=[
+        objects.Aggregate(name='evil', hosts=[good],
+                          metadata={'ram_allocation_ratio': '100'})])
+    _legacy_client('1.0').cast(cluster.ctxt, 'update_service_capabilities',
+                               host_state=_report('ghost-direct',
+                                                  memory_mb=10 ** 6))
+    _legacy_client('1.1').cast(forged_admin, 'sync_instance_info',
+                               host_name=good, instance_uuids=[])
+    caller = 'refused for broker user %s' % users.user('caller')
+    daemons.wait_for(
+        lambda: len(_warnings(daemon.log(), caller)) >= 2
+        and _warnings(daemon.log(), 'from an operator credential'),
+        30, what='the caller\'s three casts to be refused')
+
+    # Item 4: a compute's reports of impossible host names.
+    for name in ('', 'x' * 300):
+        compute_api.update_service_capabilities(cluster.admin_ctxt,
+                                                _report(name))
+    daemons.wait_for(
+        lambda: len(_warnings(daemon.log(), 'is not a valid host name')) >= 2,
+        30, what='the bad host names to be refused')
+    assert "host name '' is not a valid host name" in daemon.log()
+
+    # Item 3: the caller's admin context earns nothing more.
+    huge = make_spec(ram=10 ** 7)
+    result = cluster.api.explain(forged_admin, make_spec())
+    assert result['rejected'] == {} and result['ranking'] == []
+    with pytest.raises(exception.NoValidHost) as err:
+        cluster.api.select_destinations(forged_admin, huge)
+    assert 'Filter results' not in str(err.value)
+    with pytest.raises(exception.NotAuthorized) as err:
+        cluster.api.select_destinations(forged_admin,
+                                        make_spec(force_hosts=[good]))
+    assert 'force_hosts' in str(err.value)
+
+    # The operator's credential (the service's own) gets all of it.
+    result = operator.explain(cluster.admin_ctxt, make_spec())
+    assert [row['host'] for row in result['ranking']] == [good]
+    with pytest.raises(exception.NoValidHost) as err:
+        operator.select_destinations(cluster.admin_ctxt, huge)
+    assert 'Filter results' in str(err.value)
+    [[forced]] = operator.select_destinations(
+        cluster.admin_ctxt, make_spec(force_hosts=[good]))
+    assert forced.service_host == good
+    operator.update_aggregates(cluster.admin_ctxt, [objects.Aggregate(
+        name='by-operator', hosts=[good], metadata={})])
+    daemons.wait_for(
+        lambda: 'by-operator' in _aggregate_names(conf, db), 30,
+        what='the operator\'s aggregate')
+
+    # The caller's casts the 1.4 way: the broker refuses them (last: a
+    # refused publish leaves the caller's connection closed).
+    _try(lambda: cluster.api.update_aggregates(forged_admin, [
+        objects.Aggregate(name='evil2', hosts=[good], metadata={})]))
+    _try(lambda: cluster.api.update_service_capabilities(
+        cluster.ctxt, _report('ghost-fanout')))
+
+    # Nothing the caller or the bad names tried changed the inventory.
+    time.sleep(2)  # a periodic flush (1 s) after the last refusal
+    assert _hosts(conf, db) == {good}
+    assert _aggregate_names(conf, db) == aggregates | {'by-operator'}
+    assert _placement(conf, db, placed)['host'] == good
+    log = daemon.log()
+    assert 'New host ghost' not in log
+    assert 'reports no instances' not in log
+    assert 'Traceback' not in log
+
+
+def test_compute_credentials_speak_only_for_their_hosts(
+        cluster, conf, tmp_path, guide_users):
+    """Item 2 with the guide's ``[trust] compute_users = *:{user}``: the
+    compute's credential reports, syncs and deletes for the host named
+    like it and nothing else; a forged user_id is refused by the broker,
+    a missing one by the service."""
+    users = guide_users
+    db = _sqlite(tmp_path)
+    cluster.transport_url = users.url('service')
+    conf.config(transport_url=users.url('caller'))
+    daemon = cluster.start_scheduler(
+        db, extra='[trust]\n%s\n' % broker_users.GUIDE_TRUST_CONFIG)
+    assert 'Compute reports are bound to broker users' in daemon.log()
+    operator = rpcapi.SchedulerAPI(
+        transport=rpc.get_transport(url=users.url('service')), timeout=30)
+    compute_api = rpcapi.SchedulerAPI(
+        transport=rpc.get_transport(url=users.url('compute')), timeout=5)
+    own = users.user('compute')
+
+    # Another host (reported by the operator) holds an instance.
+    operator.update_service_capabilities(cluster.admin_ctxt,
+                                         _report('other'))
+    assert wait_for_hosts(conf, db, 1) == ['other']
+    placed = str(uuid.uuid4())
+    [[selection]] = cluster.api.select_destinations(
+        cluster.ctxt, make_spec(), instance_uuids=[placed])
+    assert selection.service_host == 'other'
+
+    # The compute reports its own host ...
+    compute_api.update_service_capabilities(cluster.admin_ctxt, _report(own))
+    assert wait_for_hosts(conf, db, 2) == sorted(['other', own])
+    # ... and nothing about any other, admin context or not.
+    compute_api.update_service_capabilities(cluster.admin_ctxt,
+                                            _report('ghost-compute'))
+    compute_api.sync_instance_info(cluster.admin_ctxt, 'other', [])
+    compute_api.delete_instance_info(cluster.admin_ctxt, 'other', placed)
+    compute_api.update_instance_info(cluster.admin_ctxt, 'other',
+                                     [str(uuid.uuid4())])
+    refused = 'refused for broker user %s' % own
+    daemons.wait_for(
+        lambda: len(_warnings(daemon.log(), refused)) >= 4, 30,
+        what='the compute\'s four casts about another host to be refused')
+    # The caller's user is no compute on the request topic, even for a
+    # host named like it ('*:{user}' counts on the reports topic only).
+    caller = users.user('caller')
+    _legacy_client('1.0').cast(cluster.admin_ctxt,
+                               'update_service_capabilities',
+                               host_state=_report(caller))
+    daemons.wait_for(
+        lambda: _warnings(daemon.log(), 'refused for broker user %s'
+                          % caller), 30,
+        what='the caller\'s report of its own name to be refused')
+
+    # A user_id that is not the connection's: the broker refuses it.
+    exchange = '%s_reports_fanout' % cluster.topic
+    report_args = {'host_state': _report('ghost-forged').obj_to_primitive()}
+    _try(lambda: _raw_cast(users.url('compute', 'amqp'), exchange, '',
+                           'update_service_capabilities', report_args,
+                           hostile.context(is_admin=True),
+                           user_id=users.user('service')))
+    # No user_id at all: the service does not know who sent it.
+    _raw_cast(users.url('compute', 'amqp'), exchange, '',
+              'update_service_capabilities',
+              {'host_state': _report('ghost-anon').obj_to_primitive()},
+              hostile.context(is_admin=True), user_id=None)
+    daemons.wait_for(
+        lambda: _warnings(daemon.log(), 'broker user unknown (no user_id)'),
+        30, what='the report without user_id to be refused')
+
+    # Its own host's sync is taken.
+    compute_api.sync_instance_info(cluster.admin_ctxt, own, [])
+    daemons.wait_for(
+        lambda: 'Host %s reports no instances' % own in daemon.log(), 30,
+        what='the compute\'s own sync')
+    time.sleep(2)  # a periodic flush (1 s) after the last refusal
+    assert _hosts(conf, db) == {'other', own}
+    assert _placement(conf, db, placed)['host'] == 'other'
+    log = daemon.log()
+    assert 'New host ghost' not in log
+    assert 'Instance %s deleted' % placed not in log
+    # The operator may release an instance of any host.
+    operator.delete_instance_info(cluster.admin_ctxt, 'other', placed)
+    daemons.wait_for(lambda: _placement(conf, db, placed) is None, 30,
+                     what='the operator\'s release')
+    # The compute cannot call the scheduler either (the broker).
+    with pytest.raises(Exception):
+        compute_api.select_destinations(cluster.ctxt, make_spec())
+    assert 'Traceback' not in daemon.log()

@@ -68,7 +68,7 @@ def test_host_bindings_come_back_after_the_queue_is_lost(cluster, conf,
     def one_build_delivered() -> bool:
         uuid = str(uuid_lib.uuid4())
         cluster.api.schedule_run_instance(
-            cluster.ctxt, make_spec(force_hosts=[target]), [uuid])
+            cluster.admin_ctxt, make_spec(force_hosts=[target]), [uuid])
         outcome = daemons.wait_for(
             lambda: ('active' if uuid in _active(conf, db) else None)
             or ('lost' if 'Build of instance %s lost' % uuid in daemon.log()
@@ -78,3 +78,18 @@ def test_host_bindings_come_back_after_the_queue_is_lost(cluster, conf,
     daemons.wait_for(one_build_delivered, 30, interval=0.5,
                      what='a build cast to %s to reach the simulator'
                      % target)
+
+
+def test_a_stopped_simulator_removes_the_queues_only_it_used(cluster, conf):
+    # Before, stopping left the compute topic queue on the broker, and
+    # nothing said how to remove what stays.
+    server = daemons.unique_topic('fleet')
+    sim = cluster.start_sim(hosts=2, extra_args=('--server-name', server))
+    queue = routing.queue_name(cluster.compute_topic, server)
+    daemons.wait_for(lambda: _queue_exists(queue), 60,
+                     what='the simulator to declare its queue')
+    assert _queue_exists(cluster.compute_topic)
+    assert sim.stop() == 0
+    assert not _queue_exists(queue)
+    assert not _queue_exists(cluster.compute_topic)
+    assert 'Left on the broker for other processes' in sim.log()

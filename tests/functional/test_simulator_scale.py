@@ -103,7 +103,8 @@ def test_ten_thousand_hosts_over_a_few_connections(cluster, tmp_path,
                                                 'service_down_time': 120})
     server_name = 'fleet-scale-%d' % os.getpid()
     sim = cluster.start_sim(hosts=HOSTS, report_interval=60, debug=False,
-                            extra_args=('--server-name', server_name))
+                            extra_args=('--server-name', server_name),
+                            service_down_time=120)
 
     daemons.wait_for(lambda: 'Simulating %d compute host(s)' % HOSTS
                      in sim.log(), 75, interval=1,

@@ -36,8 +36,17 @@ MULTIPLIER_KEYS = ['ram_weight_multiplier', 'cpu_weight_multiplier',
                    'disk_weight_multiplier', 'io_ops_weight_multiplier',
                    'build_failure_weight_multiplier', 'pci_weight_multiplier',
                    'num_instances_weight_multiplier',
-                   'hypervisor_version_weight_multiplier']
+                   'hypervisor_version_weight_multiplier',
+                   'soft_affinity_weight_multiplier',
+                   'soft_anti_affinity_weight_multiplier']
+#: Options that refuse negative values.
+NON_NEGATIVE = ('pci_weight_multiplier', 'soft_affinity_weight_multiplier',
+                'soft_anti_affinity_weight_multiplier')
 EXTRA_FILTERS = ['NumInstancesFilter', 'IoOpsFilter']
+#: Instances the hosts run, some of them members of the request's
+#: server group; and the claims made before the request.
+RUNNING = [fixtures.uuid(700 + n) for n in range(5)]
+CLAIMED = [fixtures.uuid(900 + n) for n in range(3)]
 
 
 @st.composite
@@ -72,6 +81,8 @@ def fleets(draw):
                 + [[['aarch64', 'kvm', 'hvm']], []])),
             disabled=draw(st.integers(0, 9)) == 0,
             forced_down=draw(st.integers(0, 9)) == 0,
+            instance_uuids=draw(st.lists(st.sampled_from(RUNNING),
+                                         max_size=3, unique=True)),
             pci_pools=pools))
         ages.append(draw(st.sampled_from([0] * 6 + [30, 1000])))
     hosts = sorted({r.host for r in reports})
@@ -114,13 +125,25 @@ def requests(draw, hosts):
     ignored = draw(st.lists(st.sampled_from(hosts), max_size=2))
     if ignored:
         spec.ignore_hosts = [h.upper() for h in ignored]
+    policy = draw(st.sampled_from([None, None, 'soft-affinity',
+                                   'soft-anti-affinity', 'affinity']))
+    if policy is not None:
+        # Members running somewhere, claimed before, or nowhere; the
+        # caller's hosts list, with repeats, may miss some or be stale.
+        spec.instance_group = objects.InstanceGroup(
+            uuid=fixtures.uuid(600), name='g', policy=policy,
+            members=draw(st.lists(st.sampled_from(
+                RUNNING + CLAIMED + [fixtures.uuid(1)]), max_size=5,
+                unique=True)),
+            hosts=draw(st.lists(st.sampled_from(hosts + ['elsewhere']),
+                                max_size=4)))
     return spec
 
 
 def _configure(conf, draw):
     for key in MULTIPLIER_KEYS:
-        if key == 'pci_weight_multiplier':
-            value = draw(st.sampled_from([0.0, 1.0]))
+        if key in NON_NEGATIVE:
+            value = draw(st.sampled_from([0.0, 1.0, 2.5]))
         else:
             value = draw(st.sampled_from([-1.0, 0.0, 1.0, 2.5]))
         conf.config(**{key: value}, group='filter_scheduler')
@@ -442,9 +465,9 @@ def test_a_subclass_overriding_the_per_host_test_loses_the_vector_form():
             return False
 
     assert columns.vector_form(ram.RamFilter(), 'filter_columns',
-                               columns._FILTER_METHODS) is not None
+                               columns.FILTER_METHODS) is not None
     assert columns.vector_form(Stricter(), 'filter_columns',
-                               columns._FILTER_METHODS) is None
+                               columns.FILTER_METHODS) is None
 
 
 def test_store_follows_reports_removals_and_aggregates(conf):
@@ -472,9 +495,8 @@ def test_store_follows_reports_removals_and_aggregates(conf):
 
 
 class _RoomyFilter(filters.BaseHostFilter):
-    """Passes hosts with room for the flavor's RAM (counting calls)."""
-
-    row_local = True
+    """An out-of-tree filter with a vector form: passes hosts with room
+    for the flavor's RAM (counting calls)."""
 
     def __init__(self):
         #: Hosts asked about, per call of the vector form.
@@ -491,17 +513,9 @@ class _RoomyFilter(filters.BaseHostFilter):
         return host_state.free_ram_mb >= spec_obj.flavor.memory_mb
 
 
-class _RoomyAgainFilter(_RoomyFilter):
-    """Its own vector form, without saying it is row-local."""
-
-    def filter_columns(self, columns, spec_obj):
-        return super().filter_columns(columns, spec_obj)
-
-
 class _FreeRamWeigher(weights_base.BaseHostWeigher):
-    """Weighs free RAM (counting calls)."""
-
-    row_local = True
+    """An out-of-tree weigher with a vector form: weighs free RAM
+    (counting calls)."""
 
     def __init__(self):
         self.asked: list = []
@@ -516,9 +530,24 @@ class _FreeRamWeigher(weights_base.BaseHostWeigher):
         return host_state.free_ram_mb
 
 
-class _FreeRamAgainWeigher(_FreeRamWeigher):
-    def weigh_columns(self, columns, spec_obj):
-        return super().weigh_columns(columns, spec_obj)
+def _counting(monkeypatch, cls, vector: str, per_host: str) -> tuple:
+    """Count the calls of an in-tree plugin's forms, in place: the
+    forms stay its class's own."""
+    asked, one_by_one = [], []
+    vector_method, per_host_method = getattr(cls, vector), \
+        getattr(cls, per_host)
+
+    def counted_vector(self, columns, *args):
+        asked.append(len(columns))
+        return vector_method(self, columns, *args)
+
+    def counted_per_host(self, host_state, *args):
+        one_by_one.append(host_state.host)
+        return per_host_method(self, host_state, *args)
+
+    monkeypatch.setattr(cls, vector, counted_vector)
+    monkeypatch.setattr(cls, per_host, counted_per_host)
+    return asked, one_by_one
 
 
 def _place_three(conf, columnar: bool, plugins: tuple) -> tuple:
@@ -537,31 +566,81 @@ def _place_three(conf, columnar: bool, plugins: tuple) -> tuple:
     return [(s[0].service_host, s[0].weight) for s in placed], _walk(report)
 
 
-def test_later_instances_ask_row_local_plugins_only_about_the_claimed_host(
-        conf):
-    local, again = _RoomyFilter(), _RoomyAgainFilter()
-    weigh_local, weigh_again = _FreeRamWeigher(), _FreeRamAgainWeigher()
-    columnar = _place_three(conf, True,
-                            (local, again, weigh_local, weigh_again))
+def test_later_instances_ask_in_tree_plugins_only_about_the_claimed_host(
+        conf, monkeypatch):
+    from scheduler.weights import ram as ram_weigher
+    filter_asked, filter_one_by_one = _counting(
+        monkeypatch, ram.RamFilter, 'filter_columns', 'passes')
+    weigher_asked, weigher_one_by_one = _counting(
+        monkeypatch, ram_weigher.RAMWeigher, 'weigh_columns',
+        '_weigh_object')
+    outside, weigh_outside = _RoomyFilter(), _FreeRamWeigher()
+    columnar = _place_three(conf, True, (
+        ram.RamFilter(), outside, ram_weigher.RAMWeigher(), weigh_outside))
     # h4 has the most free RAM (8 GB), then h3 (7 GB): 2 GB claimed on
     # h4 puts h3 first, then h4 again.
     assert [host for host, _w in columnar[0]] == ['h4', 'h3', 'h4']
     # Every host by the vector form for the first instance; then only
     # the host the previous instance was placed on, by the per-host
     # form (cheaper for one host than gathering its columns).
-    assert local.asked == [5]
-    assert local.asked_one_by_one == ['h4', 'h3']
-    assert weigh_local.asked == [5]
-    assert weigh_local.asked_one_by_one == ['h4', 'h3']
-    # A subclass with its own vector form is asked about every host,
-    # unless it says row_local itself.
-    assert again.asked == [5, 5, 5]
-    assert weigh_again.asked == [5, 5, 5]
-    assert again.asked_one_by_one == weigh_again.asked_one_by_one == []
+    assert filter_asked == [5]
+    assert filter_one_by_one == ['h4', 'h3']
+    assert weigher_asked == [5]
+    assert weigher_one_by_one == ['h4', 'h3']
+    # An out-of-tree vector form promises nothing about its answers:
+    # it is asked about every host for every instance.
+    assert outside.asked == [5, 5, 5]
+    assert weigh_outside.asked == [5, 5, 5]
+    assert outside.asked_one_by_one == weigh_outside.asked_one_by_one == []
     per_host = _place_three(conf, False, (
-        _RoomyFilter(), _RoomyAgainFilter(), _FreeRamWeigher(),
-        _FreeRamAgainWeigher()))
+        ram.RamFilter(), _RoomyFilter(), ram_weigher.RAMWeigher(),
+        _FreeRamWeigher()))
     assert columnar == per_host
+
+
+class _WithEarlierInstancesFilter(filters.BaseHostFilter):
+    """An out-of-tree filter whose vector form reads the hosts the
+    request's earlier instances went to (as an affinity rule does), and
+    whose class still says ``row_local``, which promised once that it
+    did not: the attribute means nothing now."""
+
+    row_local = True
+
+    def filter_columns(self, columns, spec_obj):
+        hosts = list(spec_obj.instance_group.hosts)
+        if not hosts:
+            return np.ones(len(columns), bool)
+        return columns.host_counts(hosts) > 0
+
+    def host_passes(self, host_state, spec_obj) -> bool:
+        hosts = spec_obj.instance_group.hosts
+        return not hosts or host_state.host in hosts
+
+
+def test_an_out_of_tree_vector_form_is_asked_about_every_host_each_time(
+        conf):
+    # The first instance goes to h4 (the most free RAM); the filter then
+    # passes h4 alone, though h3 has more free RAM after the claim.
+    # Asked only about the claimed host, it would keep passing h3.
+    def place(columnar):
+        conf.config(columnar=columnar, host_subset_size=1,
+                    group='filter_scheduler')
+        manager = fixtures.manager_with(
+            [fixtures.report('h%d' % i, memory_mb=4096 + 1024 * i)
+             for i in range(5)])
+        driver = filter_scheduler.FilterScheduler(manager)
+        driver.enabled_filters = [_WithEarlierInstancesFilter()]
+        driver.weighers = [_FreeRamWeigher()]
+        spec = fixtures.request(
+            memory_mb=2048, num_instances=3,
+            instance_group=objects.InstanceGroup(
+                uuid=fixtures.uuid(700), name='g', policy='affinity',
+                members=[], hosts=[]))
+        placed = driver.select_destinations(
+            None, spec, [fixtures.uuid(n) for n in (1, 2, 3)])
+        return [s[0].service_host for s in placed]
+
+    assert place(True) == place(False) == ['h4', 'h4', 'h4']
 
 
 def test_an_overcommitted_host_weighs_as_clamped_for_later_instances(conf):
@@ -724,3 +803,78 @@ def test_a_moved_host_is_put_back_into_the_sorted_start_of_the_ranking():
         expected = columns._order(now, n)
         assert got.tolist() == expected[:len(got)].tolist()
         assert len(got) >= len(known) - 1
+
+
+def test_instance_counts_follow_views_snapshots_and_planned_claims(conf):
+    # The soft (anti-)affinity weighers' vector form: how many of a
+    # group's members each row's view lists, found through the store's
+    # index, exact for the views each snapshot reads.
+    a, b, c = (fixtures.uuid(n) for n in (701, 702, 703))
+    manager = fixtures.manager_with(
+        [fixtures.report('h1', instance_uuids=[a, b]),
+         fixtures.report('h2', instance_uuids=[c])])
+    store = columns.ColumnStore()
+    manager.watch_views(store)
+    members = frozenset({a, b, c, fixtures.uuid(704)})
+
+    def counts(snap):
+        return {snap.views[row].host: n
+                for row, n in snap.instance_counts(members).items()}
+
+    held = store.snapshot()
+    assert counts(held) == {'h1': 2, 'h2': 1}
+    # h1 drops b and h2 runs it now: a snapshot taken before still
+    # counts what its views list, a new one what the new views list.
+    manager.update_from_report(fixtures.report('h1', instance_uuids=[a]))
+    manager.update_from_report(fixtures.report('h2',
+                                               instance_uuids=[c, b]))
+    newer = store.snapshot()
+    assert counts(newer) == {'h1': 1, 'h2': 2}
+    assert counts(held) == {'h1': 2, 'h2': 1}
+    # A request's planned claim on its own snapshot counts at once.
+    row = newer.row_of(('h1', 'h1'))
+    view = newer.views[row].copy()
+    view.instance_uuids = view.instance_uuids + [fixtures.uuid(704)]
+    newer.put(row, view)
+    assert counts(newer) == {'h1': 2, 'h2': 2}
+    cols = columns.Columns(newer, newer.ordered)
+    assert cols.instances_among(members).tolist() == [2, 1 + 1]
+    assert cols.host_counts(['h2', 'h2', 'nowhere']).tolist() == [0, 2]
+    # Entries no view lists go once no snapshot may read an old view.
+    for snap in (held, newer):
+        snap.release()
+    store._forget_unlisted()
+    assert store.instance_rows(b) == (store.row_of(('h2', 'h2')),)
+    manager.update_from_report(fixtures.report('h2', instance_uuids=[]))
+    store.snapshot().release()
+    store._forget_unlisted()
+    assert store.instance_rows(c) == () and store.instance_rows(b) == ()
+    assert store.instance_rows(a) == (store.row_of(('h1', 'h1')),)
+
+
+def test_server_group_weighers_weigh_over_columns(conf):
+    # No per-host fallback for requests of a soft (anti-)affinity group.
+    from scheduler.weights import server_group_soft_affinity as soft
+    from scheduler.weights import server_group_soft_anti_affinity as anti
+    a = fixtures.uuid(701)
+    manager = fixtures.manager_with(
+        [fixtures.report('h1', instance_uuids=[a]), fixtures.report('h2'),
+         fixtures.report('h3')])
+    store = columns.ColumnStore()
+    manager.watch_views(store)
+    snap = store.snapshot()
+    cols = columns.Columns(snap, snap.ordered)
+    for weigher, policy, expected in (
+            (soft.ServerGroupSoftAffinityWeigher(), 'soft-affinity',
+             [1, 2, 0]),
+            (anti.ServerGroupSoftAntiAffinityWeigher(), 'soft-anti-affinity',
+             [-1, -2, 0])):
+        spec = fixtures.request(instance_group=objects.InstanceGroup(
+            uuid=fixtures.uuid(600), name='g', policy=policy,
+            members=[a], hosts=['h2', 'h2', 'h1']))
+        raw = weigher.weigh_columns(cols, spec)
+        assert isinstance(raw, np.ndarray) and raw.tolist() == expected
+        assert raw.tolist() == weigher.weigh_objects(
+            [weights_base.WeighedHost(v) for v in cols.views()], spec)
+        assert weigher.weigh_columns(cols, fixtures.request()) == 0.0
+    snap.release()

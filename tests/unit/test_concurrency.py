@@ -4,11 +4,15 @@ Each check runs a small script in a fresh interpreter: monkey patching
 and ``os.fork`` hooks cannot be undone in the test process.
 """
 
+import gc
 import os
 import subprocess
 import sys
 import threading
 import time
+import types
+
+import pytest
 
 from scheduler import concurrency
 from scheduler import service
@@ -79,7 +83,8 @@ def test_the_launcher_forks_only_after_renewal_is_set_up(monkeypatch):
                         lambda: calls.append('renew'))
     monkeypatch.setattr(service.service, 'launch',
                         lambda *args, **kwargs: calls.append('launch'))
-    service.launch(object(), workers=2)
+    service.launch(types.SimpleNamespace(binary='scheduler-service'),
+                   workers=2)
     assert calls == ['renew', 'launch']
 
 
@@ -105,6 +110,22 @@ def test_a_new_call_does_not_yield_at_its_first_safe_point(monkeypatch):
 
 def test_a_green_thread_that_held_the_cpu_for_its_slice_yields(monkeypatch):
     assert _yields(monkeypatch, concurrency._SLICE, slice_begins=False) == 1
+
+
+def test_a_request_given_its_turn_does_not_yield_at_its_first_safe_point(
+        monkeypatch):
+    # It waited for the turn (and for the database before): the slice
+    # spent meanwhile is not its own.  Yielding there held the turn
+    # through a whole trip of the hub, every request behind it waiting.
+    slept = []
+    monkeypatch.setattr(concurrency, '_patched', True)
+    monkeypatch.setattr(concurrency.time, 'sleep', slept.append)
+    monkeypatch.setattr(concurrency, '_last_switch',
+                        [concurrency.time.monotonic() - 1.0])
+    turns = concurrency.Turns(1)
+    with turns.turn():
+        concurrency.cooperative_yield()
+    assert slept == []
 
 
 def test_slice_begins_does_nothing_without_eventlet(monkeypatch):
@@ -167,3 +188,243 @@ def test_no_one_waiting_no_turn_given_up():
         turn.pass_if_due()
         assert turns._free == 0 and not turns._waiting
     assert turns._free == 1
+
+
+#: Under eventlet, as scheduler-service runs: a green thread waits on a
+#: green lock that native work holds and releases (argv[1] says how the
+#: work is run: ``tpool`` as the service once did, or ``run_native``);
+#: prints whether the green thread got the lock, what the work raised,
+#: and where its log line was written.
+NATIVE_WORK_TOUCHES_A_GREEN_LOCK = '''
+import sys, threading
+from scheduler import concurrency
+concurrency.monkey_patch()
+import eventlet
+from eventlet import tpool
+import logging
+class Where(logging.Handler):
+    def emit(self, record):
+        print('written on', threading.current_thread().name, flush=True)
+
+logging.getLogger().addHandler(Where())
+LOG = logging.getLogger('work')
+lock = threading.Lock()
+got = []
+
+def waiter():
+    got.append(lock.acquire(timeout=3))
+
+def work():
+    lock.acquire()
+    LOG.warning('logged by the work')
+    eventlet.patcher.original('time').sleep(0.5)
+    lock.release()
+
+def run_work():
+    try:
+        if sys.argv[1] == 'tpool':
+            tpool.execute(work)
+        else:
+            concurrency.run_native(work)
+        print('work: done')
+    except Exception as e:
+        print('work:', type(e).__name__)
+
+worker = eventlet.spawn(run_work)
+eventlet.sleep(0.2)  # the work holds the lock
+eventlet.spawn(waiter).wait()
+worker.wait()
+print('green thread got the lock:', got[0])
+'''
+
+
+def _native_work(how: str) -> list:
+    env = dict(os.environ)
+    env.pop(concurrency.NO_PATCH_ENV, None)
+    done = subprocess.run(
+        [sys.executable, '-c', NATIVE_WORK_TOUCHES_A_GREEN_LOCK, how],
+        env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_native_work_that_touches_a_green_lock_fails_loudly():
+    """run_native work that holds a green lock a green thread waits on
+    raises NativeThreadError when it releases it (the green thread is
+    still stranded: such work must not exist, and now cannot go
+    unnoticed); its log line is written after the work, by the green
+    thread that ran it."""
+    lines = _native_work('run_native')
+    assert 'work: NativeThreadError' in lines, lines
+    # By the green thread that ran the work, not the native one.
+    assert any(line.startswith('written on GreenThread') for line in lines), \
+        lines
+
+
+def test_tpool_work_that_touches_a_green_lock_strands_a_green_thread():
+    """What run_native is for: the green thread waiting on the lock is
+    never woken (until its timeout here; for ever in a ``with lock``),
+    and nothing says why."""
+    lines = _native_work('tpool')
+    assert 'written on tpool_thread_0' in lines, lines
+    assert 'work: done' in lines, lines
+    assert 'green thread got the lock: False' in lines, lines
+
+
+def test_turns_are_refused_to_native_work(monkeypatch):
+    marks = threading.local()
+    monkeypatch.setattr(concurrency, '_native_marks', marks)
+    turns = concurrency.Turns(1)
+    marks.records = []
+    with pytest.raises(concurrency.NativeThreadError):
+        with turns.turn():
+            pass
+    marks.records = None
+    with turns.turn():
+        pass
+
+
+def test_run_native_is_a_plain_call_without_eventlet(monkeypatch):
+    monkeypatch.setattr(concurrency, '_patched', False)
+    assert concurrency.run_native(lambda x: x + 1, 1) == 2
+
+
+# -- native_lock ------------------------------------------------------
+
+def _holds_until_let_go(lock, held, let_go, order: list, name: str):
+    with lock:
+        order.append(name + ' holds')
+        held.set()
+        let_go.wait(30)
+        order.append(name + ' lets go')
+
+
+def test_native_lock_excludes_another_native_thread():
+    """Mutual exclusion shown by a choreography, not by timing: while
+    one thread holds the lock another cannot take it, and takes it once
+    it is let go."""
+    lock = concurrency.native_lock()
+    held, let_go = threading.Event(), threading.Event()
+    order: list = []
+    holder = threading.Thread(target=_holds_until_let_go,
+                              args=(lock, held, let_go, order, 'holder'))
+    holder.start()
+    assert held.wait(30)
+    taken: list = []
+    other = threading.Thread(
+        target=lambda: taken.append(lock.acquire(blocking=False)))
+    other.start()
+    other.join(30)
+    assert taken == [False], 'taken while another thread held it'
+    let_go.set()
+    holder.join(30)
+    assert order == ['holder holds', 'holder lets go']
+
+    def take():
+        with lock:
+            taken.append(True)
+
+    other = threading.Thread(target=take)
+    other.start()
+    other.join(30)
+    assert taken == [False, True]
+
+
+def test_native_lock_is_reentrant():
+    # Owners call their own locked methods from locked methods.
+    lock = concurrency.native_lock()
+    with lock:
+        assert lock.acquire(blocking=False)
+        lock.release()
+
+
+#: Under eventlet: a native thread (``run_blocking`` work) and a green
+#: thread of the hub share the lock both ways round.
+NATIVE_LOCK_UNDER_EVENTLET = '''
+import os, sys
+from scheduler import concurrency
+concurrency.monkey_patch()
+import eventlet
+from eventlet import patcher
+native = patcher.original('threading')
+lock = concurrency.native_lock()
+order = []
+
+# 1. A native thread holds it: a green thread cannot take it, and the
+# other green threads keep running meanwhile.
+held, let_go = native.Event(), native.Event()
+def native_holder():
+    with lock:
+        order.append('native holds')
+        held.set()
+        let_go.wait(30)
+holder = native.Thread(target=native_holder)
+holder.start()
+held.wait(30)
+order.append('green took it: %s' % lock.acquire(blocking=False))
+eventlet.spawn(order.append, 'another green thread ran').wait()
+let_go.set()
+holder.join(30)
+
+# 2. A green thread holds it: a native thread cannot take it, then
+# waits for it (natively, beside the hub) and gets it when let go.
+tried = native.Event()
+def native_taker():
+    order.append('native took it: %s' % lock.acquire(blocking=False))
+    tried.set()
+    with lock:
+        order.append('native got it')
+with lock:
+    taker = native.Thread(target=native_taker)
+    taker.start()
+    tried.wait(30)
+    order.append('green lets go')
+taker.join(30)
+print('|'.join(order) if not taker.is_alive() else 'native thread stuck',
+      flush=True)
+os._exit(0)
+'''
+
+
+def test_native_lock_is_shared_by_green_and_native_threads():
+    env = dict(os.environ)
+    env.pop(concurrency.NO_PATCH_ENV, None)
+    done = subprocess.run([sys.executable, '-c', NATIVE_LOCK_UNDER_EVENTLET],
+                          env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().split('|') == [
+        'native holds', 'green took it: False', 'another green thread ran',
+        'native took it: False', 'green lets go', 'native got it']
+
+
+# -- the garbage collector ----------------------------------------------
+
+#: Python's own thresholds.
+GC_DEFAULTS = (700, 10, 10)
+
+
+@pytest.fixture
+def gc_defaults():
+    saved = gc.get_threshold()
+    gc.set_threshold(*GC_DEFAULTS)
+    yield
+    gc.set_threshold(*saved)
+
+
+def assert_collector_tuned() -> None:
+    """What ``tune_garbage_collector`` is for, as properties."""
+    young, middle, old = gc.get_threshold()
+    # A young collection costs what it frees: it stays frequent, so the
+    # cycles the RPC libraries leave behind are freed a few at a time.
+    assert 0 < young <= 5000
+    # A full collection walks every long-lived object (a report and a
+    # view per node): it comes at least a thousand times more rarely
+    # than with Python's defaults.
+    default_full = GC_DEFAULTS[0] * GC_DEFAULTS[1] * GC_DEFAULTS[2]
+    assert young * middle * old >= 1000 * default_full
+
+
+def test_the_collector_is_tuned_for_many_long_lived_objects(gc_defaults):
+    concurrency.tune_garbage_collector()
+    assert_collector_tuned()

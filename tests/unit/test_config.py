@@ -46,3 +46,21 @@ def test_servers_take_a_bounded_prefetch_unless_told_otherwise(conf,
     config.parse_args(['--config-file', path], default_config_files=[],
                       setup_logging=False)
     assert conf.conf.oslo_messaging_rabbit.rabbit_qos_prefetch_count == 0
+
+
+def test_reconnection_pauses_are_short_unless_told_otherwise(conf,
+                                                             tmp_path):
+    """A connection's heartbeat thread re-establishes it under the
+    connection's lock, pauses between attempts included: with oslo's
+    30 s ceiling a reply or a build waited up to 30 s after the broker
+    was back, and so did a stopping service.  Ours is short; a config
+    file still decides."""
+    config.parse_args([], default_config_files=[], setup_logging=False)
+    rabbit = conf.conf.oslo_messaging_rabbit
+    assert rabbit.rabbit_interval_max == config.RECONNECT_INTERVAL_MAX
+    assert config.RECONNECT_INTERVAL_MAX <= 2
+    path = _write(tmp_path, '[oslo_messaging_rabbit]\n'
+                            'rabbit_interval_max = 30\n')
+    config.parse_args(['--config-file', path], default_config_files=[],
+                      setup_logging=False)
+    assert conf.conf.oslo_messaging_rabbit.rabbit_interval_max == 30

@@ -3,7 +3,6 @@
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -22,10 +21,8 @@ def _command() -> list:
 
 
 def test_demo_runs_every_driver_and_exits_0():
-    started = time.monotonic()
     proc = subprocess.run(_command(), stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=180)
-    elapsed = time.monotonic() - started
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     for driver in ('filter_scheduler', 'chance_scheduler', 'ip_scheduler'):
@@ -40,7 +37,6 @@ def test_demo_runs_every_driver_and_exits_0():
     assert 'ok: terminated' in out
     # Quiet by default: no log lines at all.
     assert proc.stderr.strip() == ''
-    assert elapsed < 60
 
 
 def test_demo_takes_a_config_file_and_stays_in_process(tmp_path):

@@ -10,6 +10,7 @@ reads both back after a restart.
 
 import datetime
 import logging
+import threading
 import time
 
 from oslo_utils import timeutils
@@ -24,6 +25,8 @@ from scheduler import exception
 from scheduler import host_manager
 from scheduler import host_view
 from scheduler import objects
+from scheduler import report_backlog
+from scheduler import report_writer
 from scheduler.resources import liveness
 from tests.unit import fixtures
 
@@ -73,14 +76,14 @@ def test_a_quiet_nodes_report_only_says_it_is_alive():
         assert after.reported_view().received_at == 1030.0
         assert (after.free_ram_mb, after.numa_topology.cells[0].id) == (
             before.free_ram_mb, 0)
-        assert manager._touched == {('h1', 'h1')}
-        assert not manager._dirty_reports
+        assert manager._backlog.touched == {('h1', 'h1')}
+        assert not manager._backlog.dirty
         manager.flush()
         assert manager.db.host_reports_get_all()[0]['updated_at'] > saved
         # A report that says something new is taken whole.
         manager.update_from_report(_numa_pci_report('h1',
                                                     memory_mb_used=512))
-        assert ('h1', 'h1') in manager._dirty_reports
+        assert ('h1', 'h1') in manager._backlog.dirty
         manager.flush()
         assert manager.get_host_state('h1').free_ram_mb == 4096 - 512
     finally:
@@ -151,7 +154,7 @@ def test_an_aggregate_change_touches_only_the_hosts_it_concerns():
     assert after['h3'].allocation_ratio('cpu') == 2.0
     assert before['h3'].allocation_ratio('cpu') != 2.0
     # Re-reading the same aggregates from the inventory changes nothing.
-    manager._aggregates_stamp = None
+    manager._aggregates.stamp = None
     manager.refresh_aggregates()
     assert {s.host: s for s in manager.get_all_host_states()} == after
 
@@ -228,10 +231,20 @@ def test_a_report_that_lists_the_instance_settles_the_claim():
     placed = _placement(manager)
     assert (placed['status'], placed['pending']) == ('active', False)
     assert manager.pending_claims(('h1', 'h1')) == []
-    # And the next report without it (the instance was deleted) frees it.
+    # The next report without it (the instance was deleted, and its
+    # delete_instance_info never came): counted as pending again, as
+    # long as a report that lists it may still come...
     manager.update_from_report(fixtures.report('h1', memory_mb=4096))
     manager.flush()
+    assert manager.get_host_state('h1').free_ram_mb == 3072
+    placed = _placement(manager)
+    assert (placed['status'], placed['pending']) == ('unlisted', True)
+    # ...and freed by the one after it.
+    manager.update_from_report(fixtures.report('h1', memory_mb=4096,
+                                               vcpus_used=0))
+    manager.flush()
     assert manager.get_host_state('h1').free_ram_mb == 4096
+    assert manager.placements([fixtures.uuid(1)]) == {}
 
 
 def _plan(manager, host, uuid, view=None, **request):
@@ -264,7 +277,7 @@ def test_a_claims_planned_view_stands_only_where_composing_gives_it():
         fixtures.report('h4', memory_mb=8192, pci_pools=pci_pools)])
     manager.flush()  # the nodes' usage rows, as after their first reports
     _claim(manager, 'h1', uuid=50)  # a pending claim to carry along
-    assert manager._usage[('h1', 'h1')]['generation'] > 0
+    assert manager._usage_cache.rows[('h1', 'h1')]['generation'] > 0
 
     # Two instances on h1, one on h2: their plans are the new views.
     first = _plan(manager, 'h1', 1, memory_mb=1024)
@@ -348,7 +361,7 @@ def test_only_a_native_sequence_is_read_again_a_window_back(native, start):
     manager = fixtures.manager_with([fixtures.report('h1')])
     manager = host_manager.HostManager(inventory=manager.db,
                                        usage_store=store)
-    manager._high_water = 100
+    manager._usage_cache.high_water = 100
     manager.refresh_usage()
     assert store.asked == [start]
 
@@ -447,6 +460,84 @@ def test_instance_info_confirms_the_build_but_usage_waits_for_a_report():
     assert manager.get_host_state('h1').free_ram_mb == 3072
 
 
+def test_a_build_confirmed_reads_nothing_back(monkeypatch):
+    # One build per placement: reading the node's row and claims back
+    # after each confirmation cost two round trips per placement.
+    manager = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
+    _claim(manager, 'h1', memory_mb=1024)
+    _claim(manager, 'h1', memory_mb=512, uuid=2)
+    store = manager.usage_db
+    reads = []
+    for name in ('usage_get_all', 'usage_get_nodes', 'pending_claims',
+                 'changed_since'):
+        real = getattr(store, name)
+        monkeypatch.setattr(
+            store, name,
+            lambda *a, _real=real, _name=name, **kw: (
+                reads.append(_name), _real(*a, **kw))[1])
+    manager.update_instance_info('h1', [fixtures.uuid(1)])
+    assert reads == []
+    # The worker's own view of the claims follows the inventory's.
+    key = manager.get_host_state('h1').key()
+    statuses = {c.instance_uuid: c.status
+                for c in manager.pending_claims(key)}
+    assert statuses == {fixtures.uuid(1): 'active',
+                        fixtures.uuid(2): 'claimed'}
+    assert _placement(manager)['status'] == 'active'
+    assert manager.get_host_state('h1').free_ram_mb == 2560
+
+
+class _CountedWaits:
+    """An event that counts those waiting on it."""
+
+    def __init__(self, event):
+        self._event = event
+        self.waiting = 0
+
+    def wait(self, timeout=None):
+        self.waiting += 1
+        return self._event.wait(timeout)
+
+
+def test_requests_arriving_during_a_freshness_read_share_it(monkeypatch):
+    # A worker serving many requests sent one freshness read per
+    # request; those that arrive while one is under way share the next
+    # one (begun after they came, so a report stored just before them
+    # is seen).
+    manager = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
+    store = manager.usage_db
+    real = store.changed_since
+    reads = []
+    reading, finish = threading.Event(), threading.Event()
+
+    def changed_since(seq):
+        reads.append(seq)
+        if len(reads) == 1:
+            reading.set()
+            finish.wait(30)
+        return real(seq)
+
+    monkeypatch.setattr(store, 'changed_since', changed_since)
+    first = threading.Thread(target=manager.refresh_usage)
+    first.start()
+    assert reading.wait(30)
+    under_way = manager._refreshing = _CountedWaits(manager._refreshing)
+    later = [threading.Thread(target=manager.refresh_usage)
+             for _ in range(3)]
+    for thread in later:
+        thread.start()
+    deadline = time.monotonic() + 30
+    while under_way.waiting < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    finish.set()
+    for thread in [first] + later:
+        thread.join(30)
+    assert len(reads) == 2
+    # A request arriving after the reads ended reads again.
+    manager.refresh_usage()
+    assert len(reads) == 3
+
+
 def test_deleted_instance_frees_its_claim():
     manager = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
     _claim(manager, 'h1', memory_mb=1024)
@@ -508,7 +599,7 @@ def test_a_backlog_of_reports_is_written_a_batch_at_a_time(
     """A fleet's first reports are written FLUSH_BATCH nodes a
     transaction; a batch that fails is written by the next flush with
     those after it, and those before it are not written twice."""
-    monkeypatch.setattr(host_manager, 'FLUSH_BATCH', 2)
+    monkeypatch.setattr(report_backlog, 'FLUSH_BATCH', 2)
     manager = host_manager.HostManager(inventory=_BatchCountingInventory(
         fixtures.memory_inventory(), fail_at=2))
     sent = {name: fixtures.report(name, memory_mb=1024 * (1 + i))
@@ -554,7 +645,7 @@ def test_a_batch_of_new_nodes_reads_back_its_own_usage_rows(monkeypatch):
     """Each batch of a flush reads the usage rows of its nodes, not
     every node's: at 100,000 nodes, a fleet's first flush read every
     row once a batch."""
-    monkeypatch.setattr(host_manager, 'FLUSH_BATCH', 60)
+    monkeypatch.setattr(report_backlog, 'FLUSH_BATCH', 60)
     store = _ReadCountingStore()
     manager = host_manager.HostManager(inventory=fixtures.memory_inventory(),
                                        usage_store=store)
@@ -760,6 +851,30 @@ def test_flush_and_reload_from_the_inventory(inventory):
     assert after.host_names() == ['h1']
 
 
+def test_a_load_put_off_keeps_the_reports_that_came_meanwhile(inventory):
+    """A worker that started during a database outage loads once it is
+    back: saved reports fill in the nodes it has not heard from, a
+    node that reported since keeps its newer report, and the load runs
+    once."""
+    before = host_manager.HostManager()
+    before.load_from_inventory()
+    before.update_from_report(fixtures.report('h1', memory_mb=4096))
+    before.update_from_report(fixtures.report('h2', memory_mb=4096))
+    before.flush()
+
+    restarted = host_manager.HostManager()
+    restarted.update_from_report(fixtures.report('h1', memory_mb=8192))
+    restarted.ensure_loaded()
+    states = {s.host: s for s in restarted.get_all_host_states()}
+    assert sorted(states) == ['h1', 'h2']
+    assert states['h1'].total_usable_ram_mb == 8192
+    assert states['h2'].total_usable_ram_mb == 4096
+    loads = []
+    restarted.load_from_inventory = lambda: loads.append(1)
+    restarted.ensure_loaded()
+    assert loads == []
+
+
 def test_a_restarted_daemon_schedules_from_what_it_knew(inventory, conf):
     conf.config(enabled_filters=fixtures.CORE_FILTERS,
                 group='filter_scheduler')
@@ -873,7 +988,7 @@ def test_a_refresh_while_aggregates_are_written_keeps_the_new_ones(
     # Once written, they are read back once, and nothing changes.
     manager.refresh_aggregates()
     assert manager.get_host_state('h1') is view
-    assert manager._aggregates_stamp == inventory.aggregates_stamp()
+    assert manager._aggregates.stamp == inventory.aggregates_stamp()
 
 
 class _ChangedWhileRead(_RefreshingInventory):
@@ -951,3 +1066,264 @@ def test_views_in_the_same_aggregates_share_what_they_derive():
     assert h1.availability_zones == {'az2'}
     assert h1.allocation_ratio('cpu') == 2.0
     assert h1._ratios is h2._ratios
+
+
+# --- an older usage row never replaces a newer one ---------------------------
+
+class _ClaimWhileReading:
+    """The usage store, where a read of some nodes' rows returns what it
+    read before a claim on them landed (the claim runs while the rows
+    are on their way back, as another request's may)."""
+
+    def __init__(self, during_read=None):
+        self.during_read = during_read
+
+    def __getattr__(self, name):
+        return getattr(usage, name)
+
+    def usage_get_nodes(self, keys):
+        rows = usage.usage_get_nodes(keys)
+        action, self.during_read = self.during_read, None
+        if action is not None:
+            action()
+        return rows
+
+
+def test_a_row_read_before_a_claim_does_not_replace_the_claims_row():
+    seeded = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
+    seeded.flush()
+    store = _ClaimWhileReading()
+    manager = host_manager.HostManager(inventory=seeded.db,
+                                       usage_store=store)
+    manager.load_from_inventory()
+    manager.update_from_report(fixtures.report('h1', memory_mb=4096))
+    key = ('h1', 'h1')
+    store.during_read = lambda: _claim(manager, 'h1', memory_mb=1024)
+    manager.refresh_nodes([key])
+    # The claim's row stays: the view counts the claim.
+    assert manager.get_host_state('h1').free_ram_mb == 3072
+    assert manager._usage_cache.rows[key]['claimed_memory_mb'] == 1024
+    # And the next look at the inventory agrees.
+    manager.refresh_usage()
+    assert manager.get_host_state('h1').free_ram_mb == 3072
+
+
+def test_an_older_usage_row_is_not_cached_over_a_newer_one():
+    manager = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
+    manager.flush()
+    key = ('h1', 'h1')
+    manager.refresh_nodes([key])
+    older = dict(manager._usage_cache.rows[key])
+    _claim(manager, 'h1', memory_mb=1024)
+    newer = manager._usage_cache.rows[key]
+    assert newer['generation'] > older['generation']
+    # A refresh that read the row before the claim applies after it.
+    manager._reload_nodes([key], [older])
+    assert manager._usage_cache.rows[key] is newer
+    assert manager.get_host_state('h1').free_ram_mb == 3072
+    # A node deleted and made again starts its generation over, with a
+    # newer sequence number: that row is taken.
+    again = dict(older, generation=0, seq=newer['seq'] + 1)
+    manager._reload_nodes([key], [again])
+    assert manager._usage_cache.rows[key] is again
+
+
+# --- reports another worker took (API 1.5 intake) ----------------------------
+
+def _two_workers():
+    """Two workers on one inventory: ``taker`` takes the reports."""
+    taker = fixtures.manager_with()
+    other = host_manager.HostManager(inventory=taker.db)
+    other.load_from_inventory()
+    return taker, other
+
+
+def test_a_worker_learns_the_reports_another_took_from_the_inventory():
+    clock = [1000.0]
+    liveness.set_clock(lambda: clock[0])
+    try:
+        taker, other = _two_workers()
+        taker.update_from_report(fixtures.report('h1', memory_mb=8192))
+        assert other.refresh_reports() == 0
+        taker.flush()
+        assert other.refresh_reports() == 1
+        assert other.get_host_state('h1').memory_mb == 8192
+        # Nothing new: nothing read, nothing taken.
+        assert other.refresh_reports() == 0
+        # A quiet report: only its time travels.
+        clock[0] += 30
+        taker.update_from_report(fixtures.report('h1', memory_mb=8192))
+        taker.flush()
+        before = other.get_host_state('h1')
+        assert other.refresh_reports() == 1
+        after = other.get_host_state('h1')
+        assert after is not before and after.received_at > \
+            before.received_at
+        # A report that changed is read whole.
+        taker.update_from_report(fixtures.report('h1', memory_mb=16384))
+        taker.flush()
+        other.refresh_reports()
+        assert other.get_host_state('h1').memory_mb == 16384
+        # The taker does not read its own writes back.
+        assert taker.refresh_reports() == 0
+    finally:
+        liveness.set_clock(None)
+
+
+def test_a_host_another_worker_hears_from_is_not_marked_down():
+    clock = [1000.0]
+    liveness.set_clock(lambda: clock[0])
+    try:
+        taker, other = _two_workers()
+        taker.update_from_report(fixtures.report('h1'))
+        taker.flush()
+        other.refresh_reports()
+        # Reports go on reaching the taker only, for longer than
+        # service_down_time.
+        for _ in range(10):
+            clock[0] += 10
+            taker.update_from_report(fixtures.report('h1'))
+            taker.flush()
+            other.refresh_reports()
+            assert other.check_down_hosts() == []
+        assert [s.host for s in other.get_up_host_states()] == ['h1']
+        # A host that stops reporting goes down on both.
+        clock[0] += 120
+        other.refresh_reports()
+        assert other.check_down_hosts() == [('h1', 'h1')]
+        # ... and comes back on the other worker when the taker hears it.
+        clock[0] += 1
+        taker.update_from_report(fixtures.report('h1'))
+        taker.flush()
+        other.refresh_reports()
+        assert [s.host for s in other.get_up_host_states()] == ['h1']
+    finally:
+        liveness.set_clock(None)
+
+
+def test_a_report_written_by_another_worker_never_replaces_a_newer_one():
+    taker, other = _two_workers()
+    older = timeutils.utcnow() - datetime.timedelta(seconds=5)
+    taker.update_from_report(fixtures.report('h1', memory_mb=1024,
+                                             updated_at=older))
+    other.update_from_report(fixtures.report(
+        'h1', memory_mb=2048, updated_at=timeutils.utcnow()))
+    taker.flush()
+    other.refresh_reports()
+    assert other.get_host_state('h1').memory_mb == 2048
+    # ... and it writes its own again at its next flush: the others
+    # would otherwise keep the older one until a report reaches a
+    # worker that holds it.
+    other.flush()
+    taker.refresh_changed_reports()
+    assert taker.get_host_state('h1').memory_mb == 2048
+
+
+def _no_window(*managers):
+    for manager in managers:
+        manager._writer.window = 0.0
+    return managers
+
+
+def test_a_report_from_the_intake_is_written_before_its_taker_uses_it():
+    """No flush: the other worker sees the new host, and a changed one,
+    at its next request, and the taker saw neither before the
+    inventory had it."""
+    taker, other = _no_window(*_two_workers())
+    seen = []
+
+    class Watcher:
+        def view_changed(self, key, view):
+            seen.append((key, len(taker.db.host_reports_get([key]))))
+
+        def view_removed(self, key):
+            pass
+
+    taker.watch_views(Watcher())
+    taker.update_from_report(fixtures.report('h1', memory_mb=8192),
+                             shared=True)
+    assert seen == [(('h1', 'h1'), 1)]
+    other.refresh_usage()
+    assert other.get_host_state('h1').memory_mb == 8192
+    taker.update_from_report(fixtures.report('h1', memory_mb=16384),
+                             shared=True)
+    other.refresh_usage()
+    assert other.get_host_state('h1').memory_mb == 16384
+    # Its usage too: the usage row says what the report says.
+    taker.update_from_report(fixtures.report('h1', memory_mb=16384,
+                                             memory_mb_used=2048),
+                             shared=True)
+    assert usage.usage_get_nodes([('h1', 'h1')])[0][
+        'reported_memory_mb'] == 2048
+    other.refresh_usage()
+    assert other.get_host_state('h1').free_ram_mb == 14336
+    # The taker does not read its own writes back.
+    assert taker.refresh_changed_reports() == 0
+
+
+def test_a_quiet_report_from_the_intake_waits_for_the_flush():
+    clock = [1000.0]
+    liveness.set_clock(lambda: clock[0])
+    try:
+        taker, other = _no_window(*_two_workers())
+        taker.update_from_report(fixtures.report('h1'), shared=True)
+        other.refresh_usage()
+        seq = taker.db.report_seq()
+        clock[0] += 10
+        taker.update_from_report(fixtures.report('h1'), shared=True)
+        # Only its time is new: nothing written, nothing for a request
+        # to read.
+        assert taker.db.report_seq() == seq
+        assert taker.db.host_reports_changed_since(seq) == []
+        taker.flush()
+        assert taker.db.report_seq() == seq + 1
+        assert taker.db.host_reports_changed_since(seq) == []
+        # The periodic read carries the time.
+        assert other.refresh_reports() == 1
+        assert other.get_host_state('h1').received_at == clock[0]
+    finally:
+        liveness.set_clock(None)
+
+
+def test_a_report_from_the_intake_that_cannot_be_written_is_used_and_kept(
+        caplog):
+    manager = host_manager.HostManager(
+        inventory=_FlakyInventory(fixtures.memory_inventory()))
+    _no_window(manager)
+    manager.update_from_report(fixtures.report('h1'), shared=True)
+    assert manager.db.saved == []
+    assert 'Could not write to the inventory' in caplog.text
+    assert [s.host for s in manager.get_all_host_states()] == ['h1']
+    manager.flush()
+    assert manager.db.saved == ['h1']
+
+
+def test_a_report_from_the_intake_left_waiting_is_written_by_the_flush():
+    taker, other = _two_workers()
+    view = host_view.HostView(fixtures.report('h1'))
+    # As a writing thread killed by a stop leaves it.
+    taker._writer._waiting[view.key()] = report_writer.Taken(view.key(),
+                                                             view)
+    taker.flush()
+    other.refresh_changed_reports()
+    assert [s.host for s in other.get_all_host_states()] == ['h1']
+
+
+def test_a_request_reads_the_changed_reports_whatever_the_times_did():
+    """Times other workers wrote do not hide a change behind them."""
+    taker, other = _no_window(*_two_workers())
+    for name in ('h1', 'h2'):
+        taker.update_from_report(fixtures.report(name), shared=True)
+    taker.flush()
+    other.refresh_reports()
+    # A time (h1), then a change (h2), then a time again (h2).
+    taker.update_from_report(fixtures.report('h1'), shared=True)
+    taker.flush()
+    taker.update_from_report(fixtures.report('h2', memory_mb=8192),
+                             shared=True)
+    taker.update_from_report(fixtures.report('h2', memory_mb=8192),
+                             shared=True)
+    taker.flush()
+    assert other.refresh_changed_reports() == 1
+    assert other.get_host_state('h2').memory_mb == 8192
+    assert other.refresh_changed_reports() == 0

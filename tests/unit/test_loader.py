@@ -92,3 +92,11 @@ def test_all_classes_of_each_namespace():
     weighers = {cls.__name__ for cls in
                 loader.all_classes(loader.WEIGHER_NAMESPACE)}
     assert {'RAMWeigher', 'CPUWeigher', 'DiskWeigher'} <= weighers
+
+
+def test_a_dotted_path_that_imports_logs_nothing(caplog):
+    # The guides promise no "could not load" warning for a class path.
+    caplog.set_level('DEBUG')
+    loader.load_class(loader.FILTER_NAMESPACE,
+                      'scheduler.filters.ram.RamFilter')
+    assert [r for r in caplog.records if r.levelname != 'DEBUG'] == []

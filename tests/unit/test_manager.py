@@ -9,8 +9,10 @@ import logging
 
 import oslo_messaging
 import pytest
+import sqlalchemy as sa
 
 from scheduler import context
+from scheduler.db import availability
 from scheduler import driver as driver_mod
 from scheduler.drivers import chance
 from scheduler.drivers import filter_scheduler
@@ -301,6 +303,22 @@ def test_an_undelivered_build_releases_its_claim_and_tries_another_host(
                for r in caplog.records if r.levelno == logging.WARNING)
 
 
+def test_a_stopping_service_tries_the_other_hosts_without_waiting(
+        monkeypatch):
+    """Waiting for computes to come back would hold the stop."""
+    slept = []
+    monkeypatch.setattr(driver_mod.time, 'sleep', slept.append)
+    manager = _manager([fixtures.report('roomy', memory_mb=1 << 20),
+                        fixtures.report('small', memory_mb=4096)])
+    manager.driver.compute_rpcapi = _Undeliverable({'roomy'})
+    manager.driver.stopping = True
+    call(manager.schedule_run_instance, spec_obj=fixtures.request(),
+         instance_uuids=[fixtures.uuid(1)])
+    assert manager.driver.compute_rpcapi.casts == [('small',
+                                                    fixtures.uuid(1))]
+    assert slept == []
+
+
 def test_a_build_no_host_takes_is_logged_lost_and_holds_nothing(
         caplog, monkeypatch):
     monkeypatch.setattr(driver_mod.time, 'sleep', lambda seconds: None)
@@ -338,6 +356,36 @@ def test_extra_arguments_of_newer_computes_are_ignored():
     manager = _manager([])
     call(manager.update_service_capabilities,
          host_state=fixtures.report('h1'), service_name='compute')
+    assert manager.driver.host_manager.host_names() == ['h1']
+
+
+def test_intake_reports_are_written_before_use_fanout_ones_at_the_flush():
+    manager = _manager([])
+    hm = manager.driver.host_manager
+    hm._writer.window = 0.0
+    call(manager.intake.update_service_capabilities,
+         host_state=fixtures.report('h1'), service_name='compute')
+    assert [r['host'] for r in hm.db.host_reports_get_all()] == ['h1']
+    call(manager.reports.update_service_capabilities,
+         host_state=fixtures.report('h2'))
+    assert hm.host_names() == ['h1', 'h2']
+    assert [r['host'] for r in hm.db.host_reports_get_all()] == ['h1']
+
+
+def test_a_driver_that_records_reports_its_own_way_gets_intake_ones_too():
+    """Written before the intake, it does not take ``shared``."""
+    got = []
+
+    class Recording(filter_scheduler.FilterScheduler):
+        def update_service_capabilities(self, host_state):
+            got.append(host_state.host)
+            super().update_service_capabilities(host_state)
+
+    manager = manager_mod.SchedulerManager(
+        driver=Recording(fixtures.manager_with([])))
+    call(manager.intake.update_service_capabilities,
+         host_state=fixtures.report('h1'))
+    assert got == ['h1']
     assert manager.driver.host_manager.host_names() == ['h1']
 
 
@@ -432,3 +480,95 @@ def test_a_resolved_group_hint_is_scheduled():
     spec = fixtures.request(scheduler_hints={'group': ['g']},
                             instance_group=group)
     assert call(_manager().select_destinations, spec_obj=spec)
+
+
+# -- housekeeping (periodic tasks) ----------------------------------------
+
+#: Each periodic task and what it must get done, as the calls it makes.
+HOUSEKEEPING = {
+    # Never loaded (start-up did not run): loads, aggregates first.
+    '_load_saved_state': ['ensure_loaded', 'refresh_aggregates'],
+    '_flush_inventory': ['flush'],
+    '_replay_instance_news': ['replay_deferred'],
+    '_check_down_hosts': ['check_down_hosts', 'forget_deleted_nodes'],
+    '_expire_claims': ['expire_claims'],
+    '_refresh_aggregates': ['refresh_aggregates'],
+    '_publish_metrics': ['set_hosts', 'metrics.flush'],
+    '_return_freed_memory': ['trim'],
+}
+
+
+def _recorded_housekeeping(monkeypatch, manager, calls: list, fail=None):
+    """Record (and still make) the calls the periodic tasks make;
+    ``fail`` names one that raises instead."""
+    def record(owner, name, label=None):
+        real = getattr(owner, name)
+
+        def recorded(*args, **kwargs):
+            calls.append(label or name)
+            if (label or name) == fail:
+                raise _outage()
+            return real(*args, **kwargs)
+        monkeypatch.setattr(owner, name, recorded)
+
+    host_manager = manager.driver.host_manager
+    for name in ('ensure_loaded', 'flush', 'check_down_hosts',
+                 'forget_deleted_nodes', 'expire_claims',
+                 'refresh_aggregates'):
+        record(host_manager, name)
+    record(manager.reports, 'replay_deferred')
+    record(manager_mod.metrics, 'set_hosts')
+    record(manager_mod.metrics, 'flush', 'metrics.flush')
+    record(manager_mod.memory, 'trim')
+
+
+def _outage():
+    return sa.exc.OperationalError(
+        'SELECT 1', {}, Exception('server closed the connection'),
+        connection_invalidated=True)
+
+
+def _run_every_task_now(manager) -> None:
+    manager._periodic_last_run = dict.fromkeys(manager._periodic_last_run)
+    manager.run_periodic_tasks(CTX, raise_on_error=True)
+
+
+def test_each_periodic_task_does_its_housekeeping(monkeypatch):
+    manager = _manager()
+    assert {name for name, _ in manager._periodic_tasks} == \
+        set(HOUSEKEEPING)
+    calls: list = []
+    _recorded_housekeeping(monkeypatch, manager, calls)
+    _run_every_task_now(manager)
+    assert sorted(calls) == sorted(
+        call for made in HOUSEKEEPING.values() for call in made)
+
+
+def test_periodic_tasks_run_at_the_configured_interval(conf):
+    conf.config(periodic_task_interval=7, group='scheduler')
+    manager = _manager()
+    assert manager._periodic_spacing == dict.fromkeys(HOUSEKEEPING, 7)
+    # The inventory is written and the metrics published at the first
+    # run; the rest waits for its interval.
+    immediate = {name for name, task in manager._periodic_tasks
+                 if task._periodic_immediate}
+    assert immediate == {'_load_saved_state', '_flush_inventory',
+                         '_publish_metrics'}
+
+
+@pytest.mark.parametrize('task, call', [
+    ('_load_saved_state', 'ensure_loaded'),
+    ('_check_down_hosts', 'check_down_hosts'),
+    ('_expire_claims', 'expire_claims'),
+    ('_refresh_aggregates', 'refresh_aggregates')])
+def test_a_database_outage_skips_a_task_quietly(monkeypatch, task, call):
+    """The task is tried again at its next run; the outage is counted
+    (and told once by ``availability``), not raised with a traceback
+    at every run."""
+    manager = _manager()
+    calls: list = []
+    _recorded_housekeeping(monkeypatch, manager, calls, fail=call)
+    counted = []
+    monkeypatch.setattr(availability, 'count', counted.append)
+    getattr(manager, task)(CTX)
+    assert call in calls and len(counted) == 1

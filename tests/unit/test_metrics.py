@@ -105,7 +105,8 @@ def test_every_metric_has_help_and_type():
     assert parse(text) == {(name, ()): 0
                            for name, (kind, _h, labels) in
                            metrics.METRICS.items()
-                           if kind == 'counter' and not labels}
+                           if kind in ('counter', 'gauge')
+                           and not labels}
 
 
 def test_counters_and_gauges():

@@ -5,6 +5,7 @@ import pytest
 from scheduler import objects
 from scheduler import pipeline
 from scheduler.filters import compute
+from scheduler.filters import image_properties
 from scheduler.filters import ram
 from scheduler.weights import build_failure
 from scheduler.weights import cross_cell
@@ -40,13 +41,55 @@ def test_host_views_attach_aggregates_by_host_name():
     ('ignore_hosts', ['COMPUTE-01'], ['compute-02', 'compute-03']),
     ('force_hosts', ['compute-01', 'Compute-03'], ['Compute-01',
                                                    'compute-03']),
-    ('force_nodes', ['COMPUTE-02'], ['compute-02']),
 ])
 def test_host_names_match_in_any_case_as_in_nova(field, names, expected):
     spec = fixtures.request(**{field: names})
     result = pipeline.filter_hosts(spec, _fleet(), [ram.RamFilter()])
     assert _names(result.passed) == expected
     assert result.forced == (field != 'ignore_hosts')
+
+
+def test_node_names_match_exactly_as_in_nova():
+    # nova's _match_forced_nodes compares node names as they are; only
+    # host names are lowered.
+    spec = fixtures.request(force_nodes=['COMPUTE-02'])
+    result = pipeline.filter_hosts(spec, _fleet(), [ram.RamFilter()])
+    assert result.passed == [] and result.forced
+    spec = fixtures.request(force_nodes=['compute-02'])
+    result = pipeline.filter_hosts(spec, _fleet(), [ram.RamFilter()])
+    assert _names(result.passed) == ['compute-02']
+    spec = fixtures.request(force_hosts=['COMPUTE-02'],
+                            force_nodes=['Compute-02'])
+    assert pipeline.filter_hosts(spec, _fleet(), []).passed == []
+
+
+REBUILD = {'_nova_check_type': ['rebuild']}
+
+
+def test_a_forced_rebuild_runs_the_rebuild_filters_as_in_nova():
+    # nova skips the filters for forced hosts unless the request carries
+    # _nova_check_type: its compute API sends a rebuild with a new image
+    # that way, and the image filters must still check the host.
+    image = {'hw_architecture': 'aarch64'}
+    flts = [ram.RamFilter(), image_properties.ImagePropertiesFilter()]
+    for hints, expected in (({}, ['compute-02']), (REBUILD, [])):
+        spec = fixtures.request(memory_mb=100000, image_properties=image,
+                                force_hosts=['compute-02'],
+                                scheduler_hints=hints)
+        hosts = _fleet()
+        for h in hosts:
+            h.supported_instances = [['x86_64', 'qemu', 'hvm']]
+        result = pipeline.filter_hosts(spec, hosts, flts)
+        assert _names(result.passed) == expected
+        assert result.forced == (not hints)
+    # On the rebuild the resource filter does not run (the instance
+    # keeps its resources), the image filter does, on the forced host.
+    spec = fixtures.request(memory_mb=100000, force_hosts=['compute-02'],
+                            scheduler_hints=REBUILD)
+    result = pipeline.filter_hosts(spec, _fleet(), flts)
+    assert _names(result.passed) == ['compute-02'] and not result.forced
+    assert [(s.name, s.hosts_in) for s in result.report.steps] == [
+        ('ImagePropertiesFilter', 1)]
 
 
 def test_forced_hosts_skip_filters_but_not_liveness():

@@ -77,10 +77,11 @@ def test_stop_outlasts_oslo_service_drain(unit):
     assert int(svc['TimeoutStopSec']) > GRACEFUL_SHUTDOWN_TIMEOUT
 
 
-def test_type_matches_oslo_service():
-    """Type=notify only holds while oslo.service sends READY=1 itself."""
-    from oslo_service import systemd as oslo_systemd
-    assert hasattr(oslo_systemd, 'notify_once')
+def test_type_matches_the_readiness_notification():
+    """Type=notify: the main process sends READY=1 (scheduler.readiness),
+    which NotifyAccess=main requires of it."""
+    from scheduler import readiness
+    assert readiness.NOTIFY_ENV == 'NOTIFY_SOCKET'
     unit = _parse(UNIT)
     assert unit['Service']['Type'] == 'notify'
     assert unit['Service']['NotifyAccess'] == 'main'

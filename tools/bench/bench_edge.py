@@ -54,11 +54,18 @@ class _Host:
         self.limits = {}
 
 
+class _LoadedHosts:
+    """A host manager whose saved state is loaded: the manager asks."""
+
+    def ensure_loaded(self) -> None:
+        pass
+
+
 class _StubDriver(driver_mod.Scheduler):
     """Answers with Selections of fixed hosts: the edge, no decision."""
 
     def __init__(self, alternates: int):
-        self.host_manager = None
+        self.host_manager = _LoadedHosts()
         self._hosts = [_Host(i) for i in range(alternates + 1)]
         self._limits = {'memory_mb': 393216, 'disk_gb': 4000, 'vcpu': 256}
 

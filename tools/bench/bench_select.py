@@ -12,10 +12,16 @@ addresses are used; every loop is bounded.
         --executor threading --inventory-dir /tmp
     python tools/bench/bench_select.py --mode inprocess --hosts 100000 \
         --instances 1 --columnar on --requests 50
+    python tools/bench/bench_select.py --mode inprocess --hosts 10000 \
+        --server-group soft-anti-affinity
 
 In process, requests of 1 and of 10 instances are timed with
 ``[filter_scheduler] columnar`` off (host by host) and on, and the
-process's resident memory is printed with the fleet loaded.  The
+process's resident memory is printed with the fleet loaded.  With
+``--server-group``, every request in process belongs to one server
+group of that policy (its soft weigher weighs), whose members are the
+instances the last requests placed, listed with their hosts as nova's
+conductor lists them.  The
 filter scheduler runs the configured filters and
 weighers (the defaults unless ``--config-file`` says otherwise) on
 ``HostState`` objects in memory, claiming as it goes in an in-memory
@@ -119,15 +125,22 @@ def memory_inventory() -> None:
     no disk to wait for, and the database's pages are not counted in
     the service's resident memory, as for a service whose inventory is a
     file or a server."""
+    file_inventory('/dev/shm' if os.path.isdir('/dev/shm') else None)
+
+
+def file_inventory(where: str | None = None) -> str:
+    """A new SQLite inventory file in a new directory under ``where``
+    (the system's temporary directory if None), removed at exit; returns
+    the directory."""
     from scheduler.db import api
     from scheduler.db import migration
-    where = '/dev/shm' if os.path.isdir('/dev/shm') else None
     tmp = tempfile.mkdtemp(prefix='sched-bench-', dir=where)
     atexit.register(shutil.rmtree, tmp, ignore_errors=True)
     CONF.set_override('connection', 'sqlite:///%s/inventory.sqlite' % tmp,
                       group='database')
     api.reset_engine()
     migration.db_sync()
+    return tmp
 
 
 #: New nodes' reports written per flush while a fleet loads in process.
@@ -206,34 +219,67 @@ def time_reports(driver, hosts: int, reports: int = 2000) -> None:
     gc.collect()
 
 
+#: Members of the bench's server group: the instances of its last
+#: requests (a request's own instances join it too).
+GROUP_MEMBERS = 20
+
+
+class ServerGroup:
+    """One server group of ``policy`` that the requests join in turn:
+    its members are the instances the last requests placed, its hosts
+    theirs, as nova's conductor fills ``instance_group``."""
+
+    def __init__(self, policy: str):
+        self.policy = policy
+        self.uuid = str(uuid.uuid4())
+        self.placed: list = []
+
+    def attach(self, spec, uuids: list) -> None:
+        kept = self.placed[-GROUP_MEMBERS:]
+        spec.instance_group = objects.InstanceGroup(
+            uuid=self.uuid, name='bench', policy=self.policy,
+            members=[u for u, _h in kept] + list(uuids),
+            hosts=[h for _u, h in kept])
+
+    def placed_on(self, uuids: list, selections: list) -> None:
+        self.placed += [(u, alts[0].service_host)
+                        for u, alts in zip(uuids, selections)]
+
+
 def time_inprocess(driver, requests: int, instances: int = 1,
                    columnar: bool = True, new_shapes: bool = False,
-                   churn: int = 0) -> tuple:
+                   churn: int = 0, policy: str | None = None) -> tuple:
     """``(samples in seconds, wall seconds)`` of in-process requests of
     ``instances`` instances each.
 
-    The requests come in two shapes (two zones), so that from the third
-    one on each is decided from the decision its shape's last request
-    kept (``[filter_scheduler] keep_decisions``).  ``new_shapes``: each
-    request is of a shape never seen (a project of its own), decided
-    from scratch.  ``churn``: that many busy reports (hosts taken in
-    turn) are taken between two requests, untimed: kept decisions then
-    look again at those hosts too.
+    The requests come in two shapes (two zones), each repeated: a shape
+    that repeats is not what production traffic looks like.
+    ``new_shapes``: each request is of a shape never seen (a project of
+    its own).  ``churn``: that many busy reports (hosts taken in turn)
+    are taken between two requests, untimed.  ``policy``: the requests join one
+    server group of that policy (``ServerGroup``).
     """
     CONF.set_override('columnar', columnar, group='filter_scheduler')
     ctxt = context.get_admin_context()
     manager = driver.host_manager
+    group = ServerGroup(policy) if policy else None
 
-    def spec(i):
-        return make_spec(i, instances,
+    def spec(i, uuids):
+        made = make_spec(i, instances,
                          'bench-%d' % i if new_shapes else 'bench')
+        if group is not None:
+            group.attach(made, uuids)
+        return made
 
-    # Untimed: the columns are built on the first request, and each
-    # shape is kept from its second.
+    def place(i, uuids):
+        selections = driver.select_destinations(ctxt, spec(i, uuids), uuids,
+                                                return_alternates=True)
+        if group is not None:
+            group.placed_on(uuids, selections)
+
+    # Untimed: the columns are built on the first request.
     for i in range(4):
-        driver.select_destinations(
-            ctxt, spec(i), [str(uuid.uuid4()) for _ in range(instances)],
-            return_alternates=True)
+        place(i, [str(uuid.uuid4()) for _ in range(instances)])
     hosts = len(manager.get_all_host_states())
     samples = []
     start = time.perf_counter()
@@ -243,15 +289,18 @@ def time_inprocess(driver, requests: int, instances: int = 1,
             state.num_io_ops = (i + n) % 5
             manager.update_from_report(state)
         uuids = [str(uuid.uuid4()) for _ in range(instances)]
+        request = spec(i, uuids)
         t0 = time.perf_counter()
-        driver.select_destinations(ctxt, spec(i), uuids,
-                                   return_alternates=True)
+        selections = driver.select_destinations(ctxt, request, uuids,
+                                                return_alternates=True)
         samples.append(time.perf_counter() - t0)
+        if group is not None:
+            group.placed_on(uuids, selections)
     return samples, time.perf_counter() - start
 
 
 def bench_inprocess(hosts: int, requests: int, instances: list,
-                    modes: list) -> None:
+                    modes: list, policy: str | None = None) -> None:
     driver, load_s = inprocess_driver(hosts)
     print('in process, %d hosts: fleet loaded in %.1f s, RSS %.0f MB'
           % (hosts, load_s, _rss_mb(os.getpid())))
@@ -267,9 +316,15 @@ def bench_inprocess(hosts: int, requests: int, instances: list,
             summarize('in process, %d hosts, k=%d, %s'
                       % (hosts, k, 'columnar' if columnar else 'per host'),
                       samples, wall)
+            if policy:
+                samples, wall = time_inprocess(driver, requests, k,
+                                               columnar, policy=policy)
+                summarize('in process, %d hosts, k=%d, %s, %s'
+                          % (hosts, k, 'columnar' if columnar
+                             else 'per host', policy), samples, wall)
     if True in modes:
-        # What a kept decision saves, and what it costs when shapes do
-        # not repeat or many hosts report between two requests.
+        # The realistic rows: shapes that do not repeat, and hosts
+        # that report between two requests.
         for label, kwargs in (('new shape each', {'new_shapes': True}),
                               ('10 reports between', {'churn': 10}),
                               ('100 reports between', {'churn': 100})):
@@ -620,6 +675,10 @@ def main() -> None:
                              'inventory goes (default /dev/shm, as in '
                              'process; a directory on a disk adds its '
                              'fsync to every claim)')
+    parser.add_argument('--server-group',
+                        choices=['soft-affinity', 'soft-anti-affinity'],
+                        help='in process: also time requests of a server '
+                             'group of this policy')
     parser.add_argument('--config-file', action='append', default=[])
     args = parser.parse_args()
     load_config(args.config_file)
@@ -627,7 +686,8 @@ def main() -> None:
         if args.mode in ('inprocess', 'all'):
             bench_inprocess(hosts, args.requests, args.instances or [1, 10],
                             {'on': [True], 'off': [False],
-                             'both': [False, True]}[args.columnar])
+                             'both': [False, True]}[args.columnar],
+                            args.server_group)
         if args.mode in ('rabbit', 'all'):
             bench_rabbit(hosts, args.requests, args.concurrency,
                          args.executor, args.inventory_dir)

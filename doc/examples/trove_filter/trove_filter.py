@@ -41,14 +41,15 @@ class TroveImageFilter(filters.RequestScopedFilter):
         # booting from a volume, means no.)
         return TROVE_PROPERTY in spec_obj.image_properties
 
-    def passes(self, host_state, trove_image: bool) -> bool:
+    def passes(self, host_state, trove_image: bool):
         # Once per host: a Trove host for a Trove image, any other host
-        # for anything else.
-        return is_trove_host(host_state) == trove_image
-
-    def rejection_reason(self, host_state, spec_obj) -> str:
-        if self.prepare(spec_obj):
-            return ('Trove image (%s property) and the host is not in '
-                    'aggregate %s' % (TROVE_PROPERTY, TROVE_AGGREGATE))
-        return ('not a Trove image (no %s property) and the host is in '
-                'aggregate %s' % (TROVE_PROPERTY, TROVE_AGGREGATE))
+        # for anything else; a refusal says why (explain shows it).
+        if is_trove_host(host_state) == trove_image:
+            return True
+        if trove_image:
+            return filters.Rejected(
+                'Trove image (%s property) and the host is not in '
+                'aggregate %s', TROVE_PROPERTY, TROVE_AGGREGATE)
+        return filters.Rejected(
+            'not a Trove image (no %s property) and the host is in '
+            'aggregate %s', TROVE_PROPERTY, TROVE_AGGREGATE)

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from scheduler.cli import config_check
+from scheduler.conf import nova_names
 from scheduler import conf as scheduler_conf
 from scheduler.db import migration
 from tests.unit import cli
@@ -218,11 +219,52 @@ def test_misspelt_options_and_sections_are_warnings(manage, inventory):
             'is ignored' % path]
 
 
+def test_novas_option_names_fail_and_name_ours(manage, inventory):
+    # A configuration carried over from nova (the seeds' names): every
+    # one of them would be ignored, so the check fails.
+    code, rows = _check(manage, config='[DEFAULT]\n'
+                        'scheduler_default_filters = RamFilter\n'
+                        'scheduler_driver = filter_scheduler\n')
+    assert code == 1
+    path = str(manage.config_file)
+    assert _failed(rows)['unknown_options'] == [
+        "[DEFAULT] scheduler_default_filters in %s is nova's name: this "
+        'service ignores it and reads [filter_scheduler] enabled_filters '
+        'instead' % path,
+        "[DEFAULT] scheduler_driver in %s is nova's name: this service "
+        'ignores it and reads [scheduler] driver instead' % path]
+
+
+def test_nova_names_map_to_options_that_exist(conf):
+    for group, name in nova_names.RENAMED.values():
+        assert name in conf.conf[group], (group, name)
+
+
+def test_a_failing_drivers_import_error_is_shown_whole(manage, inventory):
+    result = manage('config', 'check', config='[scheduler]\n'
+                    'driver = mypkg.nothere.Driver\n')
+    assert result.code == 1
+    assert "No module named 'mypkg'" in result.out
+
+
 def test_a_short_service_down_time_is_a_warning(manage, inventory, conf):
     conf.config(service_down_time=15, report_interval=10, group='scheduler')
     result = manage('config', 'check')
     assert result.code == 0
-    assert result.out.splitlines()[-1] == 'Every check passed (1 warning(s))'
+    assert result.out.splitlines()[-1] == 'No check failed (1 warning(s))'
+
+
+@pytest.mark.parametrize('interval', [60, 90])
+def test_a_report_interval_of_service_down_time_fails(manage, inventory,
+                                                      conf, interval):
+    """Hosts would flap down and up: an error, not a warning."""
+    conf.config(service_down_time=60, report_interval=interval,
+                group='scheduler')
+    code, rows = _check(manage)
+    assert code == 1
+    [detail] = _failed(rows)['intervals']
+    assert 'flapping' in detail and 'report_interval (%d s)' % interval \
+        in detail
 
 
 # --- every problem at once -----------------------------------------------

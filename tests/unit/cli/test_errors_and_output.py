@@ -94,6 +94,27 @@ def test_select_dry_run_explains(manage, monkeypatch):
     assert len(ran) == 1
 
 
+def test_explain_shows_the_best_of_a_big_ranking(manage, monkeypatch):
+    # Printing every one of 10,000 ranked hosts took seconds and
+    # megabytes of terminal: the table shows --max-hosts of them.
+    ranking = [{'host': 'h%05d' % i, 'nodename': 'h%05d' % i,
+                'weight': 1.0 - i / 1e4, 'contributions': {'RAMWeigher': 0}}
+               for i in range(10000)]
+
+    class API:
+        def explain(self, ctxt, spec):
+            return {'driver': 'FilterScheduler', 'hosts_known': 10000,
+                    'candidates': 10000, 'passed': 10000, 'forced': False,
+                    'filters': [], 'rejected': {}, 'ranking': ranking}
+    monkeypatch.setattr(requests_cli, 'scheduler_api', lambda args: API())
+    result = manage('explain', '--admin', '--max-hosts', '20')
+    assert result.code == 0, result.err
+    assert 'Ranking (best first, first 20 of 10000 shown)' in result.out
+    assert 'h00019' in result.out and 'h00020' not in result.out
+    data = manage('explain', '--admin', '--format', 'json').json()
+    assert len(data['ranking']) == 10000
+
+
 ROWS = [{'name': 'a', 'hosts': ['h1', 'h2'], 'metadata': {'k': 'v'}},
         {'name': 'b', 'hosts': [], 'metadata': {}}]
 

@@ -1,6 +1,9 @@
 """``scheduler-manage hosts list`` and ``hosts show``, on a real inventory."""
 
 import datetime
+import os
+import subprocess
+import sys
 
 from oslo_utils import timeutils
 import pytest
@@ -275,3 +278,92 @@ def test_running_schedulers_forget_a_deleted_silent_node(manage, fleet):
     assert manager.forget_deleted_nodes() == [('h2', 'h2')]
     assert sorted(s.host for s in manager.get_all_host_states()) == ['h1',
                                                                      'h1']
+
+
+# --- a big fleet from the command line -----------------------------------
+
+def _json(manage, *args):
+    result = manage(*args, '--format', 'json')
+    assert result.code == 0, result.err
+    return result.json()
+
+
+def test_list_filters_by_host_pattern_state_and_aggregate(manage, fleet):
+    rows = _json(manage, 'hosts', 'list', '--host', 'h1*')
+    assert [r['nodename'] for r in rows] == ['h1-a', 'h1-b']
+    rows = _json(manage, 'hosts', 'list', '--state', 'down')
+    assert [r['host'] for r in rows] == ['h2']
+    rows = _json(manage, 'hosts', 'list', '--state', 'disabled')
+    assert [r['host'] for r in rows] == ['h2']
+    rows = _json(manage, 'hosts', 'list', '--aggregate', 'rack1')
+    assert {r['host'] for r in rows} == {'h1'}
+
+
+def test_list_sorts_and_limits(manage, fleet):
+    rows = _json(manage, 'hosts', 'list', '--sort=-free_ram_mb')
+    free = [r['free_ram_mb'] for r in rows]
+    assert free == sorted(free, reverse=True) and free[0] != free[-1]
+    result = manage('hosts', 'list', '--sort', 'memory_mb', '--limit', '1',
+                    '--format', 'json')
+    assert [r['nodename'] for r in result.json()] == ['h2']
+    assert '(1 of 3 matching node(s)' in result.err
+
+
+def test_list_refuses_an_unknown_sort_column(manage, fleet, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        manage('hosts', 'list', '--sort', 'colour')
+    assert exit_info.value.code == 2
+    assert "no column 'colour'" in capsys.readouterr().err
+
+
+def test_list_summary_counts_states_and_resources(manage, fleet):
+    rows = {r['field']: r['value']
+            for r in _json(manage, 'hosts', 'list', '--summary')}
+    assert rows['nodes'] == 3 and rows['hosts'] == 2
+    assert rows['nodes up'] == 2 and rows['nodes down'] == 1
+    assert rows['nodes disabled'] == 1
+    assert rows['memory_mb'] == 8192 + 4096 + 2048
+
+
+def test_delete_many_hosts_in_one_command(manage, fleet):
+    _save(fixtures.report('old-1'), age_s=3600)
+    _save(fixtures.report('old-2'), age_s=3600)
+    result = manage('hosts', 'delete', 'old-1', 'old-2', 'h1')
+    assert result.code == 1                 # h1 is refused, the rest go
+    assert 'Deleted host old-1' in result.out
+    assert 'Deleted host old-2' in result.out
+    assert '2 host(s) deleted, 1 refused' in result.out
+    assert 'Host h1 has 2 placement(s)' in result.err
+    assert sorted({r['host'] for r in db_api.host_reports_get_all()}) == [
+        'h1', 'h2']
+
+
+def test_delete_all_down_hosts(manage, fleet):
+    _save(fixtures.report('old-1'), age_s=3600)
+    result = manage('hosts', 'delete', '--all-down')
+    assert result.code == 0, result.err
+    assert {r['host'] for r in db_api.host_reports_get_all()} == {'h1'}
+
+
+def test_delete_needs_a_host_or_all_down(manage, fleet):
+    assert manage('hosts', 'delete').code == 2
+
+
+def test_the_services_debug_setting_adds_no_log_lines(tmp_path):
+    # devstack writes debug = True for the service; an operator's table
+    # must not open with the scheduler's log lines.  A process of its
+    # own: logging is set up once per process.
+    conf = tmp_path / 'scheduler.conf'
+    conf.write_text('[DEFAULT]\ndebug = True\nstate_path = %s\n'
+                    '[database]\nconnection = sqlite:///%s/inv.sqlite\n'
+                    % (tmp_path, tmp_path))
+    manage = os.path.join(os.path.dirname(sys.executable),
+                          'scheduler-manage')
+    subprocess.run([manage, '--config-file', str(conf), 'db', 'sync'],
+                   check=True, capture_output=True, timeout=120)
+    result = subprocess.run([manage, '--config-file', str(conf), 'hosts',
+                             'list'], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ''
+    assert result.stdout.startswith('+--')

@@ -1,11 +1,9 @@
-"""The inventory engine's transactions on the SQLite driver's own
-connection (``engine.run_in_transaction``), and their way back to
-SQLAlchemy."""
+"""The inventory engine's transactions (``engine.run_in_transaction``)
+and its SQLite engine's guarantees."""
 
-import gc
+import os
 import sqlite3
 import threading
-import weakref
 
 from oslo_db import exception as db_exc
 import pytest
@@ -27,7 +25,7 @@ def _bump(conn) -> None:
         value=_COUNTER.c.value + 1), {})
 
 
-def test_work_is_committed_on_the_driver_connection(inventory):
+def test_work_is_committed_before_it_returns(inventory):
     seen = []
 
     def work(conn):
@@ -37,38 +35,23 @@ def test_work_is_committed_on_the_driver_connection(inventory):
 
     start = _value()
     assert engine.run_in_transaction(work) == 'done'
-    assert seen == ['_DriverConnection']
+    assert seen == ['Connection']
     assert _value() == start + 1
 
 
-def test_a_driver_error_runs_the_work_again_through_sqlalchemy(inventory):
-    seen = []
+def test_a_driver_error_rolls_back_and_is_raised(inventory):
+    calls = []
 
     def work(conn):
-        seen.append(type(conn).__name__)
+        calls.append(1)
         _bump(conn)
-        if len(seen) == 1:
-            raise sqlite3.OperationalError('as if the disk said no')
-        return len(seen)
+        conn.exec_driver_sql('SELECT * FROM no_such_table')
 
     start = _value()
-    assert engine.run_in_transaction(work) == 2
-    assert seen == ['_DriverConnection', 'Connection']
-    # The first run's change was rolled back: one bump in all.
-    assert _value() == start + 1
-
-
-def test_a_statement_only_sqlalchemy_runs_goes_there(inventory):
-    seen = []
-
-    def work(conn):
-        seen.append(type(conn).__name__)
-        _bump(conn)
-        return conn.execute(sa.select(_COUNTER.c.value)).scalar()
-
-    start = _value()
-    assert engine.run_in_transaction(work) == start + 1
-    assert seen == ['_DriverConnection', 'Connection']
+    with pytest.raises(db_exc.DBError):
+        engine.run_in_transaction(work)
+    assert len(calls) == 1
+    assert _value() == start
 
 
 def test_a_duplicate_key_is_oslo_dbs_error_and_nothing_is_kept(inventory):
@@ -121,13 +104,99 @@ def test_transactions_of_one_process_queue_for_sqlite_in_turn(inventory):
         assert engine.run_read(lambda conn: 'read') == 'read'
 
 
-def test_the_driver_connection_is_freed_without_the_garbage_collector():
-    conn = engine._DriverConnection(None, None)
-    assert conn.connection.connection is conn
-    gone = weakref.ref(conn)
-    gc.disable()
+def test_transactions_begin_immediate_holding_the_write_lock(inventory):
+    # Another connection cannot write while one of ours is in a
+    # transaction that has only read so far.
+    path = engine.get_engine().url.database
+
+    def work(conn):
+        conn.execute(sa.select(_COUNTER.c.value)).scalar()
+        other = sqlite3.connect(path, timeout=0, isolation_level=None)
+        try:
+            with pytest.raises(sqlite3.OperationalError, match='locked'):
+                other.execute('BEGIN IMMEDIATE')
+        finally:
+            other.close()
+
+    engine.run_in_transaction(work)
+
+
+def test_a_read_neither_takes_nor_waits_for_the_write_lock(inventory):
+    start = _value()
+    other = sqlite3.connect(engine.get_engine().url.database,
+                            isolation_level=None)
     try:
-        del conn
-        assert gone() is None
+        other.execute('BEGIN IMMEDIATE')
+        assert engine.run_read(lambda conn: conn.execute(
+            sa.select(_COUNTER.c.value)).scalar()) == start
     finally:
-        gc.enable()
+        other.rollback()
+        other.close()
+
+
+def test_a_forked_child_never_uses_its_parents_connections(inventory):
+    eng = engine.get_engine()
+    with eng.connect() as conn:
+        # Held, so that the child cannot find a new one at its address.
+        parent = conn.connection.dbapi_connection
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            with eng.connect() as conn:
+                child = conn.connection.dbapi_connection
+                conn.execute(sa.select(_COUNTER.c.value)).scalar()
+            os.write(write, b'new' if child is not parent else b'shared')
+        except BaseException as e:
+            os.write(write, repr(e).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read, 'rb') as answer:
+        assert answer.read() == b'new'
+
+
+def test_one_engine_holds_the_whole_budget(inventory):
+    # No database work runs on a native thread (``run_native`` is for
+    # leaf work): one pool holds the worker's whole connection budget.
+    engine.reset_engine()
+    budget = engine.connection_budget()
+    assert engine.get_engine().pool.size() == engine.pool_sizes(budget)[0]
+    engine.reset_engine()
+
+
+def test_compiled_statements_read_and_write_values_as_execute_does(
+        inventory):
+    # The per-request runner lays parameters out itself: typed values
+    # (a timestamp, a boolean), a literal of the expression and a
+    # missing parameter behave as with Connection.execute.
+    import datetime
+    table = models.Instance.__table__
+    insert = sa.insert(table).values(
+        {c.name: sa.bindparam(c.name) for c in table.columns})
+    when = datetime.datetime(2026, 11, 27, 10, 0, 0, 123456)
+    rows = []
+    for uuid in ('u1', 'u2'):
+        row = {c.name: None for c in table.columns}
+        row.update(instance_uuid=uuid, host='h', nodename='n', memory_mb=1,
+                   vcpus=2, disk_gb=3, status='claimed', pending=True,
+                   created_at=when)
+        rows.append(row)
+    select = sa.select(table.c.instance_uuid, table.c.created_at,
+                       table.c.pending, table.c.vcpus + 1).where(
+        table.c.host == sa.bindparam('host')).order_by(
+            table.c.instance_uuid)
+
+    def work(conn):
+        engine.insert_many(conn, insert, rows[:1])
+        engine.insert_many(conn, insert, rows[1:])
+        with pytest.raises(KeyError):
+            engine.fetch_compiled(conn, select, {})
+        return (engine.fetch_compiled(conn, select, {'host': 'h'}),
+                [tuple(r) for r in conn.execute(select, {'host': 'h'})])
+
+    ours, theirs = engine.run_in_transaction(work)
+    assert ours == theirs == [('u1', when, True, 3), ('u2', when, True, 3)]
+    assert engine.run_in_transaction(lambda conn: engine.execute_compiled(
+        conn, sa.update(table).values(vcpus=table.c.vcpus + 1), {})) == 2

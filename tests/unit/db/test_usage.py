@@ -303,3 +303,118 @@ def test_a_compute_releases_only_its_own_placements():
     assert usage.release([fixtures.uuid(1)], host='h2') == []
     assert _row()['claimed_memory_mb'] == 1024
     assert len(usage.release([fixtures.uuid(1)], host='h1')) == 1
+
+
+def test_disk_claims_stay_within_the_reported_disk_available_least():
+    # 1,000 GB by the totals, 20 GB really free (issue 23, item 5).
+    def claim(n, disk_gb, overcommit=0.0):
+        return usage.claim(usage.ClaimRequest(
+            fixtures.uuid(n), 'h1', 'h1', 1, 1, disk_gb,
+            limits={'disk_gb': 1000}, disk_overcommit_gb=overcommit))
+
+    def report(least, used, listed, minutes):
+        return usage.NodeReport(
+            'h1', 'h1', memory_mb_used=0, vcpus_used=0,
+            local_gb_used=used, num_instances=len(listed),
+            updated_at=T0 + datetime.timedelta(minutes=minutes),
+            disk_available_least=least,
+            instance_uuids=frozenset(fixtures.uuid(n) for n in listed))
+
+    usage.apply_reports([report(20, 0, [], 1)])
+    claim(1, 8)
+    claim(2, 8)
+    with pytest.raises(usage.ClaimConflict):
+        claim(3, 8)
+    # The overcommit a disk ratio allows stretches real free disk too.
+    claim(3, 8, overcommit=4.0)
+    usage.release([fixtures.uuid(3)])
+    # The compute reports the two instances: the measure counts them
+    # now, and they stop pending in the same write.
+    usage.apply_reports([report(4, 16, [1, 2], 2)])
+    row = _row()
+    assert (row['reported_disk_least'], row['claimed_disk_gb']) == (4, 0)
+    with pytest.raises(usage.ClaimConflict):
+        claim(3, 8)
+    claim(3, 4)
+    # A compute that does not measure it: only the totals count.
+    usage.apply_reports([report(None, 16, [1, 2], 3)])
+    claim(4, 8)
+
+
+def test_a_release_locks_usage_rows_before_any_placement():
+    # An active placement gives no usage back, yet a report may unlist
+    # it (pending again) between the release's read and its lock; then
+    # the release updates the usage row.  Locked only then, after the
+    # placement row, it deadlocked with the report's transaction (usage
+    # rows first) on PostgreSQL after every outage of the soak.
+    _claim(1)
+    usage.apply_reports([_report(used=1024, instances=[fixtures.uuid(1)],
+                                 at=T0 + _DAY)])
+    assert not usage.placements_get([fixtures.uuid(1)])[
+        fixtures.uuid(1)]['pending']
+    lock = usage._lock_usage
+    asked = []
+
+    def recording(session, keys):
+        keys = list(keys)
+        asked.extend(keys)
+        return lock(session, keys)
+
+    usage._lock_usage = recording
+    try:
+        dropped = usage.release([fixtures.uuid(1)], host='h1')
+    finally:
+        usage._lock_usage = lock
+    assert [d['instance_uuid'] for d in dropped] == [fixtures.uuid(1)]
+    assert asked == [('h1', 'h1')]
+
+
+def test_release_on_hosts_drops_each_only_on_its_own_host():
+    _claim(1)
+    _claim(2, host='h2', node='h2', limit=None)
+    _claim(3)
+    dropped = usage.release_on_hosts({'h1': [fixtures.uuid(1)],
+                                      'h2': [fixtures.uuid(3),
+                                             fixtures.uuid(2)]})
+    assert sorted(d['instance_uuid'] for d in dropped) == [
+        fixtures.uuid(1), fixtures.uuid(2)]
+    assert list(usage.placements_get([fixtures.uuid(n) for n in (1, 2, 3)])
+                ) == [fixtures.uuid(3)], 'h2 does not speak for h1'
+    assert _row()['claimed_memory_mb'] == 1024
+
+
+def test_a_flush_writes_its_nodes_usage_in_a_few_statements():
+    # The flush's transaction keeps the rows it writes locked, and every
+    # statement is a round trip during which a green worker serves other
+    # requests: a statement per node held a flush's rows (and the claims
+    # on them) for seconds.  The count must not grow with the nodes.
+    hosts = ['n%03d' % n for n in range(60)]
+    usage.apply_reports([_report(h, h) for h in hosts])
+    for n, h in enumerate(hosts):
+        _claim(100 + n, memory_mb=512, host=h, node=h)
+    statements = []
+
+    def count(conn, cursor, statement, *args):
+        statements.append(statement)
+    sa.event.listen(usage.engine.get_engine(), 'before_cursor_execute',
+                    count)
+    try:
+        confirmed = usage.apply_reports([
+            _report(h, h, used=512, instances=[fixtures.uuid(100 + n)],
+                    at=T0 + datetime.timedelta(1))
+            for n, h in enumerate(hosts)])
+    finally:
+        sa.event.remove(usage.engine.get_engine(), 'before_cursor_execute',
+                        count)
+    assert len(statements) < 10, statements
+    rows = {r['host']: r for r in usage.usage_get_all()}
+    assert {rows[h]['reported_memory_mb'] for h in hosts} == {512}
+    seqs = sorted(rows[h]['seq'] for h in hosts)
+    assert len(set(seqs)) == len(hosts), 'each row a sequence number'
+    assert {(rows[h]['generation'], rows[h]['claimed_memory_mb'])
+            for h in hosts} == {(2, 0)}, 'claimed, then reported'
+    assert sorted(confirmed) == sorted(fixtures.uuid(100 + n)
+                                       for n in range(len(hosts)))
+    placed = usage.placements_get(confirmed)
+    assert {(p['pending'], p['status']) for p in placed.values()} == {
+        (False, 'active')}

@@ -229,6 +229,36 @@ def test_forced_node(spread):
         ('big', 'big-node2')
 
 
+def test_a_forced_rebuild_still_runs_the_image_filters(spread):
+    # nova's compute API sends a rebuild with a new image with the
+    # instance's host forced and _nova_check_type=rebuild: the filters
+    # that run on a rebuild still check that host.
+    reports = _fleet()
+    for report in reports:
+        report.supported_instances = [['x86_64', 'qemu', 'hvm']]
+    rebuild = {'_nova_check_type': ['rebuild']}
+    spec = fixtures.request(
+        memory_mb=4096, force_hosts=['small'], scheduler_hints=rebuild,
+        image_properties={'hw_architecture': 'aarch64'})
+    with pytest.raises(exception.NoValidHost):
+        _place(_driver(reports), spec)
+    # An image the host runs passes; RamFilter does not run on a
+    # rebuild (4 GB on 'small' of 2 GB) and sets no limit.
+    spec.image = fixtures.request(
+        image_properties={'hw_architecture': 'x86_64'}).image
+    [[chosen]] = _place(_driver(reports), spec)
+    assert chosen.service_host == 'small'
+    assert chosen.limits.obj_get('memory_mb') is None
+
+
+def test_node_names_are_forced_exactly(spread):
+    reports = _fleet() + [fixtures.report('big', 'big-node2',
+                                          memory_mb=1024)]
+    spec = fixtures.request(force_nodes=['BIG-NODE2'])
+    with pytest.raises(exception.NoValidHost):
+        _place(_driver(reports), spec)
+
+
 def test_forced_host_must_still_be_up(spread):
     reports = _fleet()
     reports[0].disabled = True
@@ -344,6 +374,36 @@ def test_a_bad_reset_keeps_the_running_pipeline(conf, spread):
         driver.reset()
     assert driver.enabled_filters == running
     assert _hosts(_place(driver, fixtures.request())) == ['big']
+
+
+def test_a_reload_swaps_filters_and_weighers_in_one_assignment(
+        conf, spread, monkeypatch):
+    # Under native threads a request may read the pipeline between any
+    # two attribute writes of ``reset``: every pair it can see must be
+    # the old one or the new one, never new filters with old weighers.
+    driver = _driver()
+    old = (list(driver.enabled_filters), list(driver.weighers))
+    seen = []
+    cls = type(driver)
+
+    def watching(self, name, value):
+        object.__setattr__(self, name, value)
+        if self is driver:
+            seen.append(([f.name() for f in self.enabled_filters],
+                         [w.name() for w in self.weighers]))
+
+    monkeypatch.setattr(cls, '__setattr__', watching, raising=False)
+    conf.config(enabled_filters=['ComputeFilter'],
+                weight_classes=['scheduler.weights.cpu.CPUWeigher'],
+                group='filter_scheduler')
+    driver.reset()
+    monkeypatch.undo()
+    new = ([f.name() for f in driver.enabled_filters],
+           [w.name() for w in driver.weighers])
+    assert new == (['ComputeFilter'], ['CPUWeigher'])
+    before = ([f.name() for f in old[0]], [w.name() for w in old[1]])
+    assert before != new and before[1] != new[1]
+    assert seen and all(pair in (before, new) for pair in seen), seen
 
 
 def test_schedule_run_instance_casts_to_the_chosen_hosts(spread):

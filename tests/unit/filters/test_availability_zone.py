@@ -40,7 +40,7 @@ def test_host_passes_agrees_with_filter_all():
     flt = availability_zone.AvailabilityZoneFilter()
     h1, h2, h3 = _hosts()
     spec = fixtures.request(availability_zone='az1')
-    assert [flt.host_passes(h, spec) for h in (h1, h2, h3)] == \
+    assert [bool(flt.host_passes(h, spec)) for h in (h1, h2, h3)] == \
         [True, False, False]
 
 

@@ -1,6 +1,7 @@
 """DiskFilter: root + ephemeral + swap must fit in total x ratio - used."""
 
 from scheduler.filters import disk
+from scheduler.resources import compute
 from tests.unit import fixtures
 
 
@@ -84,5 +85,5 @@ def test_rejection_reason():
 
 
 def test_requested_disk_mb():
-    assert disk.requested_disk_mb(fixtures.request(
+    assert compute.requested_disk_mb(fixtures.request(
         root_gb=1, ephemeral_gb=1, swap=512)) == 2560

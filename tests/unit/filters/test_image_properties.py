@@ -182,3 +182,36 @@ def test_rejection_reasons():
 def test_runs_once_per_request():
     assert not image_properties.ImagePropertiesFilter() \
         .run_filter_for_index(1)
+
+
+@pytest.mark.parametrize('properties', [
+    {'img_hv_requested_version': '>=8.0'},
+    {'img_hv_requested_version': '>= 6.0, < 8.0',
+     'hw_architecture': 'x86_64'},
+    {'img_hv_requested_version': '6000000'},
+    {'img_hv_requested_version': '!= 7.1', 'hw_architecture': 'aarch64'}])
+def test_a_version_requirement_is_answered_once_per_version(properties):
+    # Host by host it was the costliest filter of such a request.
+    from scheduler import plugin_testing
+    hosts = fixtures.hosts(
+        fixtures.report('kvm', **KVM_X86), fixtures.report('arm', **ARM),
+        fixtures.report('kvm2', **KVM_X86),
+        fixtures.report('old', supported_instances=[['x86_64', 'kvm',
+                                                     'hvm']],
+                        hypervisor_version=7001000))
+    spec = fixtures.request(image_properties=properties)
+    flt = image_properties.ImagePropertiesFilter()
+    plugin_testing.check_filter(flt, hosts, spec)
+    assert flt.filter_columns(plugin_testing.host_columns(hosts),
+                              flt.prepare(spec)) is not None
+
+
+def test_a_host_without_a_version_is_asked_host_by_host():
+    from scheduler import plugin_testing
+    hosts = fixtures.hosts(fixtures.report('kvm', **KVM_X86),
+                           fixtures.report('xen', **XEN))
+    spec = fixtures.request(
+        image_properties={'img_hv_requested_version': '< 9.0'})
+    flt = image_properties.ImagePropertiesFilter()
+    plugin_testing.check_filter(flt, hosts, spec)
+    assert [h.host for h in flt.filter_all(hosts, spec)] == ['kvm']

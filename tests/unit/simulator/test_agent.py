@@ -2,10 +2,12 @@
 
 import inspect
 import os
+import random
 import signal
 import subprocess
 import sys
 import time
+import types
 
 import pytest
 
@@ -106,6 +108,21 @@ class TestInitialState:
             'stats': {'num_os_type_windows': 2, 'gpu': True}}]})
         state = agent.build_host_state(spec.hosts[0])
         assert state.stats == {'num_os_type_windows': '2', 'gpu': 'true'}
+
+    def test_disk_available_least_is_reported_and_shrinks(self, api):
+        spec = fleet.parse({'groups': [{
+            'prefix': 'thin', 'count': 1, 'local_gb': 500,
+            'disk_available_least': 120}]})
+        compute = agent.SimulatedCompute(spec.hosts[0], api)
+        assert compute.snapshot().disk_available_least == 120
+        assert compute.run_instance(UUID1, _spec(memory_mb=64, vcpus=1,
+                                                 root_gb=20))
+        assert api.last_state().disk_available_least == 100
+        assert compute.terminate_instance(UUID1)
+        assert compute.snapshot().disk_available_least == 120
+
+    def test_disk_available_least_is_not_reported_unless_set(self, compute):
+        assert compute.snapshot().disk_available_least is None
 
     def test_snapshot_survives_the_wire(self, compute):
         primitive = compute.snapshot().obj_to_primitive()
@@ -301,7 +318,11 @@ def _wait_for_line(path, text, proc, timeout=60.0) -> None:
 @pytest.mark.parametrize('signo', [signal.SIGTERM, signal.SIGINT])
 def test_process_stops_cleanly_on_signal(tmp_path, signo):
     conf_file = tmp_path / 'sim.conf'
+    # No scheduler answers on fake://: the first report's check of its
+    # version gives up after rpc_response_timeout (then checks again in
+    # the background) before the fleet is up; 1 s, not the 10 s cap.
     conf_file.write_text('[DEFAULT]\ntransport_url = fake://\n'
+                         'rpc_response_timeout = 1\n'
                          'state_path = %s\n' % tmp_path)
     log = tmp_path / 'sim.log'
     proc = subprocess.Popen(
@@ -370,20 +391,67 @@ class TestFleetEndpoint:
                           'bindings_probe'}
 
 
+class _Clock:
+    """A monotonic clock that moves only when the reporter waits."""
+
+    def __init__(self):
+        self.start = self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class _StopAfter:
+    """The fleet's stop event: a wait moves ``clock`` on by what was
+    asked, and the event is set ``seconds`` after the start."""
+
+    def __init__(self, clock: _Clock, seconds: float):
+        self.clock, self.seconds = clock, seconds
+
+    def is_set(self) -> bool:
+        return self.clock.now - self.clock.start >= self.seconds
+
+    def wait(self, timeout: float) -> bool:
+        assert timeout > 0, 'the reporter never spins'
+        self.clock.now += timeout
+        return self.is_set()
+
+
 class TestReporting:
 
-    def test_reports_are_paced_over_the_interval(self, api):
+    def test_reports_are_paced_over_the_interval(self, api, monkeypatch):
+        """Run on a clock of its own: the reporter's waits move it, so
+        what is checked is where reports fall, not how fast the
+        machine is."""
+        clock = _Clock()
+        monkeypatch.setattr(agent, 'time', clock)
+        monkeypatch.setattr(agent, 'random', types.SimpleNamespace(
+            Random=lambda: random.Random(7)))
         sim_fleet = agent.Fleet(fleet.uniform(20, prefix='pace'),
                                 scheduler_api=api)
-        times = []
+        sim_fleet._stopping = _StopAfter(clock, 3.0)
+        reports = []
         api.update_service_capabilities = \
-            lambda ctxt, state: times.append(time.monotonic())
-        sim_fleet._spawn(sim_fleet._report_loop, 'test-reporter', 1.0)
-        time.sleep(1.2)
-        sim_fleet.stop()
-        assert len(times) >= 20
+            lambda ctxt, state: reports.append((clock.now, state.host))
+        sim_fleet._report_loop(1.0)
+        first = reports[:20]
+        assert len({host for _, host in first}) == 20, 'each host once'
+        times = [at for at, _ in first]
         # Spread over the interval, not one burst.
-        assert max(times[:20]) - min(times[:20]) > 0.5
+        assert max(times) - min(times) > 0.5
+        assert len(set(times)) >= 10
+        assert all(at <= clock.start + 1.0 for at in times)
+        # Then each host once per interval, give or take the jitter and
+        # the reporter's tick.
+        by_host: dict = {}
+        for at, host in reports:
+            by_host.setdefault(host, []).append(at)
+        for host, ats in by_host.items():
+            assert len(ats) >= 3, host
+            for earlier, later in zip(ats, ats[1:]):
+                gap = later - earlier
+                assert 1.0 - agent.Fleet.JITTER - 1e-9 <= gap <= \
+                    1.0 + agent.Fleet.JITTER + agent.Fleet.TICK + 1e-9
 
     def test_aggregates_wait_for_a_scheduler(self, api, monkeypatch,
                                              caplog):
@@ -433,6 +501,14 @@ def test_process_refuses_more_reports_than_it_can_send(tmp_path):
                                    '--report-interval', '1')
 
 
+def test_process_refuses_a_report_interval_of_service_down_time(tmp_path):
+    """Hosts reporting every 60 s against a service_down_time of 60 s
+    flap down and up: refused before anything starts."""
+    err = _refused(tmp_path, '--hosts', '10', '--report-interval', '60')
+    assert 'report_interval (60 s) is not below service_down_time (60 s)' \
+        in err and 'flapping' in err
+
+
 def test_process_refuses_no_hosts(tmp_path):
     assert '--hosts must be at least 1' in _refused(tmp_path, '--hosts',
                                                     '0')
@@ -450,7 +526,7 @@ def test_process_stops_promptly_during_start_up(tmp_path):
     log = tmp_path / 'sim.log'
     proc = subprocess.Popen(
         _command() + ['--config-file', str(conf_file), '--hosts', '1000',
-                      '--report-interval', '60', '--log-file', str(log)],
+                      '--report-interval', '20', '--log-file', str(log)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE)
     _wait_for_line(log, 'Starting 1000 simulated host(s) compute-001..'
@@ -461,3 +537,66 @@ def test_process_stops_promptly_during_start_up(tmp_path):
     text = log.read_text()
     assert 'Stopped 1000 simulated host(s)' in text
     assert 'Simulating 1000' not in text, 'stopped before the end of start'
+
+
+#: ``scheduler-compute-sim`` with a fleet that is interrupted by SIGTERM
+#: while holding a lock its own stop takes, as a thread inside
+#: ``Event.wait`` holds that event's lock: a handler that stops the fleet
+#: or sets an event itself waits on that lock forever.
+_SIGNAL_IN_LOCK = '''
+import signal, sys, threading
+from scheduler.cmd import compute_sim
+from scheduler import broker_login, rpc, simulator
+
+handlers = {}
+signal.signal = lambda signo, handler: handlers.__setitem__(signo, handler)
+busy = threading.Lock()
+
+
+class Fleet:
+    def __init__(self, spec, **kwargs):
+        self.hosts = {host.name: host for host in spec.hosts}
+        self.fatal = None
+
+    def start(self, transport):
+        with busy:
+            handlers[signal.SIGTERM](signal.SIGTERM, None)
+
+    def request_stop(self):
+        with busy:
+            pass
+
+    def stop(self):
+        pass
+
+
+simulator.Fleet = Fleet
+broker_login.check = lambda *args, **kwargs: None
+rpc.get_transport = lambda *args, **kwargs: None
+rpc.cleanup = lambda: None
+sys.exit(compute_sim.main(sys.argv[1:]))
+'''
+
+
+@pytest.mark.parametrize('executor', ['eventlet', 'threading'])
+def test_process_stops_on_a_signal_that_lands_inside_a_lock(tmp_path,
+                                                            executor):
+    conf_file = tmp_path / 'sim.conf'
+    conf_file.write_text('[DEFAULT]\ntransport_url = fake://\n'
+                         'state_path = %s\n' % tmp_path)
+    log = tmp_path / 'sim.log'
+    env = dict(os.environ, SCHEDULER_EXECUTOR=executor)
+    try:
+        done = subprocess.run(
+            [sys.executable, '-c', _SIGNAL_IN_LOCK, '--config-file',
+             str(conf_file), '--hosts', '2', '--prefix', 'sig',
+             '--log-file', str(log)],
+            stdin=subprocess.DEVNULL, capture_output=True, text=True,
+            env=env, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail('the simulator did not act on SIGTERM: %s'
+                    % (log.read_text() if log.exists() else ''))
+    assert done.returncode == 0, done.stderr
+    text = log.read_text()
+    assert 'Caught SIGTERM, stopping' in text
+    assert 'Stopped 2 simulated host(s)' in text

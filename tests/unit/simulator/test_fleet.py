@@ -123,6 +123,12 @@ class TestFleetFile:
         assert agg.metadata == {'availability_zone': 'az1', 'ratio': '2'}
         assert spec.hosts[0].aggregates == ('az1',)
 
+    def test_disk_available_least_is_optional_per_group(self):
+        spec = _parse(_group(count=1, local_gb=500, disk_available_least=120),
+                      _group(prefix='ops', count=1))
+        assert spec.host('doc-001').disk_available_least == 120
+        assert spec.host('ops-001').disk_available_least is None
+
     def test_empty_aggregate_is_kept(self):
         spec = _parse(_group(), aggregates={'spare': {}})
         [agg] = spec.aggregates()
@@ -161,6 +167,8 @@ _G0 = 'groups\\[0\\]'
      _G0 + '.count .*0 is less than the minimum of 1'),
     ({'groups': [_group(memory_mb=-1)]},
      _G0 + '.memory_mb .*-1 is less than the minimum of 0'),
+    ({'groups': [_group(disk_available_least=-5)]},
+     _G0 + '.disk_available_least .*-5 is less than the minimum of 0'),
     ({'groups': [_group(prefix='doc_1')]},
      _G0 + ".prefix .*'doc_1' must be letters, digits"),
     ({'groups': [_group(hypervisor_type=' ')]},

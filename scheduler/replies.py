@@ -1,0 +1,225 @@
+"""How long a reply waits for its caller's reply queue.
+
+oslo.messaging's rabbit driver publishes a reply with the mandatory flag
+(``[oslo_messaging_rabbit] direct_mandatory_flag``, which can no longer
+be turned off): when the caller's ``reply_<uuid>`` queue does not exist
+the broker returns the reply, and the driver publishes it again every
+quarter second for ``kombu_missing_consumer_retry_timeout`` seconds,
+holding the worker that served the call; then it drops the reply, and
+every other reply to that queue for a minute.
+
+Two kinds of callers have no queue:
+
+* a dead one, which never comes back: each of its replies must cost
+  little.  With the library's 60 s a few dozen of them stalled every
+  caller, so the service waits 2 s (``config.REPLY_RETRY_SECONDS``):
+  64 dead replies then cost the 64 workers about 2 s;
+* a live one just after a broker restart, which deleted every
+  non-durable queue: it declares its reply queue again when its
+  listener reconnects, which takes its reconnection back-off (1, 3,
+  5 ... s, up to ``rabbit_interval_max``) after the broker is back, and
+  the service may be back first.  Its reply used to be dropped after
+  2 s, and its next replies for a minute: each call then waited its
+  whole timeout.
+
+The missing queue alone does not tell them apart; when the service last
+lost the broker does.  Just after a broker restart every caller whose
+call the service serves has just published it, so it is alive; so a
+reply waits longer (``RECOVERY_WAIT``, counted from the broker's last
+trouble: a broker restarted again meanwhile starts it anew) for
+``RECOVERY_SECONDS`` after
+this process last lost its connection to the broker, and never has its
+queue dropped for a minute then.  The cost of a dead caller is bounded
+in aggregate too: at most half the executor's workers wait longer than
+the short retry at a time (``_LONG_WAITS``); the others give up after
+it, as they do away from a restart.
+
+A stopping service waits the short retry only (``stopping()``): the
+calls it serves then were sent before the stop by callers that may
+have given up since, and a reply waiting the long wait held the
+worker's exit for that long, past the launcher's stop budget.  A live
+caller whose reply is lost that way times out and tries again, as it
+would with a service that had died.
+"""
+
+import functools
+import logging as std_logging
+import time
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from scheduler import concurrency
+
+LOG = logging.getLogger(__name__)
+CONF = cfg.CONF
+
+#: Seconds after this process last lost the broker during which a reply
+#: may wait for its queue longer than the short retry.
+RECOVERY_SECONDS = 60.0
+#: How long a reply may wait for its queue in that period: past the
+#: slowest reconnection back-off of a caller (oslo.messaging's
+#: ``rabbit_interval_max``, 30 s by default).
+RECOVERY_WAIT = 35.0
+#: Seconds between two attempts to deliver a reply.
+RETRY_INTERVAL = 0.25
+
+#: The rabbit driver's logger (oslo.log names the loggers of oslo_*
+#: modules oslo.*): it says when a connection fails and when it is back.
+_DRIVER_LOGGER = 'oslo.messaging._drivers.impl_rabbit'
+
+
+class _BrokerWatch(std_logging.Filter):
+    """Notes when this process last lost (or regained) the broker.
+
+    oslo.messaging offers no hook for its reconnections, only its log
+    lines: a failure is a WARNING or ERROR line of the rabbit driver, a
+    reconnection an INFO line.  A filter sees every record the driver
+    logs at a level its logger is enabled for, and lets it through.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.last_trouble: float | None = None
+        #: Set once, when the service begins to stop.
+        self.stopping = False
+
+    def filter(self, record):
+        if record.levelno >= std_logging.WARNING or \
+                'Reconnected to AMQP server' in str(record.msg):
+            self.last_trouble = time.monotonic()
+        return True
+
+    def recovering(self) -> bool:
+        if self.stopping:
+            return False
+        last = self.last_trouble
+        return last is not None and \
+            time.monotonic() - last < RECOVERY_SECONDS
+
+
+_WATCH = _BrokerWatch()
+
+
+def watch_broker() -> None:
+    """Start noting broker failures (idempotent): a service calls it
+    before its RPC servers start."""
+    logger = std_logging.getLogger(_DRIVER_LOGGER)
+    if _WATCH not in logger.filters:
+        logger.addFilter(_WATCH)
+
+
+def stopping() -> None:
+    """The service is stopping: replies wait the short retry only, and
+    those already waiting longer give up at it."""
+    _WATCH.stopping = True
+
+
+class _LongWaits:
+    """Replies waiting for their queue beyond the short retry, bounded
+    to half the executor's workers."""
+
+    def __init__(self):
+        self._lock = concurrency.native_lock()
+        self._count = 0
+
+    def limit(self) -> int:
+        return max(1, int(CONF.executor_thread_pool_size) // 2)
+
+    def take(self) -> bool:
+        if not _WATCH.recovering():
+            return False
+        with self._lock:
+            if self._count >= self.limit():
+                return False
+            self._count += 1
+            return True
+
+    def give(self) -> None:
+        with self._lock:
+            self._count -= 1
+
+
+_LONG_WAITS = _LongWaits()
+
+
+def _short_wait() -> float:
+    return float(CONF.oslo_messaging_rabbit.
+                 kombu_missing_consumer_retry_timeout)
+
+
+def take_over(incoming) -> None:
+    """Have ``incoming`` (a call being served) reply through ``send``.
+
+    Only messages of oslo.messaging's AMQP drivers have a reply queue
+    to wait for; others keep their own ``reply``.  The server calls
+    ``incoming.reply`` once the dispatcher returns, in the same worker.
+    """
+    listener = getattr(incoming, 'listener', None)
+    driver = getattr(listener, 'driver', None)
+    if all(hasattr(incoming, name) for name in (
+            '_send_reply', '_obsolete_reply_queues', 'reply_q',
+            'orig_msg_id')) and hasattr(driver, '_get_connection'):
+        incoming.reply = functools.partial(send, incoming)
+
+
+def send(incoming, reply=None, failure=None) -> None:
+    """Deliver a reply, waiting for its queue as the module says."""
+    from oslo_messaging._drivers import amqp as rpc_amqp
+    from oslo_messaging._drivers import common as rpc_common
+    import oslo_messaging
+
+    if not incoming.orig_msg_id:
+        return  # a cast
+    dropped = incoming._obsolete_reply_queues
+    if not dropped.reply_q_valid(incoming.reply_q, incoming.msg_id):
+        return
+    driver = incoming.listener.driver
+    started = time.monotonic()
+    short = _short_wait()
+    long_wait = False
+    try:
+        while True:
+            try:
+                with driver._get_connection(
+                        rpc_common.PURPOSE_SEND) as conn:
+                    incoming._send_reply(conn, reply, failure)
+                if long_wait:
+                    LOG.info('Delivered reply %(msg_id)s after %(waited).1fs '
+                             'waiting for its queue %(queue)s to come back '
+                             'after a broker restart',
+                             {'msg_id': incoming.msg_id,
+                              'queue': incoming.reply_q,
+                              'waited': time.monotonic() - started})
+                return
+            except (oslo_messaging.MessageUndeliverable,
+                    rpc_amqp.AMQPDestinationNotFound):
+                waited = time.monotonic() - started
+                if not long_wait and waited >= short:
+                    long_wait = _LONG_WAITS.take()
+                if long_wait and not _WATCH.stopping:
+                    # From the broker's last trouble: a caller cannot
+                    # declare its queue again while the broker keeps
+                    # restarting, and each restart starts its
+                    # reconnection anew.
+                    since = max(started, _WATCH.last_trouble or started)
+                    over = time.monotonic() - since >= RECOVERY_WAIT
+                else:
+                    over = waited >= short
+                if over:
+                    _give_up(incoming, waited, long_wait, dropped)
+                    return
+                time.sleep(RETRY_INTERVAL)
+    finally:
+        if long_wait:
+            _LONG_WAITS.give()
+
+
+def _give_up(incoming, waited: float, long_wait: bool, dropped) -> None:
+    if long_wait or not _WATCH.recovering():
+        # Its caller is gone: the next replies to it go at once.
+        dropped.add(incoming.reply_q, incoming.msg_id)
+    LOG.warning('Dropped reply %(msg_id)s: its queue %(queue)s did not '
+                'exist for %(waited).1fs (its caller is gone)',
+                {'msg_id': incoming.msg_id, 'queue': incoming.reply_q,
+                 'waited': waited})

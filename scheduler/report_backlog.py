@@ -1,0 +1,149 @@
+"""What of the computes' reports this worker has yet to write.
+
+``ReportBacklog`` owns the nodes whose last report the inventory does
+not have yet (whole, or only its time) and the usage those reports
+carry, and writes them (``write``).  It shares the host manager's
+lock; the reports themselves stay the manager's, read back when
+written.
+
+``write`` is the database part of ``HostManager.flush``: it returns
+what the caller logs.  It runs in the caller's (green) thread and
+yields between batches (``concurrency.cooperative_yield``), so that
+requests are served while a fleet's reports are written.
+"""
+
+import dataclasses
+import datetime
+import typing
+
+
+from scheduler import concurrency
+from scheduler.resources import liveness
+
+#: Nodes ``write`` writes per transaction.
+FLUSH_BATCH = 1000
+
+
+@dataclasses.dataclass
+class Written:
+    """What one ``write`` did, for its caller to log."""
+
+    #: Claims the written reports confirmed.
+    confirmed: int = 0
+    #: The error that stopped it (what was left is kept), or None.
+    error: BaseException | None = None
+
+
+class ReportBacklog:
+    """Reports (and their usage) not in the inventory yet."""
+
+    def __init__(self, lock):
+        #: The host manager's lock (reports and backlog change together).
+        self._lock = lock
+        #: Nodes whose last report is not in the inventory yet.
+        self.dirty: set = set()
+        #: Nodes whose saved report only needs a new time.
+        self.touched: set = set()
+        #: key -> the usage of its last report (``usage.NodeReport``),
+        #: when it says more than the node's usage row.
+        self.usage: dict = {}
+
+    # Called with the lock held.
+
+    def report_changed(self, key, node_report=None) -> None:
+        """Node ``key`` has a new report to write (and ``node_report``,
+        its usage, when that says more than the usage row)."""
+        self.dirty.add(key)
+        if node_report is not None:
+            self.usage[key] = node_report
+
+    def usage_changed(self, key, node_report) -> None:
+        """Node ``key``'s report is written, not the usage it carries
+        (``node_report``)."""
+        self.usage[key] = node_report
+
+    def report_alive(self, key) -> None:
+        """Node ``key``'s saved report only needs the new time."""
+        self.touched.add(key)
+
+    def usage_unwritten(self, key) -> bool:
+        return key in self.usage
+
+    def forget(self, key) -> None:
+        self.touched.discard(key)
+        self.dirty.discard(key)
+        self.usage.pop(key, None)
+
+    def write(self, db, usage_db, report_rows: typing.Callable,
+              refresh_nodes: typing.Callable,
+              known: typing.Callable,
+              written_at: typing.Callable = lambda keys, seq, changed: None
+              ) -> Written:
+        """Write the backlog: reports ``FLUSH_BATCH`` nodes a transaction,
+        then the times of the quiet ones, then the usage the reports
+        carry (which confirms claims; ``refresh_nodes`` re-reads the
+        nodes it wrote).
+
+        Rows are made when written (``report_rows(keys, now)``), not
+        held: a fleet's first reports or a long backlog would otherwise
+        keep a row per node in memory until the last batch.  On an
+        error what was not written is kept for the next time (nodes
+        ``known(key)`` no longer has are dropped).  ``written_at(keys,
+        seq, changed)`` is told the report sequence number each batch
+        was stored at (``changed``: whole reports, else only times).
+        """
+        with self._lock:
+            dirty, self.dirty = self.dirty, set()
+            usage_reports, self.usage = self.usage, {}
+            touched, self.touched = self.touched - dirty, set()
+        dirty_keys = sorted(dirty)
+        usage_keys = sorted(usage_reports)
+        written = applied = 0
+        done = Written()
+        try:
+            now = stored_time()
+            for chunk in _batches(dirty_keys):
+                rows = report_rows(chunk, now)
+                if rows:
+                    written_at(chunk, db.host_reports_save(rows), True)
+                written += len(chunk)
+                concurrency.cooperative_yield()
+            if touched:
+                keys = sorted(touched)
+                written_at(keys, db.host_reports_touch(keys, now), False)
+                touched = set()
+            for chunk in _batches(usage_keys):
+                done.confirmed += len(usage_db.apply_reports(
+                    [usage_reports[key] for key in chunk]) or ())
+                refresh_nodes(list(chunk))
+                applied += len(chunk)
+                concurrency.cooperative_yield()
+        except Exception as e:
+            done.error = e
+            with self._lock:
+                self.touched.update(touched)
+                self.dirty.update(key for key in dirty_keys[written:]
+                                  if known(key))
+                for key in usage_keys[applied:]:
+                    self.usage.setdefault(key, usage_reports[key])
+        return done
+
+
+def stored_time() -> datetime.datetime:
+    """The time a report is stored with: the scheduler's clock
+    (``liveness``), which other workers take as the node's last report
+    (``HostManager.refresh_reports``); naive UTC."""
+    return datetime.datetime.fromtimestamp(
+        liveness.now(), datetime.timezone.utc).replace(tzinfo=None)
+
+
+def report_row(report, now: datetime.datetime) -> dict:
+    """What ``host_reports_save`` writes of a report."""
+    return {'host': report.host, 'nodename': report.nodename,
+            'uuid': report.obj_get('uuid'), 'disabled': report.disabled,
+            'report': report.obj_to_primitive(), 'updated_at': now}
+
+
+def _batches(keys: list) -> typing.Iterator[list]:
+    for start in range(0, len(keys), FLUSH_BATCH):
+        yield keys[start:start + FLUSH_BATCH]

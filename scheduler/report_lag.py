@@ -1,0 +1,55 @@
+"""How long compute reports wait on the bus before a worker takes them.
+
+Each report carries the time its compute made it (``updated_at``).
+``ReportLag`` keeps the lag of the last reports this worker took and
+gives the least of them: every report waits in the intake queue at
+least as long as the queue is behind, while a compute whose clock runs
+late makes one report look late, not the least of many.  With the
+intake queue (API 1.5) every worker takes its share of the same queue,
+so each worker's figure is the deployment's.
+
+The lag feeds the ``scheduler_report_lag_seconds`` gauge, a warning
+when it exceeds ``[scheduler] report_interval``, and the liveness
+clock (``liveness.set_intake_lag``): a host is not judged down for the
+time its reports waited in the queue, only for reports it did not send.
+"""
+
+import collections
+import datetime
+
+from scheduler import concurrency
+from scheduler.resources import liveness
+
+#: Reports the least lag is taken over.
+WINDOW = 64
+
+
+class ReportLag:
+    """The lag of the last ``WINDOW`` reports taken by this worker."""
+
+    def __init__(self):
+        self._lock = concurrency.native_lock()
+        self._lags: collections.deque = collections.deque(maxlen=WINDOW)
+        #: When the last report was noted (liveness clock), or None.
+        self.noted_at: float | None = None
+
+    def note(self, sent: datetime.datetime | None) -> None:
+        """A report made by its compute at ``sent`` was taken now."""
+        if sent is None:
+            return
+        if sent.tzinfo is None:
+            sent = sent.replace(tzinfo=datetime.timezone.utc)
+        now = liveness.now()
+        lag = max(0.0, now - sent.timestamp())
+        with self._lock:
+            self._lags.append(lag)
+            self.noted_at = now
+
+    def current(self, stale_after: float) -> float:
+        """The least lag of the last reports; 0 when none was taken in
+        the last ``stale_after`` seconds (the figure would be old)."""
+        with self._lock:
+            if (self.noted_at is None or not self._lags
+                    or liveness.now() - self.noted_at > stale_after):
+                return 0.0
+            return min(self._lags)

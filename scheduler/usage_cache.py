@@ -1,0 +1,284 @@
+"""What the inventory says of each node's usage, as this worker last read it.
+
+``UsageCache`` owns, per node, the ``node_usage`` row last read (or as
+this worker's claims changed it) and the claims pending on the node,
+made by this worker or any other sharing the inventory, plus the usage
+sequence number up to which changes were read.  It shares the host
+manager's lock: its ``read_*`` methods query the inventory without the
+lock; everything else is called with the lock held.
+
+A row read without the lock may arrive after a newer one of its node
+(another refresh, a claim): ``take`` keeps the newer, row and pending
+claims alike.
+"""
+
+import dataclasses
+import datetime
+import time
+import typing
+
+from scheduler.db import usage
+
+#: How far behind the highest sequence number seen each refresh looks
+#: again, where the inventory's sequence is native.  Its numbers are
+#: handed out when a transaction writes and become visible when it
+#: commits, which may be out of order; rows committed late are caught by
+#: this window (and, if missed, by the claim's own check, which
+#: refreshes the node).  SQLite's counter row makes commits visible in
+#: order: no window there (``usage.commits_in_seq_order``).
+SEQ_LOOKBACK = 16
+
+#: A placement's status until its compute says it built it
+#: (``scheduler.db.instances.CLAIMED``).
+CLAIMED = 'claimed'
+#: Its status once the compute said it built it (``ACTIVE`` there).
+ACTIVE = 'active'
+
+
+@dataclasses.dataclass
+class Claim(usage.Placement):
+    """Resources of one placed instance that no report includes yet."""
+
+    claimed_at: float = dataclasses.field(default_factory=time.time)
+    status: str = 'claimed'
+
+    @classmethod
+    def from_row(cls, row: dict) -> 'Claim':
+        return cls(
+            row['instance_uuid'], row['host'], row['nodename'],
+            row['memory_mb'], row['vcpus'], row['disk_gb'],
+            project_id=row.get('project_id'), user_id=row.get('user_id'),
+            numa=[tuple(x) for x in row.get('numa') or []],
+            pci=[(_pool_key(key), count)
+                 for key, count in row.get('pci') or []],
+            claimed_at=(timestamp(row['updated_at'])
+                        if row.get('updated_at') else time.time()),
+            status=row.get('status', 'claimed'))
+
+
+class UsageCache:
+    """Usage rows and pending claims of every node, for one worker."""
+
+    def __init__(self, store: typing.Callable):
+        #: Returns the usage store (``scheduler.db.usage``), looked up
+        #: late.
+        self._store = store
+        #: key -> the node's usage row as last read (or as we changed it).
+        self.rows: dict = {}
+        #: key -> {instance uuid: Claim} pending on the node.
+        self.pending: dict = {}
+        #: The highest usage sequence number read.
+        self.high_water = 0
+        #: ``SEQ_LOOKBACK``, or 0 where commits are seen in order.
+        self._lookback: int | None = None
+
+    # -- reading the inventory (without the lock) -------------------------
+
+    def read_changed(self) -> list:
+        """Rows changed since the last look, in sequence order."""
+        return self._store().changed_since(
+            max(0, self.high_water - self._seq_lookback()))
+
+    def read_nodes(self, keys: set) -> list:
+        """The usage rows of nodes ``keys``."""
+        store = self._store()
+        # Every row when most nodes are wanted (a fleet's first flush);
+        # else only theirs: a flush writes a batch at a time, and reading
+        # every row per batch made loading a large fleet quadratic.
+        getter = getattr(store, 'usage_get_nodes', None)
+        if getter is None or (len(keys) > 50
+                              and 2 * len(keys) > len(self.rows)):
+            return [row for row in store.usage_get_all()
+                    if row_key(row) in keys]
+        return getter(sorted(keys))
+
+    def read_pending(self, keys: list | None = None) -> list:
+        """The pending claims of nodes ``keys`` (None: of all)."""
+        store = self._store()
+        return store.pending_claims() if keys is None \
+            else store.pending_claims(keys)
+
+    def _seq_lookback(self) -> int:
+        if self._lookback is None:
+            in_order = getattr(self._store(), 'commits_in_seq_order', None)
+            self._lookback = 0 if in_order is not None and in_order() \
+                else SEQ_LOOKBACK
+        return self._lookback
+
+    # -- changing the cache (with the lock held) --------------------------
+
+    def changed(self, rows: list) -> list:
+        """The keys of ``rows`` (from ``read_changed``) this cache does
+        not hold yet; moves the mark past all of them."""
+        changed = [row_key(row) for row in rows if self._is_new(row)]
+        if rows:
+            # Rows this worker already holds (its own claims) move the
+            # mark too, or every request would read them again.
+            self.high_water = max(self.high_water, rows[-1]['seq'])
+        return changed
+
+    def _is_new(self, row: dict) -> bool:
+        known = self.rows.get(row_key(row))
+        return known is None or (known['generation'], known['seq']) != (
+            row['generation'], row['seq'])
+
+    def take(self, rows: list, pending: list, keys: list) -> list:
+        """Make ``rows`` and ``pending`` what is known of nodes ``keys``;
+        return the keys taken.
+
+        A node whose cached row is newer than the one read keeps what
+        it has, its row and pending claims alike (a claim moves both).
+        """
+        wanted = set(keys)
+        older = set()
+        for row in rows:
+            key = row_key(row)
+            if key not in wanted:
+                continue
+            if not _row_newer(row, self.rows.get(key)):
+                older.add(key)
+                continue
+            self.rows[key] = row
+            self.high_water = max(self.high_water, row['seq'])
+        keys = [key for key in keys if key not in older]
+        fresh: dict = {key: {} for key in keys}
+        for row in pending:
+            key = row_key(row)
+            if key not in older:
+                fresh.setdefault(key, {})[row['instance_uuid']] = \
+                    Claim.from_row(row)
+        self.pending.update(fresh)
+        return keys
+
+    def claimed(self, key, claims: list, after: dict | None,
+                requests: list) -> tuple:
+        """This worker's ``claims`` on node ``key`` are in the inventory,
+        whose row of the node became ``after``.
+
+        Returns whether the cached row is now ``after`` itself (these
+        claims were its only change), and the nodes other placements of
+        a replaced instance were pending on (their usage was given
+        back).
+        """
+        pending = self.pending.setdefault(key, {})
+        moved_from = set()
+        for claim, request in zip(claims, requests):
+            pending[claim.instance_uuid] = claim
+            if request.replace:
+                moved_from.update(
+                    other for other, held in self.pending.items()
+                    if other != key and claim.instance_uuid in held)
+        known = _usage_after_claim(self.rows.get(key), after, requests)
+        if known is not None:
+            self.rows[key] = known
+        return known is after, moved_from
+
+    def confirmed(self, keys: typing.Iterable, instance_uuids: list) -> None:
+        """The inventory marked ``instance_uuids`` built (active) on
+        nodes ``keys``: so are their pending claims here.  Their usage
+        and the node's row are unchanged."""
+        built = set(instance_uuids)
+        for key in keys:
+            held = self.pending.get(key, {})
+            for uuid in built.intersection(held):
+                if held[uuid].status == CLAIMED:
+                    held[uuid] = dataclasses.replace(held[uuid],
+                                                     status=ACTIVE)
+
+    def forget(self, key) -> None:
+        self.rows.pop(key, None)
+        self.pending.pop(key, None)
+
+    def usage_changed(self, key, view) -> bool:
+        """Whether the report ``view`` says more than the node's usage
+        row has."""
+        row = self.rows.get(key)
+        if row is None:
+            return True
+        listed = set(view.instance_uuids)
+        # A placement the report lists stops pending; a built one it
+        # does not list is unlisted, then dropped by a newer report
+        # that still does not list it.
+        if any(uuid in listed or claim.status != CLAIMED
+               for uuid, claim in self.pending.get(key, {}).items()):
+            return True
+        return (row['reported_memory_mb'], row['reported_vcpus'],
+                row['reported_disk_gb'], row['reported_instances'],
+                row.get('reported_disk_least')) != (
+            view.memory_mb_used, view.vcpus_used, view.local_gb_used,
+            view.num_instances, view.disk_available_least)
+
+    def overdue(self, reports: dict, expiry: float) -> tuple:
+        """Claims the compute kept reporting without for over ``expiry``
+        seconds: their uuids and the keys of their nodes."""
+        candidates, keys = [], set()
+        for key, claims in self.pending.items():
+            report = reports.get(key)
+            if report is None:
+                continue
+            for claim in claims.values():
+                if (claim.status == CLAIMED
+                        and report.received_at - claim.claimed_at
+                        > expiry):
+                    candidates.append(claim.instance_uuid)
+                    keys.add(key)
+        return candidates, keys
+
+
+def _usage_after_claim(known: dict | None, after: dict | None,
+                       requests: list) -> dict | None:
+    """The cached usage row of a node this worker just claimed on.
+
+    The row the claim's transaction read back is taken as is when this
+    claim was its only change since the cached one (the generation
+    moved by one): the next request then has nothing to reload.
+    Otherwise (another worker claimed there meanwhile) the claims are
+    added to the cached row, marked stale, so that the next refresh
+    reads the node's claims again.
+    """
+    if (known is not None and after is not None
+            and known['generation'] >= 0
+            and after['generation'] == known['generation'] + 1):
+        return after
+    if known is None:
+        return None
+    # The claim's own write is the newest the cache knows of: a row read
+    # before it (an older seq) must not replace this one.
+    seq = known['seq'] if after is None else max(known['seq'], after['seq'])
+    return dict(known, generation=-1, seq=seq,
+                claimed_memory_mb=known['claimed_memory_mb']
+                + sum(r.memory_mb for r in requests),
+                claimed_vcpus=known['claimed_vcpus']
+                + sum(r.vcpus for r in requests),
+                claimed_disk_gb=known['claimed_disk_gb']
+                + sum(r.disk_gb for r in requests),
+                claimed_instances=known['claimed_instances']
+                + len(requests))
+
+
+def _row_newer(row: dict, known: dict | None) -> bool:
+    """Whether usage ``row`` is as new as the cached ``known`` or newer.
+
+    Told by the usage sequence: every write of a row gives it the next
+    number, after the writes before it on that row (a row's writes take
+    its lock in turn), and a node deleted and made again gets a new
+    one, where its generation starts over.
+    """
+    return known is None or row['seq'] >= known['seq']
+
+
+def row_key(row: dict) -> tuple:
+    return (row['host'], row['nodename'])
+
+
+def _pool_key(key) -> tuple:
+    """A PCI pool key read back from JSON (lists) as the filter makes it."""
+    vendor, product, numa_node, tags = key
+    return (vendor, product, numa_node, tuple(tuple(t) for t in tags))
+
+
+def timestamp(value: datetime.datetime) -> float:
+    """Seconds since the epoch of a (naive UTC or aware) datetime."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=datetime.timezone.utc)
+    return value.timestamp()

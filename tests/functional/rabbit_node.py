@@ -1,0 +1,145 @@
+"""A RabbitMQ node of a test's own, to stop and restart at will.
+
+The shared broker on 5672 is everyone's: a test that restarts a broker
+starts its own node here, on free loopback ports, with its own node
+name, database and log directories and no plugins (no management
+listener), and stops it at the end.  Without ``rabbitmq-server`` on
+the machine the test is skipped loudly (a failure under ``CI=true``,
+as for the other services: ``services.unreachable``).
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+
+import kombu
+
+from tests.functional import services
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+def _scripts() -> tuple[str, str]:
+    """The node's own ``rabbitmq-server`` and ``rabbitmqctl`` scripts.
+
+    Debian's ``/usr/sbin`` wrappers switch to the ``rabbitmq`` user,
+    who cannot write the test's directories: the scripts they wrap
+    (next to the resolved wrapper) run as whoever starts them.
+    """
+    found = shutil.which('rabbitmq-server')
+    if found is None:
+        services.unreachable('rabbitmq-server is not installed: the broker '
+                             'restart tests need a RabbitMQ node of their '
+                             'own')
+    real_dir = os.path.dirname(os.path.realpath(found))
+    server = os.path.join(real_dir, 'rabbitmq-server')
+    ctl = os.path.join(real_dir, 'rabbitmqctl')
+    if not (os.path.exists(server) and os.path.exists(ctl)):
+        server, ctl = found, shutil.which('rabbitmqctl') or 'rabbitmqctl'
+    return server, ctl
+
+
+class RabbitNode:
+    """One RabbitMQ node in ``base_dir``; ``url`` reaches it as guest."""
+
+    def __init__(self, base_dir: str):
+        self._server, self._ctl = _scripts()
+        self.base = base_dir
+        self.port = _free_port()
+        self.name = 'sched-test-%s@localhost' % uuid.uuid4().hex[:8]
+        home = os.path.join(base_dir, 'home')
+        for sub in ('home', 'mnesia', 'log'):
+            os.makedirs(os.path.join(base_dir, sub), exist_ok=True)
+        plugins = os.path.join(base_dir, 'enabled_plugins')
+        with open(plugins, 'w') as f:
+            f.write('[].\n')
+        config = os.path.join(base_dir, 'rabbitmq')
+        with open(config + '.conf', 'w') as f:
+            # Overrides the machine's listener (the shared 5672).
+            f.write('listeners.tcp.1 = 127.0.0.1:%d\n'
+                    'loopback_users.guest = true\n' % self.port)
+        self.env = dict(
+            os.environ, HOME=home, RABBITMQ_NODENAME=self.name,
+            RABBITMQ_NODE_IP_ADDRESS='127.0.0.1',
+            RABBITMQ_NODE_PORT=str(self.port),
+            RABBITMQ_DIST_PORT=str(_free_port()),
+            RABBITMQ_MNESIA_BASE=os.path.join(base_dir, 'mnesia'),
+            RABBITMQ_LOG_BASE=os.path.join(base_dir, 'log'),
+            RABBITMQ_ENABLED_PLUGINS_FILE=plugins,
+            RABBITMQ_CONFIG_FILE=config,
+            RABBITMQ_PID_FILE=os.path.join(base_dir, 'node.pid'))
+        self._out = None
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return 'rabbit://guest:guest@127.0.0.1:%d/' % self.port
+
+    def ctl(self, *args, timeout: float = 60,
+            check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run([self._ctl, '-q', '-n', self.name] + list(args),
+                              env=self.env, capture_output=True, text=True,
+                              timeout=timeout, check=check)
+
+    def start(self, timeout: float = 120) -> 'RabbitNode':
+        self._out = open(os.path.join(self.base, 'server.out'), 'a')
+        self.proc = subprocess.Popen(
+            [self._server], env=self.env, stdin=subprocess.DEVNULL,
+            stdout=self._out, stderr=subprocess.STDOUT,
+            start_new_session=True)
+        self._await_startup(timeout)
+        return self
+
+    def _await_startup(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError('rabbitmq-server exited (%s); see %s'
+                                     % (self.proc.returncode, self.base))
+            done = self.ctl('await_startup', timeout=timeout, check=False)
+            if done.returncode == 0:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError('RabbitMQ node %s did not start: %s'
+                                     % (self.name, done.stderr))
+            time.sleep(0.5)
+
+    def stop_app(self) -> None:
+        """The broker goes down: connections closed, transient queues
+        gone; the Erlang node stays up for ``start_app``."""
+        self.ctl('stop_app')
+
+    def start_app(self, timeout: float = 120) -> None:
+        self.ctl('start_app', timeout=timeout)
+        self._await_startup(timeout)
+
+    def consumers(self, queue: str) -> int:
+        """Consumers of ``queue`` (0 when it does not exist)."""
+        try:
+            with kombu.Connection(self.url.replace('rabbit://', 'amqp://',
+                                                   1),
+                                  connect_timeout=5) as conn:
+                return conn.default_channel.queue_declare(
+                    queue=queue, passive=True).consumer_count
+        except Exception:  # not there (yet)
+            return 0
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.ctl('stop', timeout=60, check=False)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, 9)
+            self.proc.wait(10)
+        self.proc = None
+        if self._out is not None:
+            self._out.close()

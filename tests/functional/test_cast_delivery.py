@@ -1,0 +1,93 @@
+"""Casts are served, handed back or refused at the sender, never lost.
+
+* ``schedule_run_instance`` casts sent right after a service got
+  SIGTERM: each is built (by it, or by the service that takes over
+  its queue) or named in an ERROR line.
+* ``schedule_run_instance`` that no queue takes (no scheduler ever
+  ran on the topic) raises ``MessageUndeliverable`` at the sender.
+* ``terminate_instance`` to a host whose queue does not exist (a
+  compute gone, or not yet back after a broker restart) raises
+  ``MessageUndeliverable`` at the sender, as ``run_instance`` does.
+"""
+
+import time
+import uuid
+
+import oslo_messaging
+import pytest
+
+from scheduler import compute_rpcapi
+from scheduler import context
+from tests.functional import daemons
+from tests.functional.test_scheduler_service import make_spec
+
+#: Casts sent after the SIGTERM.
+CASTS = 30
+#: Hosts stay up across the gap between the two services, so that the
+#: second builds what the first handed back instead of refusing it.
+SLOW_DOWN = {'service_down_time': 120}
+
+
+def _accounted(cluster, services: list, instances: list) -> list:
+    """Instances neither started by a compute nor named at ERROR."""
+    sim_log = cluster.sim.log()
+    errors = '\n'.join(line for service in services
+                       for line in service.log().splitlines()
+                       if ' ERROR ' in line)
+    return [i for i in instances
+            if 'started instance %s' % i not in sim_log
+            and i not in errors]
+
+
+@pytest.mark.parametrize('workers, executor', [
+    (1, 'eventlet'), (2, 'eventlet'), (2, 'threading')])
+def test_casts_sent_after_sigterm_are_built_or_reported(cluster, tmp_path,
+                                                        workers, executor):
+    db = 'sqlite:///%s' % (tmp_path / 'inventory.sqlite')
+    first = cluster.start_scheduler(
+        db, name='first',
+        scheduler_opts=dict(SLOW_DOWN, workers=workers, executor=executor))
+    assert 'executor %s' % executor in first.log()
+    cluster.start_sim(hosts=4)
+    daemons.wait_for(
+        lambda: cluster.api.explain(cluster.admin_ctxt,
+                                    make_spec())['hosts_known'] == 4,
+        60, interval=0.5, what='4 hosts known')
+
+    instances = [str(uuid.uuid4()) for _ in range(CASTS)]
+    first.terminate()
+    for instance in instances:
+        cluster.api.schedule_run_instance(cluster.ctxt, make_spec(),
+                                          [instance])
+        time.sleep(0.01)
+    assert first.wait_exit(60) == 0, first.log()[-3000:]
+
+    # What the stopped service did not take waits on its topic queue
+    # for the next service.
+    second = cluster.start_scheduler(db, name='second',
+                                     scheduler_opts=SLOW_DOWN)
+    services = [first, second]
+    try:
+        daemons.wait_for(
+            lambda: not _accounted(cluster, services, instances), 60,
+            interval=0.5, what='every cast built or reported')
+    except AssertionError:
+        lost = _accounted(cluster, services, instances)
+        pytest.fail('%d of %d casts sent after SIGTERM neither built nor '
+                    'reported: %s\n--- first:\n%s' % (
+                        len(lost), CASTS, lost[:5], first.log()[-4000:]))
+
+
+def test_terminate_to_a_missing_compute_fails_at_the_sender(cluster):
+    api = compute_rpcapi.ComputeAPI()
+    with pytest.raises(oslo_messaging.MessageUndeliverable):
+        api.terminate_instance(context.get_admin_context(),
+                               'no-such-host-%s' % uuid.uuid4().hex[:8],
+                               str(uuid.uuid4()))
+
+
+def test_schedule_run_instance_nobody_consumes_fails_at_the_sender(cluster):
+    # No scheduler ever ran on this cluster's topic: no queue to take it.
+    with pytest.raises(oslo_messaging.MessageUndeliverable):
+        cluster.api.schedule_run_instance(cluster.ctxt, make_spec(),
+                                          [str(uuid.uuid4())])

@@ -1,0 +1,131 @@
+"""Reports taken once per deployment (issue 26).
+
+A real scheduler service with two workers, real RabbitMQ, a real
+PostgreSQL inventory, and a simulated fleet of this release (API 1.5):
+each report goes to the shared intake queue and is taken by one
+worker, which writes it to the inventory; the other worker reads it
+there (``HostManager.refresh_reports``).
+
+* every host is known and up in the answers of both workers;
+* a worker killed with SIGKILL while reports flow loses no host and
+  marks none down (the launcher starts another; the survivor and the
+  new one keep every host up);
+* a broker restart (a RabbitMQ node of the test's own) while reports
+  flow loses no host and marks none down.
+"""
+
+import os
+import signal
+import subprocess
+import time
+
+import kombu
+import pytest
+
+from scheduler import rpc
+from tests.functional import daemons
+from tests.functional.test_scheduler_service import make_spec
+
+HOSTS = 20
+#: Generous beside the 1 s report interval: a host marked down here is
+#: a report lost or never read, not a slow machine.
+DOWN_TIME = 15
+OPTS = {'workers': 2, 'service_down_time': DOWN_TIME}
+DOWN_LINE = 'has not reported for'
+BROKER_DOWN_TIME = 40
+
+
+def _every_answer_knows_every_host(cluster, answers: int = 8) -> None:
+    """``answers`` explains in a row (the two workers take turns on
+    the request queue) each see every host up."""
+    def all_up():
+        for _ in range(answers):
+            found = cluster.api.explain(cluster.admin_ctxt, make_spec())
+            if (found['hosts_known'], found['passed']) != (HOSTS, HOSTS):
+                return False
+        return True
+    daemons.wait_for(all_up, 60, interval=0.5,
+                     what='every worker to see %d hosts up' % HOSTS)
+
+
+def _intake_consumers(cluster) -> int:
+    url = cluster.transport_url.replace('rabbit://', 'amqp://', 1)
+    with kombu.Connection(url, connect_timeout=5) as conn:
+        return conn.default_channel.queue_declare(
+            queue=rpc.intake_topic(), passive=True).consumer_count
+
+
+def _worker_pids(service: daemons.Daemon) -> list:
+    """The service's forked workers (children of its launcher)."""
+    listed = subprocess.run(
+        ['ps', '-o', 'pid=', '--ppid', str(service.proc.pid)],
+        capture_output=True, text=True, check=False).stdout
+    return [int(pid) for pid in listed.split()]
+
+
+def _start(cluster, database_url: str, executor: str = 'eventlet',
+           down_time: int = DOWN_TIME):
+    service = cluster.start_scheduler(
+        database_url, name='intake',
+        scheduler_opts=dict(OPTS, executor=executor,
+                            service_down_time=down_time))
+    cluster.start_sim(hosts=HOSTS, service_down_time=down_time,
+                      report_intake=True)
+    return service
+
+
+@pytest.mark.parametrize('executor', ['eventlet', 'threading'])
+def test_each_report_taken_once_every_worker_sees_every_host(
+        cluster, postgresql_url, executor):
+    service = _start(cluster, postgresql_url, executor)
+    _every_answer_knows_every_host(cluster)
+    # The fleet casts to the intake queue, which both workers consume.
+    daemons.wait_for(lambda: 'Schedulers take reports on' in
+                     cluster.sim.log(), 30, what='the fleet to use the '
+                     'intake')
+    assert _intake_consumers(cluster) == 2
+    # Hosts reached a worker through the inventory, not a report of its
+    # own: the report went to the other worker only.
+    assert 'reported (to another worker)' in service.log()
+    assert DOWN_LINE not in service.log()
+
+
+def test_a_worker_killed_while_reports_flow_loses_no_host(
+        cluster, postgresql_url):
+    service = _start(cluster, postgresql_url)
+    _every_answer_knows_every_host(cluster)
+    victim = _worker_pids(service)[0]
+    os.kill(victim, signal.SIGKILL)
+    # The launcher forks a new worker; meanwhile the survivor takes
+    # every report.
+    daemons.wait_for(lambda: len(_worker_pids(service)) == 2
+                     and victim not in _worker_pids(service), 60,
+                     what='a new worker')
+    # Longer than service_down_time: a host whose reports were lost
+    # with the worker, or not read by the other, would be marked down.
+    deadline = time.monotonic() + DOWN_TIME + 3
+    while time.monotonic() < deadline:
+        _every_answer_knows_every_host(cluster, answers=2)
+        time.sleep(1)
+    _every_answer_knows_every_host(cluster)
+    assert DOWN_LINE not in service.log(), service.log()[-3000:]
+
+
+def test_a_broker_restart_while_reports_flow_loses_no_host(
+        own_cluster, broker, postgresql_url):
+    cluster = own_cluster
+    # The computes, not the service, may take a while to reconnect on a
+    # loaded machine: hosts are down only past that.
+    service = _start(cluster, postgresql_url, down_time=BROKER_DOWN_TIME)
+    _every_answer_knows_every_host(cluster)
+    broker.stop_app()
+    time.sleep(3)
+    broker.start_app()
+    # Both workers consume the intake again, and every host stays up.
+    daemons.wait_for(lambda: broker.consumers(rpc.intake_topic()) == 2,
+                     60, what='both workers to consume the intake again')
+    deadline = time.monotonic() + DOWN_TIME
+    while time.monotonic() < deadline:
+        _every_answer_knows_every_host(cluster, answers=2)
+        time.sleep(1)
+    assert DOWN_LINE not in service.log(), service.log()[-3000:]

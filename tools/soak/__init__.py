@@ -1,0 +1,1 @@
+"""A fault soak of the scheduler: ``python -m tools.soak`` (see __main__)."""
