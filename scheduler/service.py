@@ -1,6 +1,7 @@
 """The scheduler service: an oslo.service Service serving the manager."""
 
 import os
+import threading
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -45,6 +46,14 @@ class Service(service.Service):
         self.servers: list = []
         #: Set by ``launch()``: where a worker says it serves.
         self.readiness: readiness_mod.Readiness | None = None
+        # A SIGTERM may come while start() is still connecting (systemd
+        # stopping a unit that is starting, a test tearing down at
+        # once): stop() then waits for start() to reach a safe point,
+        # and start() starts nothing once a stop was asked for.
+        self._lifecycle = threading.Lock()
+        self._stop_asked = False
+        self._start_done = threading.Event()
+        self._start_done.set()
 
     @classmethod
     def create(cls, binary: str = 'scheduler-service',
@@ -59,6 +68,17 @@ class Service(service.Service):
                    transport=transport)
 
     def start(self) -> None:
+        self._start_done.clear()
+        try:
+            self._start()
+        finally:
+            self._start_done.set()
+
+    def _stopping(self) -> bool:
+        with self._lifecycle:
+            return self._stop_asked
+
+    def _start(self) -> None:
         LOG.info('Starting %(binary)s on host %(host)s, topic %(topic)s, '
                  'driver %(driver)s, executor %(executor)s (pid %(pid)d)',
                  {'binary': self.binary, 'host': self.host,
@@ -71,6 +91,8 @@ class Service(service.Service):
         db_api.reset_engine(close=False)
         self._load_saved_state()
         trust.log_binding()
+        if self._stopping():
+            return
         try:
             self._start_servers()
         except Exception as e:
@@ -84,6 +106,10 @@ class Service(service.Service):
             if self.readiness is None:
                 raise refused
             self.readiness.worker_failed(str(refused))
+            return
+        if self._stopping():
+            LOG.info('Stopped while starting: not serving topic %s',
+                     self.topic)
             return
         self.tg.add_dynamic_timer(
             self.periodic_tasks, initial_delay=None,
@@ -116,7 +142,9 @@ class Service(service.Service):
 
         oslo.messaging declares and binds a server's queues before
         ``start()`` returns: from then on a call is kept for it.
-        ``self.servers`` holds the servers started so far.
+        ``self.servers`` holds the servers started so far; none is
+        started once a stop was asked for, and one whose start ended
+        after ``stop()`` gave up waiting is stopped here.
         """
         # Requests, compute reports and operator casts each get their own
         # server (own topic, own executor pool): a stalled request or a
@@ -143,8 +171,16 @@ class Service(service.Service):
                            transport=self._transport)]
         self.servers = []
         for server in servers:
+            if self._stopping():
+                return
             server.start()
-            self.servers.append(server)
+            with self._lifecycle:
+                late = self._stop_asked
+                if not late:
+                    self.servers.append(server)
+            if late:
+                rpc.stop_servers([server], grace=servers_grace())
+                return
 
     def periodic_tasks(self, raise_on_error: bool = False) -> float:
         ctxt = context.get_admin_context()
@@ -154,12 +190,19 @@ class Service(service.Service):
     def stop(self, graceful: bool = True) -> None:
         """Stop taking requests, let in-flight ones finish, save state."""
         LOG.info('Stopping %s on %s', self.binary, self.host)
+        with self._lifecycle:
+            self._stop_asked = True
+        if not self._start_done.wait(START_WAIT):
+            LOG.warning('Stopping although start-up has not ended after '
+                        '%d s: a server it starts later is stopped as it '
+                        'comes up', START_WAIT)
+        with self._lifecycle:
+            servers, self.servers = self.servers, []
         # Calls served from now on may have lost their callers: their
         # replies must not hold the stop for the long post-restart wait.
         replies.stopping()
         self.manager.driver.stopping = True
-        rpc.stop_servers(self.servers, grace=servers_grace())
-        self.servers = []
+        rpc.stop_servers(servers, grace=servers_grace())
         try:
             self.manager.driver.host_manager.flush()
         except Exception:
@@ -198,6 +241,12 @@ class Service(service.Service):
 #: no host is judged down for it); instance news on the same server is
 #: not bounded this way (it waits on the database, side by side).
 REPORTS_AT_ONCE = 4
+
+
+#: Seconds ``stop()`` waits for a start-up in progress (connecting to
+#: the broker, declaring queues) to reach a point where every server it
+#: started is known, so that none is left consuming after the stop.
+START_WAIT = 10
 
 
 #: Share of ``graceful_shutdown_timeout`` the RPC servers may take to

@@ -654,3 +654,55 @@ def test_calls_run_in_daemon_threads_and_hand_back_errors():
     assert isinstance(outcome.error, ZeroDivisionError)
     names = [t for t in threading.enumerate() if t.name == 'rpc-call']
     assert names and all(t.daemon for t in names)
+
+
+def test_a_stop_during_start_up_leaves_no_server_consuming(
+        inventory, fake_transport, monkeypatch, conf):
+    """SIGTERM while start() is still bringing its servers up (systemd
+    stopping a unit that is starting): every server started is stopped,
+    and none is started after the stop.  It used to stop only those
+    already up; the rest came up after it, and the worker served on,
+    deaf to the SIGTERM it had already taken."""
+    monkeypatch.setattr(concurrency, 'EXECUTOR', 'threading')
+    conf.config(weight_classes=['RAMWeigher'],
+                enabled_filters=fixtures.CORE_FILTERS,
+                group='filter_scheduler')
+    svc = service_mod.Service.create(transport=fake_transport)
+    held, gate = threading.Event(), threading.Event()
+    events: list = []
+    real_get_server = rpc.get_server
+
+    def get_server(*args, **kwargs):
+        server = real_get_server(*args, **kwargs)
+        start, stop = server.start, server.stop
+        name = 'server%d' % sum(1 for e in events if e[0] == 'made')
+        events.append(('made', name))
+
+        def starting():
+            if sum(1 for e in events if e[0] == 'start') == 1:
+                held.set()
+                gate.wait(10)
+            start()
+            events.append(('start', name))
+
+        def stopping():
+            events.append(('stop', name))
+            stop()
+        server.start, server.stop = starting, stopping
+        return server
+    monkeypatch.setattr(rpc, 'get_server', get_server)
+
+    starter = threading.Thread(target=svc.start, daemon=True)
+    starter.start()
+    assert held.wait(10)
+    stopper = threading.Thread(target=svc.stop, daemon=True)
+    stopper.start()
+    _until(svc._stopping)
+    gate.set()
+    starter.join(20)
+    stopper.join(20)
+    assert not starter.is_alive() and not stopper.is_alive()
+    started = {name for what, name in events if what == 'start'}
+    stopped = {name for what, name in events if what == 'stop'}
+    assert started == {'server0', 'server1'}, events
+    assert stopped == started, events
