@@ -26,11 +26,29 @@ from tests.functional import services
 CONF = cfg.CONF
 
 
+def _missing_services(terminalreporter) -> list:
+    """What the skips of this run say is missing.
+
+    Read from the skip reports, not only from ``services.MISSING``:
+    under pytest-xdist the tests run in worker processes, whose list
+    the controller printing the summary never sees.
+    """
+    missing = list(services.MISSING)
+    for report in terminalreporter.stats.get('skipped', []):
+        longrepr = getattr(report, 'longrepr', None)
+        text = str(longrepr[2]) if isinstance(longrepr, tuple) else ''
+        _, marker, message = text.partition(services.SKIP_MARKER)
+        if marker and message not in missing:
+            missing.append(message)
+    return missing
+
+
 def pytest_terminal_summary(terminalreporter):
-    if services.MISSING:
+    missing = _missing_services(terminalreporter)
+    if missing:
         terminalreporter.section('SERVICES MISSING: functional tests '
                                  'skipped', sep='!', red=True, bold=True)
-        for message in services.MISSING:
+        for message in missing:
             terminalreporter.line('  ' + message, red=True)
         terminalreporter.line('  (under CI=true these are failures)')
 

@@ -12,6 +12,9 @@ import socket
 import pytest
 
 MISSING: list = []
+#: Starts the reason of every skip for a missing service; the final
+#: banner finds them by it.
+SKIP_MARKER = 'SERVICE MISSING: '
 
 
 def in_ci() -> bool:
@@ -25,7 +28,7 @@ def unreachable(message: str) -> None:
                     pytrace=False)
     if message not in MISSING:
         MISSING.append(message)
-    pytest.skip('SERVICE MISSING: %s' % message)
+    pytest.skip(SKIP_MARKER + message)
 
 
 def require(name: str, host: str, port: int, check=None) -> None:

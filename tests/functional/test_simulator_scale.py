@@ -110,7 +110,7 @@ def test_ten_thousand_hosts_over_a_few_connections(cluster, tmp_path,
                      in sim.log(), 75, interval=1,
                      what='the simulator to start %d hosts' % HOSTS)
     assert 'Started ' in sim.log(), 'progress lines while starting'
-    daemons.wait_for(lambda: hosts_known(cluster) == HOSTS, 60, interval=1,
+    daemons.wait_for(lambda: hosts_known(cluster) == HOSTS, 240, interval=1,
                      what='the scheduler to know %d hosts' % HOSTS)
 
     ports = amqp_connections(sim.proc.pid)
