@@ -197,6 +197,24 @@ def test_json_has_the_keys_the_issue_names(tmp_path):
     json.dumps(doc)
 
 
+def test_spread_counts_instances_per_zone_and_aggregate(tmp_path):
+    fleet = snapshot.parse({'aggregates': {'ssd': {'disk': 'ssd'}},
+                            'groups': [
+        {'prefix': 'zoned', 'count': 1, 'memory_mb': 8192, 'vcpus': 8,
+         'local_gb': 200, 'availability_zone': 'az1',
+         'aggregates': ['ssd']},
+        {'prefix': 'plain', 'count': 1, 'memory_mb': 16384, 'vcpus': 8,
+         'local_gb': 200}]}, source='test fleet')
+    events = [request_event(0, spec()),                 # the bigger host
+              request_event(1, spec(zone='az1'))]
+    doc = compare.compare(fleet, events, [('c', write_config(
+        tmp_path, 'c', 1.0))], progress=None)
+    spread = doc['configs'][0]['spread']
+    # A host in no zone aggregate is in the default zone.
+    assert spread['zones'] == {'az1': 1, CONF.default_availability_zone: 1}
+    assert spread['aggregates'] == {'az1': 1, 'ssd': 1}
+
+
 def test_a_release_frees_what_the_instance_held(tmp_path):
     fleet = small_fleet(count=1, zones=('az1',))
     big = spec(mb=8192, vcpus=4)
@@ -274,6 +292,19 @@ def test_capacity_places_until_no_valid_host_per_zone(tmp_path):
                              progress=None)
     fits = {r['zone']: r['fits'] for r in rows}
     assert fits == {'az1': 8, 'az2': 8, '*': 16}
+
+
+def test_capacity_counts_hosts_in_no_zone_in_the_default_zone():
+    fleet = snapshot.parse({'groups': [
+        {'prefix': 'zoned', 'count': 1, 'memory_mb': 8192, 'vcpus': 8,
+         'local_gb': 200, 'availability_zone': 'az1'},
+        {'prefix': 'plain', 'count': 2, 'memory_mb': 8192, 'vcpus': 8,
+         'local_gb': 200}]}, source='test fleet')
+    rows = capacity.capacity(fleet, [('two', 1024, 2, 10, {})],
+                             progress=None)
+    default = CONF.default_availability_zone
+    assert {r['zone']: r['fits'] for r in rows} == \
+        {'az1': 8, default: 16, '*': 24}
 
 
 def test_capacity_stops_at_the_limit():
