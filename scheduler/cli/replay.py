@@ -110,18 +110,32 @@ def cmd_snapshot(args) -> int:
     return 0
 
 
+def _capacity_traces(args) -> list:
+    """The traces ``capacity`` takes flavors from: ``--trace``, else the
+    files this configuration's service records (``[trace] path``, its
+    rotated and per-worker files) when there are any."""
+    import glob
+    import re
+    from oslo_config import cfg
+    if args.trace:
+        return args.trace
+    path = cfg.CONF.trace.path
+    # path, path.1 (rotated), path.<pid> and path.<pid>.1 (workers).
+    return sorted(f for f in glob.glob(glob.escape(path) + '*')
+                  if re.fullmatch(r'(\.\d+)*', f[len(path):]))
+
+
 def _flavors(args) -> list:
     """``(name, MB, vCPUs, GB, extra specs)`` of each flavor to count."""
     from scheduler.replay import metrics
     from scheduler.replay import trace
     seen: dict = {}
-    if args.trace:
-        for event in trace.read(args.trace):
-            if event['kind'] == 'request':
-                spec = trace.spec_of(event)
-                name, mb, cpus, gb = metrics.flavor_key(spec)
-                seen.setdefault(name, (name, mb, cpus, gb, dict(
-                    spec.flavor.obj_get('extra_specs') or {})))
+    for event in trace.read(_capacity_traces(args)):
+        if event['kind'] == 'request':
+            spec = trace.spec_of(event)
+            name, mb, cpus, gb = metrics.flavor_key(spec)
+            seen.setdefault(name, (name, mb, cpus, gb, dict(
+                spec.flavor.obj_get('extra_specs') or {})))
     wanted = []
     for item in args.flavor or []:
         parts = item.split(':')
@@ -147,7 +161,8 @@ def cmd_capacity(args) -> int:
     flavors = _flavors(args)
     if not flavors:
         sys.stderr.write('capacity: name flavors (--flavor NAME:MB:VCPUS:'
-                         'DISK_GB) or give a --trace to take them from\n')
+                         'DISK_GB) or give a --trace to take them from '
+                         '(none recorded at [trace] path)\n')
         return 2
     fleet = snapshot.load(args.fleet) if args.fleet else snapshot.parse(
         snapshot.take(), source='inventory')
@@ -217,10 +232,12 @@ def register(subparsers, common: argparse.ArgumentParser) -> None:
              'filters and weighers')
     cap.add_argument('--flavor', action='append', metavar='NAME',
                      help='NAME:MB:VCPUS:DISK_GB, or a flavor name of '
-                          '--trace (repeatable; default: every flavor of '
+                          'the trace (repeatable; default: every flavor of '
                           'the trace)')
     cap.add_argument('--trace', action='append', metavar='FILE',
-                     help='a trace to take flavors from')
+                     help='a trace to take flavors from (repeatable, shell '
+                          'patterns allowed); default: the files recorded '
+                          'at [trace] path, if any')
     cap.add_argument('--fleet', metavar='FILE',
                      help='count on this snapshot or fleet file instead of '
                           'the inventory')

@@ -72,6 +72,28 @@ def test_capacity_takes_the_flavors_of_a_trace(manage, tmp_path):
     assert unknown.code != 0 and 'not in the trace' in unknown.err
 
 
+def test_capacity_takes_the_flavors_of_the_recorded_trace(manage,
+                                                          tmp_path):
+    # What the service records at [trace] path, rotated files included.
+    recorded = tmp_path / 'recorded.jsonl'
+    trace.write(str(recorded), [helpers.request_event(0, helpers.spec(
+        mb=8192, vcpus=1, gb=10, name='whole'))])
+    trace.write(str(recorded) + '.1', [helpers.request_event(0, helpers.spec(
+        mb=4096, vcpus=1, gb=10, name='half'))])
+    (tmp_path / 'recorded.jsonl.bak').write_text('not a trace')
+    conf = '[trace]\npath = %s\n' % recorded
+    result = manage('capacity', '--fleet', _fleet_file(tmp_path),
+                    '--format', 'json', '--quiet', config=conf)
+    assert result.code == 0, result.err
+    assert sorted((r['flavor'], r['zone'], r['fits'])
+                  for r in result.json()) == [
+        ('half', '*', 6), ('half', 'az1', 6),
+        ('whole', '*', 3), ('whole', 'az1', 3)]
+    nothing = manage('capacity', '--fleet', _fleet_file(tmp_path),
+                     config='[trace]\npath = %s\n' % (tmp_path / 'none'))
+    assert nothing.code == 2 and 'none recorded' in nothing.err
+
+
 def test_snapshot_writes_what_replay_reads(manage, inventory, tmp_path):
     out = tmp_path / 'snap.json'
     result = manage('snapshot', '--output', str(out))
