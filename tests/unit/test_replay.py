@@ -157,6 +157,69 @@ def test_serving_records_only_when_enabled(tmp_path, conf):
         trace.reset()
 
 
+def test_casts_are_recorded_per_instance_with_their_redeliveries(
+        tmp_path, conf, monkeypatch):
+    """``schedule_run_instance`` places one instance at a time: each is
+    a request of the trace; a build no compute took is released there
+    and placed again, and the replay follows it."""
+    import oslo_messaging
+    from scheduler import context
+    from scheduler import driver as driver_mod
+    from scheduler.drivers import filter_scheduler
+    from tests.unit import fixtures
+
+    class Computes:
+        """The broker routes no cast to ``roomy``."""
+
+        def __init__(self):
+            self.casts = []
+
+        def run_instance(self, context, host, node, instance_uuid,
+                         spec_obj, limits=None):
+            if host == 'roomy':
+                raise oslo_messaging.MessageUndeliverable(
+                    Exception('NO_ROUTE'), 'scheduler', host, {})
+            self.casts.append((host, instance_uuid))
+
+    monkeypatch.setattr(driver_mod.time, 'sleep', lambda seconds: None)
+    conf.config(weight_classes=['RAMWeigher'],
+                enabled_filters=fixtures.CORE_FILTERS,
+                group='filter_scheduler')
+    reports = [fixtures.report('roomy', memory_mb=1 << 16),
+               fixtures.report('small', memory_mb=4096)]
+    path = tmp_path / 'trace.jsonl'
+    conf.config(enabled=True, path=str(path), group='trace')
+    trace.reset()
+    try:
+        driver = filter_scheduler.FilterScheduler(
+            fixtures.manager_with(reports))
+        driver.compute_rpcapi = Computes()
+        driver.schedule_run_instance(
+            context.get_admin_context(), fixtures.request(num_instances=2),
+            [fixtures.uuid(1), fixtures.uuid(2)])
+        trace.recorder().close()
+    finally:
+        trace.reset()
+    assert driver.compute_rpcapi.casts == [('small', fixtures.uuid(1)),
+                                           ('small', fixtures.uuid(2))]
+    events = trace.read([str(path)])
+    assert [(e['kind'], e.get('instance_uuids') or e['instance_uuid'])
+            for e in events] == [
+        ('request', [fixtures.uuid(1)]), ('release', fixtures.uuid(1)),
+        ('request', [fixtures.uuid(1)]),
+        ('request', [fixtures.uuid(2)]), ('release', fixtures.uuid(2)),
+        ('request', [fixtures.uuid(2)])]
+    assert [e['answer']['hosts'][0][0] for e in events
+            if e['kind'] == 'request'] == ['roomy', 'small'] * 2
+    assert trace.spec_of(events[2]).ignore_hosts == ['roomy']
+    # The same configuration replays it to the same placements.
+    fleet = snapshot.Fleet([r.obj_clone() for r in reports], [])
+    doc = compare.compare(fleet, events, [('same', None)], progress=None)
+    assert doc['configs'][0]['same_as_recorded'] == {'requests': 4,
+                                                     'same': 4}
+    assert doc['configs'][0]['releases_unknown'] == 0
+
+
 # -- replay and comparison ------------------------------------------------
 
 def test_replay_is_repeatable_and_pack_uses_fewer_hosts(tmp_path):
