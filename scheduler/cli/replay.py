@@ -175,6 +175,20 @@ def cmd_capacity(args) -> int:
     return 0
 
 
+def _explain_count(text: str) -> int:
+    """``--explain``: a count, or ``all`` (every request)."""
+    if text == 'all':
+        return sys.maxsize
+    try:
+        count = int(text)
+    except ValueError:
+        count = -1
+    if count < 0:
+        raise argparse.ArgumentTypeError('a number of requests or "all", '
+                                         'not %r' % text)
+    return count
+
+
 REPLAY_HELP = ('replay a recorded trace offline against a fleet snapshot '
                'under one or more configurations, and compare them '
                '("replay demo": on a generated fleet and trace)')
@@ -211,11 +225,13 @@ def register(subparsers, common: argparse.ArgumentParser) -> None:
     rep.add_argument('--seed', type=int, default=0,
                      help='seed of the random choices (host_subset_size, '
                           'ties; the demo\'s fleet and trace)')
-    rep.add_argument('--explain', type=int, default=runner.DEFAULT_EXPLAINED,
-                     metavar='N',
+    rep.add_argument('--explain', type=_explain_count,
+                     default=runner.DEFAULT_EXPLAINED, metavar='N|all',
                      help='requests explained in full (per-host filter '
                           'results and weights), sampled over the trace, '
-                          'besides up to %d refusals; default %%(default)s'
+                          'besides up to %d refusals; "all": every request '
+                          '(about twice the time, and a report several '
+                          'times bigger); default %%(default)s'
                           % runner.MAX_EXPLAINED_REFUSALS)
     rep.add_argument('--hosts', type=int, default=100,
                      help='demo: hosts in the generated fleet')

@@ -120,10 +120,19 @@ def test_the_demo_report_loads_in_a_browser(tmp_path):
     out_json, out_html = tmp_path / 'demo.json', tmp_path / 'demo.html'
     done = subprocess.run(
         [daemons.console_script('scheduler-manage'), 'replay', 'demo',
-         '--hosts', '12', '--requests', '30', '--explain', '10',
+         '--hosts', '12', '--requests', '600', '--explain', '10',
          '--json', str(out_json), '--html', str(out_html)],
         capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    names = [c['name'] for c in json.loads(out_json.read_text())['configs']]
+    document = json.loads(out_json.read_text())
+    names = [c['name'] for c in document['configs']]
     assert names == ['spread', 'pack']
     browser.check_report(str(out_html), str(tmp_path), names)
+    # Every request is reachable by clicking, not only the first rows
+    # the table lists: the last one is (after "more").
+    last = len(document['requests']) - 1
+    assert last >= 500
+    shown = browser.click(str(out_html), str(tmp_path), last)
+    assert shown['request'] == str(last) and shown['pages'] >= 1, shown
+    assert shown['hash'] == '#request=%d' % last
+    assert 'Filter walk:' in shown['text']

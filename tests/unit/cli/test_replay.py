@@ -43,6 +43,27 @@ def test_replay_writes_the_comparison_and_the_report(manage, tmp_path):
                                        'spread': 4, 'pack': 4}
 
 
+def test_replay_explains_every_request_when_asked(manage, tmp_path):
+    path = str(tmp_path / 'trace.jsonl')
+    trace.write(path, [helpers.request_event(n, helpers.spec(
+        mb=2048, vcpus=1, gb=10)) for n in range(5)])
+    spread = helpers.write_config(tmp_path, 'spread', 1.0)
+    out = tmp_path / 'out.json'
+    result = manage('replay', '--fleet', _fleet_file(tmp_path), '--trace',
+                    path, '--config', spread, '--json', str(out),
+                    '--explain', 'all', '--quiet')
+    assert result.code == 0, result.err
+    explained = [r['results']['spread']['explain']
+                 for r in json.loads(out.read_text())['requests']]
+    assert len(explained) == 5 and all(x and x['ranking']
+                                       for x in explained)
+    with pytest.raises(SystemExit) as bad:     # argparse's usage error
+        manage('replay', '--fleet', _fleet_file(tmp_path), '--trace',
+               path, '--config', spread, '--explain', 'some')
+    assert bad.value.code == 2
+    assert '"all"' in manage.capsys.readouterr().err
+
+
 def test_replay_needs_a_fleet_a_trace_and_a_configuration(manage):
     result = manage('replay', '--config', 'x.conf')
     assert result.code == 2
