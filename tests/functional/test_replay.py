@@ -72,6 +72,19 @@ def test_a_recorded_trace_replays_to_the_same_placements(
     place(make_spec(ram=1000, disk=10, num=2), count=2)
     place(make_spec(ram=1000, disk=10, availability_zone='az1'))
     place(make_spec(ram=10 ** 6))                       # NoValidHost
+    # A build through the cast: recorded as a request of its own.
+    [cast] = uuids(1)
+    cluster.api.schedule_run_instance(cluster.ctxt,
+                                      make_spec(ram=1000, disk=10), [cast])
+
+    def cast_recorded():
+        for line in trace_path.read_text().splitlines():
+            event = json.loads(line)
+            if cast in event.get('instance_uuids', []):
+                return event
+    recorded = daemons.wait_for(cast_recorded, 60,
+                                what='the cast in the trace')
+    answers.append([recorded['answer']['hosts'][0][0]])
     # The compute deletes the first instance: its room is free again.
     cluster.api.delete_instance_info(cluster.admin_ctxt, first_hosts[0],
                                      first[0])
@@ -96,7 +109,7 @@ def test_a_recorded_trace_replays_to_the_same_placements(
     same, packed = document['configs']
     assert same['name'] == 'sched' and packed['name'] == 'pack'
     # Faithful: every request went where the service sent it.
-    assert same['same_as_recorded'] == {'requests': 13, 'same': 13}
+    assert same['same_as_recorded'] == {'requests': 14, 'same': 14}
     replayed = [r['results']['sched']['hosts'] or 'NoValidHost'
                 for r in document['requests']]
     assert replayed == answers
