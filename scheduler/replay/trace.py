@@ -12,7 +12,9 @@ since the epoch):
   (``{"hosts": [[host, node], ...]}`` or ``{"no_valid_host": reason,
   "filters": [[name, hosts_in, hosts_out], ...]}``) and ``decision_s``;
 * ``release``: an instance deleted on a host (``host``,
-  ``instance_uuid``): a replay frees its resources at that point.
+  ``instance_uuid``), or its placement dropped otherwise (missing from
+  the compute's full list, a claim expired unbuilt, a build no compute
+  took): a replay frees its resources at that point.
 
 The writer (``Recorder``) rotates the file at ``[trace] max_bytes``,
 keeping ``backup_count`` older files, so the disk used is bounded.  It

@@ -220,6 +220,59 @@ def test_casts_are_recorded_per_instance_with_their_redeliveries(
     assert doc['configs'][0]['releases_unknown'] == 0
 
 
+def test_placements_gone_without_a_deletion_are_recorded_released(
+        tmp_path, conf):
+    """A compute's full list that lacks an instance, and a claim that
+    expires (never built): the replay must free them too."""
+    import datetime
+
+    from oslo_utils import timeutils
+    import sqlalchemy as sa
+
+    from scheduler import context
+    from scheduler.db import engine
+    from scheduler.db import models
+    from scheduler.drivers import filter_scheduler
+    from scheduler import manager as manager_mod
+    from tests.unit import fixtures
+
+    conf.config(service_down_time=60, group='scheduler')
+    conf.config(enabled_filters=fixtures.CORE_FILTERS,
+                group='filter_scheduler')
+    path = tmp_path / 'trace.jsonl'
+    conf.config(enabled=True, path=str(path), group='trace')
+    ctxt = context.get_admin_context()
+    trace.reset()
+    try:
+        driver = filter_scheduler.FilterScheduler(fixtures.manager_with(
+            [fixtures.report('h1', memory_mb=8192)]))
+        manager = manager_mod.SchedulerManager(driver=driver)
+        for n in (1, 2):
+            manager.select_destinations(
+                ctxt, spec_obj=fixtures.request(memory_mb=1024),
+                instance_uuids=[fixtures.uuid(n)])
+        # Instance 1 is built, then the compute no longer lists it.
+        manager.update_instance_info(ctxt, 'h1', [fixtures.uuid(1)])
+        manager.sync_instance_info(ctxt, 'h1', [])
+        # Instance 2 is never built: its claim expires.
+        with engine.transaction() as session:
+            session.execute(sa.update(models.Instance).values(
+                updated_at=timeutils.utcnow()
+                - datetime.timedelta(seconds=61)))
+        driver.host_manager.refresh_nodes([('h1', 'h1')])
+        driver.host_manager.update_from_report(
+            fixtures.report('h1', memory_mb=8192))
+        manager._expire_claims(ctxt)
+        trace.recorder().close()
+    finally:
+        trace.reset()
+    events = trace.read([str(path)])
+    assert [(e['kind'], e.get('host'), e.get('instance_uuid'))
+            for e in events if e['kind'] == 'release'] == [
+        ('release', 'h1', fixtures.uuid(1)),
+        ('release', 'h1', fixtures.uuid(2))]
+
+
 # -- replay and comparison ------------------------------------------------
 
 def test_replay_is_repeatable_and_pack_uses_fewer_hosts(tmp_path):
