@@ -6,6 +6,7 @@ import json
 import subprocess
 
 from scheduler import exception
+from scheduler.replay import trace
 from tests.functional import browser
 from tests.functional import daemons
 from tests.functional.test_scheduler_service import make_spec
@@ -92,6 +93,13 @@ def test_a_recorded_trace_replays_to_the_same_placements(
                      30, what='the deletion in the trace')
     place(make_spec(ram=1000, disk=10))
     assert answers[11] == 'NoValidHost'
+
+    # Project and user ids are hashed by default, never in clear.
+    recorded = [e for e in trace.read([str(trace_path)])
+                if e['kind'] == 'request']
+    assert len(recorded) == 14
+    assert '"project_id":"functional"' not in trace_path.read_text()
+    assert {trace.spec_of(e).project_id[:2] for e in recorded} == {'h-'}
 
     pack = tmp_path / 'pack.conf'
     pack.write_text('[filter_scheduler]\nhost_subset_size = 1\n'
