@@ -2,8 +2,9 @@
 
 No network: the styles, the script and the data are inline, and the
 plots are SVG the page's script draws from the data.  It shows the
-configurations side by side (the comparison table), three plots over
-the trace (fleet fill, refusals, stranded capacity), and the requests:
+configurations side by side (the comparison table), four plots over
+the trace (fleet fill, refusals, stranded RAM and vCPU), and the
+requests:
 a click on one (or an address ending in ``#request=N``) shows, per
 configuration, where it went, its filter walk and, when it was
 explained, the per-host filter results and weights.
@@ -93,6 +94,9 @@ plots.appendChild(plot('plot-refusals', 'Refusals (NoValidHost, cumulative)',
 plots.appendChild(plot('plot-stranded',
   'Stranded RAM MB (free on hosts that cannot take the most common flavor)',
   'stranded_memory_mb', num));
+plots.appendChild(plot('plot-stranded-vcpu',
+  'Stranded vCPU (free on hosts that cannot take the most common flavor)',
+  'stranded_vcpus', num));
 
 var tbody = document.querySelector('#requests tbody');
 var shown = 0, next = 0, current = 'all', LIMIT = 500;

@@ -139,18 +139,20 @@ def screenshot(path: str, out: str, tmp_dir: str,
 def check_report(path: str, tmp_dir: str, configs: list,
                  explained: int = 0) -> str:
     """The replay report loads with no console message (no script
-    error), draws its three plots with a line per configuration, opens
+    error), draws its four plots with a line per configuration, opens
     request ``explained`` (one the replay explained) with its filter walk
     and ranking, and a screenshot is kept; returns the screenshot's
     path."""
     dom, console = load(path, tmp_dir)
     assert console == [], console[:5]
     assert 'data-ready="yes"' in dom, 'the report script did not finish'
-    for plot in ('plot-fill', 'plot-refusals', 'plot-stranded'):
+    plots = ('plot-fill', 'plot-refusals', 'plot-stranded',
+             'plot-stranded-vcpu')
+    for plot in plots:
         assert 'id="%s"' % plot in dom, plot
-    assert dom.count('class="replay-plot"') == 3
+    assert dom.count('class="replay-plot"') == len(plots)
     for name in configs:
-        assert dom.count('data-config="%s"' % name) == 3, name
+        assert dom.count('data-config="%s"' % name) == len(plots), name
     assert '<td>' in dom.split('id="requests"')[1], 'no request rows'
     # The click-through: a click on the request's row opens its
     # explain (the filter walk per configuration, the per-host
