@@ -78,9 +78,13 @@ def recorder(tmp_path, **kwargs) -> trace.Recorder:
 
 def test_recorder_hashes_project_ids_unless_asked_for_clear(tmp_path):
     rec = recorder(tmp_path)
-    rec.request(spec(project='tenant-secret'), ['u1'], error=exception.
-                NoValidHost(reason='full'))
+    served = spec(project='tenant-secret')
+    rec.request(served, ['u1'], error=exception.NoValidHost(reason='full'))
     rec.close()
+    # The request being served keeps its ids.
+    assert served.project_id == 'tenant-secret'
+    assert served.user_id == 'user-a'
+    assert 'user-a' not in (tmp_path / 'trace.jsonl').read_text()
     text = (tmp_path / 'trace.jsonl').read_text()
     assert 'tenant-secret' not in text
     [event] = trace.read([str(tmp_path / 'trace.jsonl')])
