@@ -18,6 +18,7 @@ from scheduler.db import availability
 from scheduler import exception
 from scheduler import host_manager as host_manager_mod
 from scheduler import objects
+from scheduler.replay import trace
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
@@ -156,13 +157,12 @@ class Scheduler(metaclass=abc.ABCMeta):
                     time.sleep(min(attempt, MAX_REDELIVERY_WAIT))
                 spec_obj.ignore_hosts = ignored + tried
                 try:
-                    selections = self.select_destinations(
-                        context, spec_obj, [uuid], return_alternates=False)
+                    selections = self._recorded_select(context, spec_obj,
+                                                       uuid)
                 except exception.NoValidHost:
                     break
             else:
-                selections = self.select_destinations(
-                    context, spec_obj, [uuid], return_alternates=False)
+                selections = self._recorded_select(context, spec_obj, uuid)
             undelivered = self.run_on_selections(context, spec_obj, [uuid],
                                                  selections)
             if not undelivered:
@@ -174,11 +174,28 @@ class Scheduler(metaclass=abc.ABCMeta):
                               'tried': ', '.join(tried)})
                 return
             self._release_undelivered(uuid, undelivered[0])
+            # The trace frees it there too: a replay places it again.
+            trace.released(undelivered[0].service_host, uuid)
             tried.append(undelivered[0].service_host)
         LOG.error('Build of instance %(uuid)s lost: no compute took it '
                   '(tried %(tried)s); its claim is released, the caller '
                   'must build it again', {'uuid': uuid,
                                           'tried': ', '.join(tried)})
+
+    def _recorded_select(self, context, spec_obj, uuid: str) -> list:
+        """One instance of a cast placed, and recorded in the request
+        trace (``[trace] enabled``) as a request of its own, the way
+        the manager records ``select_destinations`` calls."""
+        served = trace.serving(self, spec_obj, [uuid])
+        try:
+            selections = self.select_destinations(
+                context, spec_obj, [uuid], return_alternates=False,
+                **served.kwargs)
+        except Exception as e:
+            served.refused(e)
+            raise
+        served.answered(selections)
+        return selections
 
     def _release_undelivered(self, uuid: str, chosen) -> None:
         """Give back the claim of a build that reached no compute."""

@@ -985,14 +985,16 @@ class HostManager:
                 self._usage_cache.confirmed(self._nodes_of.get(host, ()),
                                             instance_uuids)
 
-    def sync_instance_info(self, host: str, instance_uuids: list) -> None:
+    def sync_instance_info(self, host: str, instance_uuids: list) -> list:
         """A compute's complete list of its instances, sent now and then.
 
         Confirms the claims it lists; placements on that host the compute
-        no longer has are dropped (claims still building stay).
+        no longer has are dropped (claims still building stay).  Returns
+        the dropped placements.
         """
-        self.usage_db.sync_host(host, instance_uuids)
+        dropped = self.usage_db.sync_host(host, instance_uuids)
         self.refresh_nodes(self._keys_of(host))
+        return dropped
 
     def delete_instance_info(self, host: str, instance_uuid: str) -> None:
         """An instance was deleted on ``host``: its resources are free.

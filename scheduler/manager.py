@@ -362,7 +362,9 @@ class SchedulerManager(periodic_task.PeriodicTasks):
     @periodic_task.periodic_task(spacing=0)
     @_outage_quiet('expiring claims')
     def _expire_claims(self, ctxt):
-        self.driver.host_manager.expire_claims()
+        for placement in self.driver.host_manager.expire_claims():
+            # Never built: a replay frees it at this point too.
+            trace.released(placement['host'], placement['instance_uuid'])
 
     @periodic_task.periodic_task(spacing=0)
     @_outage_quiet('refreshing aggregates')
@@ -597,8 +599,9 @@ class ReportsEndpoint(_CastEndpoint):
         #: How long the reports taken waited on the bus.
         self.lag = report_lag.ReportLag()
 
-    def _apply(self, method: str, host: str, *args) -> None:
-        """``HostManager.<method>(host, *args)``, or kept for later."""
+    def _apply(self, method: str, host: str, *args):
+        """``HostManager.<method>(host, *args)``, or kept for later;
+        what it returned (None when kept)."""
         args = (host,) + args
         with self._deferred_lock:
             behind = self._kept_hosts[host] > 0
@@ -606,13 +609,14 @@ class ReportsEndpoint(_CastEndpoint):
             # Behind what is kept of this host: its news stays in order.
             self._defer(method, args)
             self.replay_deferred()
-            return
+            return None
         try:
-            getattr(self._hosts, method)(*args)
+            return getattr(self._hosts, method)(*args)
         except Exception as e:
             if not availability.is_outage(e):
                 raise
             self._defer(method, args)
+            return None
 
     def _defer(self, method: str, args: tuple) -> None:
         availability.count('instance news kept for later')
@@ -826,7 +830,10 @@ class ReportsEndpoint(_CastEndpoint):
                         'request %(request)s, %(sender)s)',
                         dict(_caller(ctxt), host=host,
                              sender=trust.describe(ctxt)))
-        self._apply('sync_instance_info', host, uuids)
+        dropped = self._apply('sync_instance_info', host, uuids)
+        for placement in dropped or ():
+            # Gone from the compute without a deletion message.
+            trace.released(host, placement['instance_uuid'])
 
 
 class IntakeEndpoint:

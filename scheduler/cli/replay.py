@@ -110,18 +110,32 @@ def cmd_snapshot(args) -> int:
     return 0
 
 
+def _capacity_traces(args) -> list:
+    """The traces ``capacity`` takes flavors from: ``--trace``, else the
+    files this configuration's service records (``[trace] path``, its
+    rotated and per-worker files) when there are any."""
+    import glob
+    import re
+    from oslo_config import cfg
+    if args.trace:
+        return args.trace
+    path = cfg.CONF.trace.path
+    # path, path.1 (rotated), path.<pid> and path.<pid>.1 (workers).
+    return sorted(f for f in glob.glob(glob.escape(path) + '*')
+                  if re.fullmatch(r'(\.\d+)*', f[len(path):]))
+
+
 def _flavors(args) -> list:
     """``(name, MB, vCPUs, GB, extra specs)`` of each flavor to count."""
     from scheduler.replay import metrics
     from scheduler.replay import trace
     seen: dict = {}
-    if args.trace:
-        for event in trace.read(args.trace):
-            if event['kind'] == 'request':
-                spec = trace.spec_of(event)
-                name, mb, cpus, gb = metrics.flavor_key(spec)
-                seen.setdefault(name, (name, mb, cpus, gb, dict(
-                    spec.flavor.obj_get('extra_specs') or {})))
+    for event in trace.read(_capacity_traces(args)):
+        if event['kind'] == 'request':
+            spec = trace.spec_of(event)
+            name, mb, cpus, gb = metrics.flavor_key(spec)
+            seen.setdefault(name, (name, mb, cpus, gb, dict(
+                spec.flavor.obj_get('extra_specs') or {})))
     wanted = []
     for item in args.flavor or []:
         parts = item.split(':')
@@ -147,7 +161,8 @@ def cmd_capacity(args) -> int:
     flavors = _flavors(args)
     if not flavors:
         sys.stderr.write('capacity: name flavors (--flavor NAME:MB:VCPUS:'
-                         'DISK_GB) or give a --trace to take them from\n')
+                         'DISK_GB) or give a --trace to take them from '
+                         '(none recorded at [trace] path)\n')
         return 2
     fleet = snapshot.load(args.fleet) if args.fleet else snapshot.parse(
         snapshot.take(), source='inventory')
@@ -158,6 +173,20 @@ def cmd_capacity(args) -> int:
                        and args.format == 'table' else row['fits'])
     output.emit(rows, ['flavor', 'zone', 'fits'], args.format)
     return 0
+
+
+def _explain_count(text: str) -> int:
+    """``--explain``: a count, or ``all`` (every request)."""
+    if text == 'all':
+        return sys.maxsize
+    try:
+        count = int(text)
+    except ValueError:
+        count = -1
+    if count < 0:
+        raise argparse.ArgumentTypeError('a number of requests or "all", '
+                                         'not %r' % text)
+    return count
 
 
 REPLAY_HELP = ('replay a recorded trace offline against a fleet snapshot '
@@ -196,11 +225,13 @@ def register(subparsers, common: argparse.ArgumentParser) -> None:
     rep.add_argument('--seed', type=int, default=0,
                      help='seed of the random choices (host_subset_size, '
                           'ties; the demo\'s fleet and trace)')
-    rep.add_argument('--explain', type=int, default=runner.DEFAULT_EXPLAINED,
-                     metavar='N',
+    rep.add_argument('--explain', type=_explain_count,
+                     default=runner.DEFAULT_EXPLAINED, metavar='N|all',
                      help='requests explained in full (per-host filter '
                           'results and weights), sampled over the trace, '
-                          'besides up to %d refusals; default %%(default)s'
+                          'besides up to %d refusals; "all": every request '
+                          '(about twice the time, and a report several '
+                          'times bigger); default %%(default)s'
                           % runner.MAX_EXPLAINED_REFUSALS)
     rep.add_argument('--hosts', type=int, default=100,
                      help='demo: hosts in the generated fleet')
@@ -217,10 +248,12 @@ def register(subparsers, common: argparse.ArgumentParser) -> None:
              'filters and weighers')
     cap.add_argument('--flavor', action='append', metavar='NAME',
                      help='NAME:MB:VCPUS:DISK_GB, or a flavor name of '
-                          '--trace (repeatable; default: every flavor of '
+                          'the trace (repeatable; default: every flavor of '
                           'the trace)')
     cap.add_argument('--trace', action='append', metavar='FILE',
-                     help='a trace to take flavors from')
+                     help='a trace to take flavors from (repeatable, shell '
+                          'patterns allowed); default: the files recorded '
+                          'at [trace] path, if any')
     cap.add_argument('--fleet', metavar='FILE',
                      help='count on this snapshot or fleet file instead of '
                           'the inventory')

@@ -20,13 +20,14 @@ trace_opts = [
         'enabled',
         default=False,
         help="""
-Record every select_destinations request this service answers (the
-request spec, the instance uuids, the hosts chosen or NoValidHost with
-the filter walk, the time and the decision time) and every instance
-deletion it hears of, one JSON line each.  Off by default.  Recording
-never fails a request: a file that cannot be written is logged once
-and recording stops until the next SIGHUP.  Changes take effect on
-SIGHUP.
+Record every select_destinations request this service answers, and
+each instance of a schedule_run_instance cast as a request of its own
+(the request spec, the instance uuids, the hosts chosen or NoValidHost
+with the filter walk, the time and the decision time), and every
+instance deletion it hears of, one JSON line each.  Off by default.
+Recording never fails a request: a file that cannot be written is
+logged once and recording stops until the next SIGHUP.  Changes take
+effect on SIGHUP.
 
 Related options:
 

@@ -11,10 +11,14 @@ import sys
 import typing
 import uuid as uuid_lib
 
+from oslo_config import cfg
+
 from scheduler import exception
 from scheduler import filters
 from scheduler import objects
 from scheduler.replay import runner
+
+CONF = cfg.CONF
 
 #: Instances placed per request while counting (fewer near the end).
 BATCH = 50
@@ -55,13 +59,28 @@ def count_fits(fleet, spec_of: typing.Callable, limit: int) -> int:
         return placed
 
 
+def fleet_zones(fleet) -> list:
+    """The availability zones of the fleet's hosts, sorted: those of
+    their zone aggregates, and the default zone
+    (``[DEFAULT] default_availability_zone``) when a host is in none,
+    as ``AvailabilityZoneFilter`` sees them."""
+    zoned: dict = {}
+    for agg in fleet.aggregates:
+        zone = agg.metadata.get('availability_zone')
+        if zone:
+            for host in agg.hosts:
+                zoned.setdefault(host, set()).add(zone)
+    zones: set = set()
+    for report in fleet.reports:
+        zones |= zoned.get(report.host) or {CONF.default_availability_zone}
+    return sorted(zones)
+
+
 def capacity(fleet, flavors: list, limit: int = DEFAULT_LIMIT,
              progress: typing.TextIO | None = sys.stderr) -> list:
     """Rows ``{flavor, zone, fits, at_least}`` per flavor and zone, and
     one per flavor for the whole fleet (zone ``*``)."""
-    zones = sorted({z for r in fleet.aggregates
-                    for k, z in r.metadata.items()
-                    if k == 'availability_zone'})
+    zones = fleet_zones(fleet)
     rows = []
     with runner.configured(None):
         for name, mb, cpus, gb, extra in flavors:

@@ -2,8 +2,9 @@
 
 No network: the styles, the script and the data are inline, and the
 plots are SVG the page's script draws from the data.  It shows the
-configurations side by side (the comparison table), three plots over
-the trace (fleet fill, refusals, stranded capacity), and the requests:
+configurations side by side (the comparison table), four plots over
+the trace (fleet fill, refusals, stranded RAM and vCPU), and the
+requests:
 a click on one (or an address ending in ``#request=N``) shows, per
 configuration, where it went, its filter walk and, when it was
 explained, the per-host filter results and weights.
@@ -67,9 +68,13 @@ function plot(id, title, key, fmt){
     var pts = (D.timeline[n]||[]).map(function(p){
       return (L + (W-5-L) * p.event / maxX).toFixed(1) + ',' +
              (H-B - (H-B-5) * p[key] / maxY).toFixed(1); });
-    svg.appendChild(svgEl('polyline', {points: pts.join(' '), fill: 'none',
+    var line = {points: pts.join(' '), fill: 'none',
       stroke: COLORS[i % COLORS.length], 'stroke-width': 2,
-      'data-config': n}));
+      'data-config': n};
+    // Dashed after the first: a line on top of another (the same
+    // figures) leaves the one below visible.
+    if (i) line['stroke-dasharray'] = (2 + 4 * i) + ',' + (2 + 2 * i);
+    svg.appendChild(svgEl('polyline', line));
   });
   box.appendChild(svg);
   var legend = el('div', {'class': 'legend'});
@@ -89,9 +94,12 @@ plots.appendChild(plot('plot-refusals', 'Refusals (NoValidHost, cumulative)',
 plots.appendChild(plot('plot-stranded',
   'Stranded RAM MB (free on hosts that cannot take the most common flavor)',
   'stranded_memory_mb', num));
+plots.appendChild(plot('plot-stranded-vcpu',
+  'Stranded vCPU (free on hosts that cannot take the most common flavor)',
+  'stranded_vcpus', num));
 
 var tbody = document.querySelector('#requests tbody');
-var shown = 0, LIMIT = 500;
+var shown = 0, next = 0, current = 'all', LIMIT = 500;
 function requestRow(r){
   var tr = el('tr', {'data-index': r.index});
   tr.appendChild(el('td', {}, r.index));
@@ -111,24 +119,43 @@ function requestRow(r){
   });
   return tr;
 }
-function fill(filter){
-  tbody.textContent = ''; shown = 0;
-  for (var i = 0; i < D.requests.length && shown < LIMIT; i++){
-    var r = D.requests[i];
-    if (filter === 'refused' && !names.some(function(n){
-        return !r.results[n].hosts; })) continue;
-    if (filter === 'differ' && names.every(function(n){
-        return JSON.stringify(r.results[n].hosts) ===
-               JSON.stringify(r.results[names[0]].hosts); })) continue;
-    if (filter === 'explained' && !names.some(function(n){
-        return r.results[n].explain; })) continue;
-    tbody.appendChild(requestRow(r)); shown++;
+function matches(r, filter){
+  if (filter === 'refused') return names.some(function(n){
+    return !r.results[n].hosts; });
+  if (filter === 'differ') return !names.every(function(n){
+    return JSON.stringify(r.results[n].hosts) ===
+           JSON.stringify(r.results[names[0]].hosts); });
+  if (filter === 'explained') return names.some(function(n){
+    return r.results[n].explain; });
+  return true;
+}
+// Rows LIMIT at a time: "more" adds the next ones, so that every
+// request of a long trace can be reached (and "go to" opens one).
+function more(){
+  var added = 0;
+  for (; next < D.requests.length && added < LIMIT; next++){
+    if (!matches(D.requests[next], current)) continue;
+    tbody.appendChild(requestRow(D.requests[next])); shown++; added++;
   }
+  var left = 0;
+  for (var i = next; i < D.requests.length; i++)
+    if (matches(D.requests[i], current)) left++;
   document.getElementById('shown').textContent = shown + ' shown' +
-    (shown >= LIMIT ? ' (first ' + LIMIT + ')' : '');
+    (left ? ', ' + left + ' more' : '');
+  document.getElementById('more').style.display = left ? '' : 'none';
+}
+function fill(filter){
+  tbody.textContent = ''; shown = 0; next = 0; current = filter;
+  more();
 }
 document.getElementById('filter').addEventListener('change', function(e){
   fill(e.target.value); });
+document.getElementById('more').addEventListener('click', more);
+document.getElementById('goto').addEventListener('change', function(e){
+  var r = D.requests[+e.target.value];
+  if (r){ history.replaceState(null, '', '#request=' + r.index);
+          showDetail(r); }
+});
 fill('all');
 
 function table(rows, cols){
@@ -269,7 +296,10 @@ def render(document: dict) -> str:
         '<option value="refused">refused by any</option>'
         '<option value="differ">placed differently</option>'
         '<option value="explained">explained</option></select> '
-        '<span id="shown"></span></p>',
+        '<span id="shown"></span> <button id="more">more</button> '
+        'Go to request #<input id="goto" type="number" min="0" '
+        'max="%d" style="width:6em"></p>' % max(
+            0, len(document.get('requests', [])) - 1),
         '<div id="detail"></div>',
         '<table id="requests"><thead><tr><th>#</th><th>flavor</th>'
         '<th>n</th><th>zone</th>%s</tr></thead><tbody></tbody></table>'

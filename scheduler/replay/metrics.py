@@ -8,6 +8,7 @@ of the comparison (``scheduler.replay.compare``).
 import collections
 import statistics
 
+from scheduler.filters import availability_zone
 from scheduler.resources import compute
 
 
@@ -87,7 +88,9 @@ class Tally:
         self.timeline: list = []
         self.matches = self.compared = 0
         views = sim.manager.get_all_host_states()
-        self._zone_of = {v.host: sorted(v.availability_zones)
+        # A host in no zone aggregate is in the default zone, as the
+        # AvailabilityZoneFilter sees it.
+        self._zone_of = {v.host: sorted(availability_zone.host_zones(v))
                          for v in views}
         self._aggs_of = {v.host: sorted(a.name for a in v.aggregates)
                          for v in views}
@@ -113,7 +116,7 @@ class Tally:
             self.instances += len(hosts)
             for host, _node in hosts:
                 self.hosts_touched.add(host)
-                for zone in self._zone_of.get(host) or ['(none)']:
+                for zone in self._zone_of.get(host) or []:
                     self.zones[zone] += 1
                 for agg in self._aggs_of.get(host) or []:
                     self.aggregates[agg] += 1

@@ -6,6 +6,7 @@ import json
 import subprocess
 
 from scheduler import exception
+from scheduler.replay import trace
 from tests.functional import browser
 from tests.functional import daemons
 from tests.functional.test_scheduler_service import make_spec
@@ -72,6 +73,19 @@ def test_a_recorded_trace_replays_to_the_same_placements(
     place(make_spec(ram=1000, disk=10, num=2), count=2)
     place(make_spec(ram=1000, disk=10, availability_zone='az1'))
     place(make_spec(ram=10 ** 6))                       # NoValidHost
+    # A build through the cast: recorded as a request of its own.
+    [cast] = uuids(1)
+    cluster.api.schedule_run_instance(cluster.ctxt,
+                                      make_spec(ram=1000, disk=10), [cast])
+
+    def cast_recorded():
+        for line in trace_path.read_text().splitlines():
+            event = json.loads(line)
+            if cast in event.get('instance_uuids', []):
+                return event
+    recorded = daemons.wait_for(cast_recorded, 60,
+                                what='the cast in the trace')
+    answers.append([recorded['answer']['hosts'][0][0]])
     # The compute deletes the first instance: its room is free again.
     cluster.api.delete_instance_info(cluster.admin_ctxt, first_hosts[0],
                                      first[0])
@@ -79,6 +93,13 @@ def test_a_recorded_trace_replays_to_the_same_placements(
                      30, what='the deletion in the trace')
     place(make_spec(ram=1000, disk=10))
     assert answers[11] == 'NoValidHost'
+
+    # Project and user ids are hashed by default, never in clear.
+    recorded = [e for e in trace.read([str(trace_path)])
+                if e['kind'] == 'request']
+    assert len(recorded) == 14
+    assert '"project_id":"functional"' not in trace_path.read_text()
+    assert {trace.spec_of(e).project_id[:2] for e in recorded} == {'h-'}
 
     pack = tmp_path / 'pack.conf'
     pack.write_text('[filter_scheduler]\nhost_subset_size = 1\n'
@@ -96,7 +117,7 @@ def test_a_recorded_trace_replays_to_the_same_placements(
     same, packed = document['configs']
     assert same['name'] == 'sched' and packed['name'] == 'pack'
     # Faithful: every request went where the service sent it.
-    assert same['same_as_recorded'] == {'requests': 13, 'same': 13}
+    assert same['same_as_recorded'] == {'requests': 14, 'same': 14}
     replayed = [r['results']['sched']['hosts'] or 'NoValidHost'
                 for r in document['requests']]
     assert replayed == answers
@@ -120,10 +141,19 @@ def test_the_demo_report_loads_in_a_browser(tmp_path):
     out_json, out_html = tmp_path / 'demo.json', tmp_path / 'demo.html'
     done = subprocess.run(
         [daemons.console_script('scheduler-manage'), 'replay', 'demo',
-         '--hosts', '12', '--requests', '30', '--explain', '10',
+         '--hosts', '12', '--requests', '600', '--explain', '10',
          '--json', str(out_json), '--html', str(out_html)],
         capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    names = [c['name'] for c in json.loads(out_json.read_text())['configs']]
+    document = json.loads(out_json.read_text())
+    names = [c['name'] for c in document['configs']]
     assert names == ['spread', 'pack']
     browser.check_report(str(out_html), str(tmp_path), names)
+    # Every request is reachable by clicking, not only the first rows
+    # the table lists: the last one is (after "more").
+    last = len(document['requests']) - 1
+    assert last >= 500
+    shown = browser.click(str(out_html), str(tmp_path), last)
+    assert shown['request'] == str(last) and shown['pages'] >= 1, shown
+    assert shown['hash'] == '#request=%d' % last
+    assert 'Filter walk:' in shown['text']

@@ -78,9 +78,13 @@ def recorder(tmp_path, **kwargs) -> trace.Recorder:
 
 def test_recorder_hashes_project_ids_unless_asked_for_clear(tmp_path):
     rec = recorder(tmp_path)
-    rec.request(spec(project='tenant-secret'), ['u1'], error=exception.
-                NoValidHost(reason='full'))
+    served = spec(project='tenant-secret')
+    rec.request(served, ['u1'], error=exception.NoValidHost(reason='full'))
     rec.close()
+    # The request being served keeps its ids.
+    assert served.project_id == 'tenant-secret'
+    assert served.user_id == 'user-a'
+    assert 'user-a' not in (tmp_path / 'trace.jsonl').read_text()
     text = (tmp_path / 'trace.jsonl').read_text()
     assert 'tenant-secret' not in text
     [event] = trace.read([str(tmp_path / 'trace.jsonl')])
@@ -157,6 +161,122 @@ def test_serving_records_only_when_enabled(tmp_path, conf):
         trace.reset()
 
 
+def test_casts_are_recorded_per_instance_with_their_redeliveries(
+        tmp_path, conf, monkeypatch):
+    """``schedule_run_instance`` places one instance at a time: each is
+    a request of the trace; a build no compute took is released there
+    and placed again, and the replay follows it."""
+    import oslo_messaging
+    from scheduler import context
+    from scheduler import driver as driver_mod
+    from scheduler.drivers import filter_scheduler
+    from tests.unit import fixtures
+
+    class Computes:
+        """The broker routes no cast to ``roomy``."""
+
+        def __init__(self):
+            self.casts = []
+
+        def run_instance(self, context, host, node, instance_uuid,
+                         spec_obj, limits=None):
+            if host == 'roomy':
+                raise oslo_messaging.MessageUndeliverable(
+                    Exception('NO_ROUTE'), 'scheduler', host, {})
+            self.casts.append((host, instance_uuid))
+
+    monkeypatch.setattr(driver_mod.time, 'sleep', lambda seconds: None)
+    conf.config(weight_classes=['RAMWeigher'],
+                enabled_filters=fixtures.CORE_FILTERS,
+                group='filter_scheduler')
+    reports = [fixtures.report('roomy', memory_mb=1 << 16),
+               fixtures.report('small', memory_mb=4096)]
+    path = tmp_path / 'trace.jsonl'
+    conf.config(enabled=True, path=str(path), group='trace')
+    trace.reset()
+    try:
+        driver = filter_scheduler.FilterScheduler(
+            fixtures.manager_with(reports))
+        driver.compute_rpcapi = Computes()
+        driver.schedule_run_instance(
+            context.get_admin_context(), fixtures.request(num_instances=2),
+            [fixtures.uuid(1), fixtures.uuid(2)])
+        trace.recorder().close()
+    finally:
+        trace.reset()
+    assert driver.compute_rpcapi.casts == [('small', fixtures.uuid(1)),
+                                           ('small', fixtures.uuid(2))]
+    events = trace.read([str(path)])
+    assert [(e['kind'], e.get('instance_uuids') or e['instance_uuid'])
+            for e in events] == [
+        ('request', [fixtures.uuid(1)]), ('release', fixtures.uuid(1)),
+        ('request', [fixtures.uuid(1)]),
+        ('request', [fixtures.uuid(2)]), ('release', fixtures.uuid(2)),
+        ('request', [fixtures.uuid(2)])]
+    assert [e['answer']['hosts'][0][0] for e in events
+            if e['kind'] == 'request'] == ['roomy', 'small'] * 2
+    assert trace.spec_of(events[2]).ignore_hosts == ['roomy']
+    # The same configuration replays it to the same placements.
+    fleet = snapshot.Fleet([r.obj_clone() for r in reports], [])
+    doc = compare.compare(fleet, events, [('same', None)], progress=None)
+    assert doc['configs'][0]['same_as_recorded'] == {'requests': 4,
+                                                     'same': 4}
+    assert doc['configs'][0]['releases_unknown'] == 0
+
+
+def test_placements_gone_without_a_deletion_are_recorded_released(
+        tmp_path, conf):
+    """A compute's full list that lacks an instance, and a claim that
+    expires (never built): the replay must free them too."""
+    import datetime
+
+    from oslo_utils import timeutils
+    import sqlalchemy as sa
+
+    from scheduler import context
+    from scheduler.db import engine
+    from scheduler.db import models
+    from scheduler.drivers import filter_scheduler
+    from scheduler import manager as manager_mod
+    from tests.unit import fixtures
+
+    conf.config(service_down_time=60, group='scheduler')
+    conf.config(enabled_filters=fixtures.CORE_FILTERS,
+                group='filter_scheduler')
+    path = tmp_path / 'trace.jsonl'
+    conf.config(enabled=True, path=str(path), group='trace')
+    ctxt = context.get_admin_context()
+    trace.reset()
+    try:
+        driver = filter_scheduler.FilterScheduler(fixtures.manager_with(
+            [fixtures.report('h1', memory_mb=8192)]))
+        manager = manager_mod.SchedulerManager(driver=driver)
+        for n in (1, 2):
+            manager.select_destinations(
+                ctxt, spec_obj=fixtures.request(memory_mb=1024),
+                instance_uuids=[fixtures.uuid(n)])
+        # Instance 1 is built, then the compute no longer lists it.
+        manager.update_instance_info(ctxt, 'h1', [fixtures.uuid(1)])
+        manager.sync_instance_info(ctxt, 'h1', [])
+        # Instance 2 is never built: its claim expires.
+        with engine.transaction() as session:
+            session.execute(sa.update(models.Instance).values(
+                updated_at=timeutils.utcnow()
+                - datetime.timedelta(seconds=61)))
+        driver.host_manager.refresh_nodes([('h1', 'h1')])
+        driver.host_manager.update_from_report(
+            fixtures.report('h1', memory_mb=8192))
+        manager._expire_claims(ctxt)
+        trace.recorder().close()
+    finally:
+        trace.reset()
+    events = trace.read([str(path)])
+    assert [(e['kind'], e.get('host'), e.get('instance_uuid'))
+            for e in events if e['kind'] == 'release'] == [
+        ('release', 'h1', fixtures.uuid(1)),
+        ('release', 'h1', fixtures.uuid(2))]
+
+
 # -- replay and comparison ------------------------------------------------
 
 def test_replay_is_repeatable_and_pack_uses_fewer_hosts(tmp_path):
@@ -195,6 +315,24 @@ def test_json_has_the_keys_the_issue_names(tmp_path):
     assert {r['filter'] for r in refused['explain']['rejected']} == \
         {'RamFilter'}
     json.dumps(doc)
+
+
+def test_spread_counts_instances_per_zone_and_aggregate(tmp_path):
+    fleet = snapshot.parse({'aggregates': {'ssd': {'disk': 'ssd'}},
+                            'groups': [
+        {'prefix': 'zoned', 'count': 1, 'memory_mb': 8192, 'vcpus': 8,
+         'local_gb': 200, 'availability_zone': 'az1',
+         'aggregates': ['ssd']},
+        {'prefix': 'plain', 'count': 1, 'memory_mb': 16384, 'vcpus': 8,
+         'local_gb': 200}]}, source='test fleet')
+    events = [request_event(0, spec()),                 # the bigger host
+              request_event(1, spec(zone='az1'))]
+    doc = compare.compare(fleet, events, [('c', write_config(
+        tmp_path, 'c', 1.0))], progress=None)
+    spread = doc['configs'][0]['spread']
+    # A host in no zone aggregate is in the default zone.
+    assert spread['zones'] == {'az1': 1, CONF.default_availability_zone: 1}
+    assert spread['aggregates'] == {'az1': 1, 'ssd': 1}
 
 
 def test_a_release_frees_what_the_instance_held(tmp_path):
@@ -274,6 +412,19 @@ def test_capacity_places_until_no_valid_host_per_zone(tmp_path):
                              progress=None)
     fits = {r['zone']: r['fits'] for r in rows}
     assert fits == {'az1': 8, 'az2': 8, '*': 16}
+
+
+def test_capacity_counts_hosts_in_no_zone_in_the_default_zone():
+    fleet = snapshot.parse({'groups': [
+        {'prefix': 'zoned', 'count': 1, 'memory_mb': 8192, 'vcpus': 8,
+         'local_gb': 200, 'availability_zone': 'az1'},
+        {'prefix': 'plain', 'count': 2, 'memory_mb': 8192, 'vcpus': 8,
+         'local_gb': 200}]}, source='test fleet')
+    rows = capacity.capacity(fleet, [('two', 1024, 2, 10, {})],
+                             progress=None)
+    default = CONF.default_availability_zone
+    assert {r['zone']: r['fits'] for r in rows} == \
+        {'az1': 8, default: 16, '*': 24}
 
 
 def test_capacity_stops_at_the_limit():

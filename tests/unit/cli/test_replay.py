@@ -43,6 +43,27 @@ def test_replay_writes_the_comparison_and_the_report(manage, tmp_path):
                                        'spread': 4, 'pack': 4}
 
 
+def test_replay_explains_every_request_when_asked(manage, tmp_path):
+    path = str(tmp_path / 'trace.jsonl')
+    trace.write(path, [helpers.request_event(n, helpers.spec(
+        mb=2048, vcpus=1, gb=10)) for n in range(5)])
+    spread = helpers.write_config(tmp_path, 'spread', 1.0)
+    out = tmp_path / 'out.json'
+    result = manage('replay', '--fleet', _fleet_file(tmp_path), '--trace',
+                    path, '--config', spread, '--json', str(out),
+                    '--explain', 'all', '--quiet')
+    assert result.code == 0, result.err
+    explained = [r['results']['spread']['explain']
+                 for r in json.loads(out.read_text())['requests']]
+    assert len(explained) == 5 and all(x and x['ranking']
+                                       for x in explained)
+    with pytest.raises(SystemExit) as bad:     # argparse's usage error
+        manage('replay', '--fleet', _fleet_file(tmp_path), '--trace',
+               path, '--config', spread, '--explain', 'some')
+    assert bad.value.code == 2
+    assert '"all"' in manage.capsys.readouterr().err
+
+
 def test_replay_needs_a_fleet_a_trace_and_a_configuration(manage):
     result = manage('replay', '--config', 'x.conf')
     assert result.code == 2
@@ -70,6 +91,28 @@ def test_capacity_takes_the_flavors_of_a_trace(manage, tmp_path):
     unknown = manage('capacity', '--fleet', _fleet_file(tmp_path),
                      '--trace', path, '--flavor', 'nope')
     assert unknown.code != 0 and 'not in the trace' in unknown.err
+
+
+def test_capacity_takes_the_flavors_of_the_recorded_trace(manage,
+                                                          tmp_path):
+    # What the service records at [trace] path, rotated files included.
+    recorded = tmp_path / 'recorded.jsonl'
+    trace.write(str(recorded), [helpers.request_event(0, helpers.spec(
+        mb=8192, vcpus=1, gb=10, name='whole'))])
+    trace.write(str(recorded) + '.1', [helpers.request_event(0, helpers.spec(
+        mb=4096, vcpus=1, gb=10, name='half'))])
+    (tmp_path / 'recorded.jsonl.bak').write_text('not a trace')
+    conf = '[trace]\npath = %s\n' % recorded
+    result = manage('capacity', '--fleet', _fleet_file(tmp_path),
+                    '--format', 'json', '--quiet', config=conf)
+    assert result.code == 0, result.err
+    assert sorted((r['flavor'], r['zone'], r['fits'])
+                  for r in result.json()) == [
+        ('half', '*', 6), ('half', 'az1', 6),
+        ('whole', '*', 3), ('whole', 'az1', 3)]
+    nothing = manage('capacity', '--fleet', _fleet_file(tmp_path),
+                     config='[trace]\npath = %s\n' % (tmp_path / 'none'))
+    assert nothing.code == 2 and 'none recorded' in nothing.err
 
 
 def test_snapshot_writes_what_replay_reads(manage, inventory, tmp_path):
