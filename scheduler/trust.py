@@ -24,6 +24,7 @@ process, come from the service itself (``LOCAL``).
 
 import fnmatch
 import functools
+import glob
 import re
 
 import kombu.messaging
@@ -190,8 +191,15 @@ def binding_enabled() -> bool:
 @functools.lru_cache(maxsize=1024)
 def _matcher(value: str, user: str):
     """The compiled patterns of one ``compute_users`` entry for
-    ``user`` (asked for every report: compiled once)."""
-    patterns = [p.strip().replace('{user}', user).lower()
+    ``user`` (asked for every report: compiled once).
+
+    ``{user}`` stands for the name itself, never a pattern: a broker
+    user named ``c*`` or ``rack[0-9]`` must not own every host named
+    like that (RabbitMQ allows such user names; host names are
+    validated before this is asked, so they hold no pattern
+    characters).
+    """
+    patterns = [p.strip().replace('{user}', glob.escape(user)).lower()
                 for p in value.split('|') if p.strip()]
     if not patterns:
         return None

@@ -153,6 +153,18 @@ def test_compute_users_bind_credentials_to_hosts(amqp, conf):
                                    trust.REQUEST_TOPIC)
 
 
+def test_a_user_name_is_never_a_pattern(amqp, conf):
+    """``{user}`` stands for the broker user's name as it is: a user
+    named with pattern characters owns only the host of that name."""
+    conf.config(compute_users={'*': '{user}|{user}-spare'}, group='trust')
+    for user, other in (('c*', 'c-007'), ('rack[0-9]', 'rack1'),
+                        ('node?', 'node1'), ('*', 'any-host')):
+        assert not trust.owns(user, other), user
+        assert not trust.owns(user, other + '-spare'), user
+    assert trust.owns('compute-1', 'compute-1')
+    assert trust.owns('compute-1', 'COMPUTE-1-spare')
+
+
 def test_without_binding_only_the_reports_topic_is_open(amqp):
     assert not trust.binding_enabled()
     assert trust.may_speak_for(ctx('nova'), 'h', trust.REPORTS_TOPIC)
