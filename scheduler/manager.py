@@ -198,7 +198,8 @@ class SchedulerManager(periodic_task.PeriodicTasks):
             instance_uuids = request_spec.get('instance_uuids')
         uuids = self._instance_uuids(spec_obj, instance_uuids)
         self._check_cost(spec_obj)
-        trust.check_forced_hosts(ctxt, spec_obj)
+        trust.check_forced_hosts(ctxt, spec_obj, uuids,
+                                 self._instance_places)
         driver_name = type(self.driver).__name__
         notifications.select_start(ctxt, spec_obj, driver_name)
         served = trace.serving(self.driver, spec_obj, uuids)
@@ -241,7 +242,8 @@ class SchedulerManager(periodic_task.PeriodicTasks):
                 instance_uuids = request_spec.get('instance_uuids')
             uuids = self._instance_uuids(spec_obj, instance_uuids)
             self._check_cost(spec_obj)
-            trust.check_forced_hosts(ctxt, spec_obj)
+            trust.check_forced_hosts(ctxt, spec_obj, uuids,
+                                     self._instance_places)
         except exception.SchedulerException as e:
             rejections.reject('schedule_run_instance', e, what='cast')
             return
@@ -266,12 +268,29 @@ class SchedulerManager(periodic_task.PeriodicTasks):
             self.driver.host_manager.ensure_loaded()
             spec_obj = self._spec_from_args(None, None, spec_obj)
             self._check_cost(spec_obj)
-            trust.check_forced_hosts(ctxt, spec_obj)
+            uuid = spec_obj.obj_get('instance_uuid')
+            trust.check_forced_hosts(ctxt, spec_obj, [uuid] if uuid else [],
+                                     self._instance_places)
             result = self.driver.explain(ctxt, spec_obj)
         if not trust.is_admin(ctxt):
             result['rejected'] = {}
             result['ranking'] = []
         return result
+
+    def _instance_places(self, uuids: list) -> dict:
+        """Where each of ``uuids`` is, for a user's rebuild check
+        (``trust.rebuilds_in_place``): its claim in the inventory, else
+        the node whose last report lists it (an instance placed before
+        the inventory knew of it)."""
+        hosts = self.driver.host_manager
+        found = dict(hosts.placements(list(uuids)))
+        missing = set(uuids) - set(found)
+        if missing:
+            for view in hosts.get_all_host_states():
+                for uuid in missing.intersection(view.instance_uuids):
+                    found[uuid] = {'host': view.host,
+                                   'nodename': view.nodename}
+        return found
 
     @oslo_messaging.expose
     def get_version_info(self, ctxt):

@@ -24,7 +24,9 @@ process, come from the service itself (``LOCAL``).
 
 import fnmatch
 import functools
+import glob
 import re
+import typing
 
 import kombu.messaging
 from oslo_config import cfg
@@ -34,6 +36,8 @@ import oslo_messaging
 
 from scheduler import context as scheduler_context
 from scheduler import exception
+from scheduler.filters import base as filters_base
+from scheduler.resources import compute
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
@@ -190,8 +194,15 @@ def binding_enabled() -> bool:
 @functools.lru_cache(maxsize=1024)
 def _matcher(value: str, user: str):
     """The compiled patterns of one ``compute_users`` entry for
-    ``user`` (asked for every report: compiled once)."""
-    patterns = [p.strip().replace('{user}', user).lower()
+    ``user`` (asked for every report: compiled once).
+
+    ``{user}`` stands for the name itself, never a pattern: a broker
+    user named ``c*`` or ``rack[0-9]`` must not own every host named
+    like that (RabbitMQ allows such user names; host names are
+    validated before this is asked, so they hold no pattern
+    characters).
+    """
+    patterns = [p.strip().replace('{user}', glob.escape(user)).lower()
                 for p in value.split('|') if p.strip()]
     if not patterns:
         return None
@@ -250,19 +261,67 @@ def refusal(ctxt, what: str) -> exception.NotAuthorized:
         what, describe(ctxt)))
 
 
-def check_forced_hosts(ctxt, spec_obj) -> None:
-    """Only admins may force a host or node (nova: by API policy).
+def check_forced_hosts(ctxt, spec_obj, uuids: typing.Sequence = (),
+                       placements: typing.Callable | None = None) -> None:
+    """Only admins may force a host or node (nova: by API policy), but
+    for nova's rebuild check, which every user's rebuild sends.
 
-    Raises ``NotAuthorized`` for ``force_hosts`` / ``force_nodes`` in a
-    request that is not an admin's from an operator credential.
+    Raises ``NotAuthorized`` for ``force_hosts`` / ``force_nodes`` or
+    nova's rebuild hint (``_nova_check_type``: the filters that do not
+    run on a rebuild, the resource filters among them, are skipped) in
+    a request that is not an admin's from an operator credential,
+    unless it is a rebuild of instances already where it forces them
+    (``rebuilds_in_place``): nova's compute API forces the instance's
+    own host and node for every user's rebuild with a new image.
     """
     forced = [key for key in ('force_hosts', 'force_nodes')
               if spec_obj.obj_get(key)]
-    if forced and not is_admin(ctxt):
-        raise exception.NotAuthorized(
-            reason='%s need an admin context from an operator credential '
-                   '(%s; see [trust] admin_users)'
-                   % (' and '.join(forced), describe(ctxt)))
+    rebuild = filters_base.request_is_rebuild(spec_obj)
+    if not (forced or rebuild) or is_admin(ctxt):
+        return
+    if rebuild and forced and placements is not None and \
+            rebuilds_in_place(spec_obj, uuids, placements):
+        return
+    what = ' and '.join(forced + (['a rebuild check'] if rebuild else []))
+    raise exception.NotAuthorized(
+        reason='%s need an admin context from an operator credential '
+               '(%s; see [trust] admin_users)%s'
+               % (what, describe(ctxt),
+                  '; a user\'s rebuild forces the host and node each of '
+                  'its instances is on, with the resources it has there'
+                  if rebuild else ''))
+
+
+def rebuilds_in_place(spec_obj, uuids: typing.Sequence,
+                      placements: typing.Callable) -> bool:
+    """Whether the request rebuilds instances where they are.
+
+    ``placements(uuids)`` says where each instance is (``{uuid:
+    {'host', 'nodename', and 'memory_mb', 'vcpus', 'disk_gb' when the
+    inventory holds its claim}}``).  Each of ``uuids`` must be on a
+    forced host (and node, when nodes are forced) and, where its claim
+    is known, ask for the resources it holds: nova keeps the flavor on
+    a rebuild, and a rebuild's claim replaces the instance's without
+    the resource filters.
+    """
+    if not uuids:
+        return False
+    hosts = {h.lower() for h in spec_obj.obj_get('force_hosts') or ()}
+    nodes = set(spec_obj.obj_get('force_nodes') or ())
+    found = placements(list(uuids))
+    wanted = compute.resources_of(spec_obj)
+    for uuid in uuids:
+        placed = found.get(uuid)
+        if placed is None:
+            return False
+        if hosts and placed['host'].lower() not in hosts:
+            return False
+        if nodes and placed['nodename'] not in nodes:
+            return False
+        if 'memory_mb' in placed and (placed['memory_mb'], placed['vcpus'],
+                                      placed['disk_gb']) != wanted:
+            return False
+    return True
 
 
 def log_binding() -> None:

@@ -28,10 +28,10 @@ listed here and the host it is about matches the user's pattern;
 anything else is refused with one WARNING line naming the user and the
 host.  A pattern is a shell-style pattern on host names (``*``, ``?``,
 ``[...]``, case ignored); several are separated by ``|``; ``{user}``
-stands for the user's name.  The user ``*`` applies to every user not
-listed (on the reports topic only: compute casts that older clients
-send on the request topic, where callers publish too, are taken only
-from users named here).  Examples:
+stands for the user's name, as it is (never as a pattern).  The user
+``*`` applies to every user not listed (on the reports topic only:
+compute casts that older clients send on the request topic, where
+callers publish too, are taken only from users named here).  Examples:
 
 * ``*:{user}``: one broker user per compute, named like its host (the
   setup the admin guide describes step by step)

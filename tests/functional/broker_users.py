@@ -40,6 +40,42 @@ GUIDE_COMMANDS = [
 #: What ``[trust]`` says in the guide's setup.
 GUIDE_TRUST_CONFIG = "compute_users = *:{user}"
 
+#: Each row of the guide's credential table (its first cell, up to a
+#: colon) and the tests of tests/functional/test_security.py that try
+#: what the row says that credential can and cannot do, with these
+#: users.  tests/unit/test_trust_doc.py checks that every row of the
+#: table is here and every test named exists.
+TABLE_TESTS = {
+    'operator': (
+        # admin answers, a forced host, aggregate casts, confirming an
+        # instance of any host
+        'test_default_install_keeps_callers_to_requests',
+        # reports, sync and deletion for any host
+        'test_compute_credentials_speak_only_for_their_hosts',
+    ),
+    'conductor (caller)': (
+        # requests and a build served; legacy casts, admin answers and
+        # a forced host refused by the service; 1.4 casts by the broker
+        'test_default_install_keeps_callers_to_requests',
+        'test_broker_permissions_keep_each_party_to_its_casts',
+        # not a compute on the request topic, even for its own name
+        'test_compute_credentials_speak_only_for_their_hosts',
+    ),
+    'compute': (
+        # its own host: report, confirm, sync, delete; anything about
+        # another host, another user's user_id, none, operator casts and
+        # calls refused
+        'test_compute_credentials_speak_only_for_their_hosts',
+        'test_broker_permissions_keep_each_party_to_its_casts',
+    ),
+    'service (the scheduler daemon)': (
+        # serves the three topics; casts run_instance with its own
+        # user_id; its own credential is an operator's
+        'test_default_install_keeps_callers_to_requests',
+        'test_compute_credentials_speak_only_for_their_hosts',
+    ),
+}
+
 
 def guide_lines(names: dict = GUIDE_NAMES) -> list:
     return [line.format(**names) for line in GUIDE_COMMANDS]

@@ -5,6 +5,7 @@ a broker that stops answering: the service answers with typed errors
 and one log line, keeps serving, and loses no one's reports.
 """
 
+import contextlib
 import json
 import re
 import time
@@ -414,6 +415,39 @@ def _report(host: str, **kwargs) -> objects.HostState:
     return objects.HostState(**values)
 
 
+@contextlib.contextmanager
+def _compute_queue(users, cluster, host: str):
+    """The queue a compute named ``host`` would consume its casts from
+    (``<compute topic>.<host>`` on the control exchange), declared with
+    the service's credential for the duration: the service's
+    ``run_instance`` casts are delivered to it instead of bounced."""
+    name = '%s.%s' % (cluster.compute_topic, host)
+    with kombu.Connection(users.url('service', 'amqp'),
+                          connect_timeout=5) as conn:
+        channel = conn.channel()
+        channel.queue_declare(queue=name, auto_delete=False)
+        channel.queue_bind(queue=name, exchange='scheduler',
+                           routing_key=name)
+        try:
+            yield channel, name
+        finally:
+            channel.queue_delete(queue=name)
+
+
+def _next_message(queue, timeout: float = 60) -> dict:
+    """The next cast on ``queue``: its oslo message, and the ``user_id``
+    the broker let its publisher set."""
+    channel, name = queue
+    got = daemons.wait_for(lambda: channel.basic_get(queue=name,
+                                                     no_ack=True),
+                           timeout, what='a message on %s' % name)
+    envelope = json.loads(got.body)
+    message = json.loads(envelope['oslo.message'])
+    user = got.properties.get('user_id')
+    message['user_id'] = user.decode() if isinstance(user, bytes) else user
+    return message
+
+
 def _legacy_client(version: str):
     """A pre-1.4 client's plain cast on the request topic (the caller's
     credential): what the guide's permissions let a conductor send."""
@@ -445,7 +479,24 @@ def test_default_install_keeps_callers_to_requests(cluster, conf, tmp_path,
     [[selection]] = cluster.api.select_destinations(
         cluster.ctxt, make_spec(), instance_uuids=[placed])
     assert selection.service_host == good
+    # Built: an active placement (an empty sync would erase it).
+    operator.update_instance_info(cluster.admin_ctxt, good, [placed])
+    daemons.wait_for(
+        lambda: _placement(conf, db, placed)['status'] == 'active', 30,
+        what='the operator to confirm the instance')
     aggregates = _aggregate_names(conf, db)
+
+    # The caller's build request (a cast): the service places it and
+    # casts run_instance to the compute with its own credential.
+    built = str(uuid.uuid4())
+    with _compute_queue(users, cluster, good) as queue:
+        cluster.api.schedule_run_instance(
+            cluster.ctxt, make_spec(instance_uuid=built), [built])
+        message = _next_message(queue)
+    assert message['method'] == 'run_instance'
+    assert message['user_id'] == users.user('service')
+    assert message['args']['instance_uuid'] == built
+    assert _placement(conf, db, built)['host'] == good
 
     # Item 1: plain casts on the request topic, as a pre-1.4 client.
     forged_admin = cluster.admin_ctxt
@@ -457,11 +508,16 @@ def test_default_install_keeps_callers_to_requests(cluster, conf, tmp_path,
                                                   memory_mb=10 ** 6))
     _legacy_client('1.1').cast(forged_admin, 'sync_instance_info',
                                host_name=good, instance_uuids=[])
+    # ... and the other compute casts: release or confirm a placement.
+    _legacy_client('1.1').cast(forged_admin, 'delete_instance_info',
+                               host_name=good, instance_uuid=placed)
+    _legacy_client('1.1').cast(forged_admin, 'update_instance_info',
+                               host_name=good, instance_uuids=[built])
     caller = 'refused for broker user %s' % users.user('caller')
     daemons.wait_for(
-        lambda: len(_warnings(daemon.log(), caller)) >= 2
+        lambda: len(_warnings(daemon.log(), caller)) >= 4
         and _warnings(daemon.log(), 'from an operator credential'),
-        30, what='the caller\'s three casts to be refused')
+        30, what='the caller\'s five casts to be refused')
 
     # Item 4: a compute's reports of impossible host names.
     for name in ('', 'x' * 300):
@@ -483,6 +539,18 @@ def test_default_install_keeps_callers_to_requests(cluster, conf, tmp_path,
         cluster.api.select_destinations(forged_admin,
                                         make_spec(force_hosts=[good]))
     assert 'force_hosts' in str(err.value)
+    # ... but for nova's rebuild check of its instance where it is (the
+    # rebuild hint otherwise skips RamFilter and DiskFilter).
+    rebuild = {'_nova_check_type': ['rebuild']}
+    [[rebuilt]] = cluster.api.select_destinations(
+        cluster.ctxt, make_spec(force_hosts=[good], force_nodes=[good],
+                                scheduler_hints=rebuild),
+        instance_uuids=[built])
+    assert rebuilt.service_host == good
+    with pytest.raises(exception.NotAuthorized) as err:
+        cluster.api.select_destinations(
+            forged_admin, make_spec(ram=10 ** 6, scheduler_hints=rebuild))
+    assert 'rebuild' in str(err.value)
 
     # The operator's credential (the service's own) gets all of it.
     result = operator.explain(cluster.admin_ctxt, make_spec())
@@ -498,6 +566,15 @@ def test_default_install_keeps_callers_to_requests(cluster, conf, tmp_path,
     daemons.wait_for(
         lambda: 'by-operator' in _aggregate_names(conf, db), 30,
         what='the operator\'s aggregate')
+    # The caller may not delete it (a legacy cast, forged admin context).
+    _legacy_client('1.1').cast(forged_admin, 'delete_aggregate',
+                               aggregate=objects.Aggregate(
+                                   name='by-operator', hosts=[good],
+                                   metadata={}))
+    daemons.wait_for(
+        lambda: _warnings(daemon.log(), 'Rejected a cast of '
+                          'delete_aggregate'), 30,
+        what='the caller\'s aggregate deletion to be refused')
 
     # The caller's casts the 1.4 way: the broker refuses them (last: a
     # refused publish leaves the caller's connection closed).
@@ -511,9 +588,13 @@ def test_default_install_keeps_callers_to_requests(cluster, conf, tmp_path,
     assert _hosts(conf, db) == {good}
     assert _aggregate_names(conf, db) == aggregates | {'by-operator'}
     assert _placement(conf, db, placed)['host'] == good
+    assert _placement(conf, db, placed)['status'] == 'active'
+    assert _placement(conf, db, built)['status'] == 'claimed'
     log = daemon.log()
     assert 'New host ghost' not in log
     assert 'reports no instances' not in log
+    assert 'Instance %s deleted' % placed not in log
+    assert 'Aggregate by-operator deleted' not in log
     assert 'Traceback' not in log
 
 
@@ -540,21 +621,39 @@ def test_compute_credentials_speak_only_for_their_hosts(
     operator.update_service_capabilities(cluster.admin_ctxt,
                                          _report('other'))
     assert wait_for_hosts(conf, db, 1) == ['other']
-    placed = str(uuid.uuid4())
-    [[selection]] = cluster.api.select_destinations(
-        cluster.ctxt, make_spec(), instance_uuids=[placed])
-    assert selection.service_host == 'other'
+    placed, pending = str(uuid.uuid4()), str(uuid.uuid4())
+    selections = cluster.api.select_destinations(
+        cluster.ctxt, make_spec(num=2), instance_uuids=[placed, pending])
+    assert [s.service_host for [s] in selections] == ['other', 'other']
+    # One is built (active: an empty sync would erase it), one not yet.
+    operator.update_instance_info(cluster.admin_ctxt, 'other', [placed])
+    daemons.wait_for(
+        lambda: _placement(conf, db, placed)['status'] == 'active', 30,
+        what='the operator to confirm the instance')
 
     # The compute reports its own host ...
     compute_api.update_service_capabilities(cluster.admin_ctxt, _report(own))
     assert wait_for_hosts(conf, db, 2) == sorted(['other', own])
+    # ... confirms and releases its own instances (one the operator
+    # forced onto it) ...
+    mine = str(uuid.uuid4())
+    [[forced]] = operator.select_destinations(
+        cluster.admin_ctxt, make_spec(force_hosts=[own]),
+        instance_uuids=[mine])
+    assert forced.service_host == own
+    compute_api.update_instance_info(cluster.admin_ctxt, own, [mine])
+    daemons.wait_for(
+        lambda: _placement(conf, db, mine)['status'] == 'active', 30,
+        what='the compute to confirm its own instance')
+    compute_api.delete_instance_info(cluster.admin_ctxt, own, mine)
+    daemons.wait_for(lambda: _placement(conf, db, mine) is None, 30,
+                     what='the compute to release its own instance')
     # ... and nothing about any other, admin context or not.
     compute_api.update_service_capabilities(cluster.admin_ctxt,
                                             _report('ghost-compute'))
     compute_api.sync_instance_info(cluster.admin_ctxt, 'other', [])
     compute_api.delete_instance_info(cluster.admin_ctxt, 'other', placed)
-    compute_api.update_instance_info(cluster.admin_ctxt, 'other',
-                                     [str(uuid.uuid4())])
+    compute_api.update_instance_info(cluster.admin_ctxt, 'other', [pending])
     refused = 'refused for broker user %s' % own
     daemons.wait_for(
         lambda: len(_warnings(daemon.log(), refused)) >= 4, 30,
@@ -594,14 +693,30 @@ def test_compute_credentials_speak_only_for_their_hosts(
     time.sleep(2)  # a periodic flush (1 s) after the last refusal
     assert _hosts(conf, db) == {'other', own}
     assert _placement(conf, db, placed)['host'] == 'other'
+    assert _placement(conf, db, placed)['status'] == 'active'
+    assert _placement(conf, db, pending)['status'] == 'claimed'
     log = daemon.log()
     assert 'New host ghost' not in log
     assert 'Instance %s deleted' % placed not in log
-    # The operator may release an instance of any host.
-    operator.delete_instance_info(cluster.admin_ctxt, 'other', placed)
-    daemons.wait_for(lambda: _placement(conf, db, placed) is None, 30,
+    # The operator may sync and release the instances of any host: its
+    # list confirms one and drops the other.
+    operator.sync_instance_info(cluster.admin_ctxt, 'other', [pending])
+    daemons.wait_for(
+        lambda: _placement(conf, db, placed) is None
+        and _placement(conf, db, pending)['status'] == 'active', 30,
+        what='the operator\'s sync')
+    operator.delete_instance_info(cluster.admin_ctxt, 'other', pending)
+    daemons.wait_for(lambda: _placement(conf, db, pending) is None, 30,
                      what='the operator\'s release')
-    # The compute cannot call the scheduler either (the broker).
+    # The compute cannot cast operator casts (the broker) ...
+    aggregates = _aggregate_names(conf, db)
+    _try(lambda: compute_api.update_aggregates(cluster.admin_ctxt, [
+        objects.Aggregate(name='by-compute', hosts=[own],
+                          metadata={'ram_allocation_ratio': '100'})]))
+    # ... nor call the scheduler (the broker; last: a refused publish
+    # leaves the compute's connection closed).
     with pytest.raises(Exception):
         compute_api.select_destinations(cluster.ctxt, make_spec())
+    time.sleep(2)  # a periodic flush (1 s) after the last refusal
+    assert _aggregate_names(conf, db) == aggregates
     assert 'Traceback' not in daemon.log()
