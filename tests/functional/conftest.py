@@ -211,6 +211,12 @@ class Cluster:
         daemons.wait_for(
             lambda: daemon.log().count(started) >= workers, 60,
             what='%d worker(s) of %s to start' % (workers, name))
+        # Answering takes only the request server: wait until every
+        # worker consumes all its queues (reports, intake, operators),
+        # or a test's first report may find no intake consumer yet.
+        daemons.wait_for(
+            lambda: 'scheduler-service is serving: ' in daemon.log(), 60,
+            what='every worker of %s to consume its queues' % name)
 
     def _answers(self, daemon) -> bool:
         if not daemon.alive():
