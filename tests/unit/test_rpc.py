@@ -641,9 +641,14 @@ def test_a_stop_with_the_broker_up_keeps_the_stop_grace(
         start_service, monkeypatch, conf):
     svc = start_service()
     seen = []
-    monkeypatch.setattr(rpc, 'stop_servers',
-                        lambda servers, grace=None, broker_down=False:
-                        seen.append((grace, broker_down)))
+    real_stop_servers = rpc.stop_servers
+
+    def stop_servers(servers, grace=None, broker_down=False):
+        seen.append((grace, broker_down))
+        return real_stop_servers(servers, grace=grace,
+                                 broker_down=broker_down)
+
+    monkeypatch.setattr(rpc, 'stop_servers', stop_servers)
     monkeypatch.setattr(rpc, 'broker_reachable',
                         lambda conf=None, timeout=1.0: True)
     monkeypatch.setattr(service_mod, 'servers_grace', lambda: 48.0)
