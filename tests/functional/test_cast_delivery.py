@@ -127,7 +127,12 @@ def test_an_aggregate_update_nobody_consumes_is_a_warning_at_the_sender(
 
 def test_an_aggregate_update_a_scheduler_consumes_is_no_warning(
         cluster, conf, caplog, tmp_path):
-    cluster.start_scheduler('sqlite:///%s' % (tmp_path / 'inventory.sqlite'))
+    daemon = cluster.start_scheduler(
+        'sqlite:///%s' % (tmp_path / 'inventory.sqlite'))
+    # The service answers calls once its request server consumes; its
+    # operator server starts after it.
+    daemons.wait_for(lambda: 'Serving topic' in daemon.log(), 60,
+                     what='every RPC server of the service to consume')
     api = rpcapi.SchedulerAPI(timeout=10)
     with caplog.at_level(logging.WARNING, logger='scheduler.rpcapi'):
         api.update_aggregates(cluster.admin_ctxt, [_aggregate()])
