@@ -44,6 +44,21 @@ PREFETCH_COUNT = 100
 #: the broker again, in seconds.
 RECONNECT_INTERVAL_MAX = 2
 
+#: How long a stopping service may take (SIGTERM to exit), in seconds,
+#: right after a broker outage as at any other time.
+STOP_WITHIN = 10
+
+#: The highest ``rabbit_interval_max`` that keeps that promise, in
+#: seconds: after a broker outage a stop may wait out one whole
+#: reconnection pause (a reply in flight waits for the pooled connection
+#: whose heartbeat thread pauses under its lock), then the reply's retry
+#: for a missing queue (``REPLY_RETRY_SECONDS`` while stopping), and
+#: each RPC consumer notices the stop within half a second.  5 + 2 + 0.5
+#: leaves 2.5 of the 10 s to save the state and exit on a loaded host.
+#: A higher value also delays every reply and build cast by as much
+#: after the broker is back.
+RECONNECT_INTERVAL_WARN_ABOVE = 5
+
 
 def register_logging_options() -> None:
     global _logging_registered
@@ -121,6 +136,33 @@ def parse_args(argv: list, default_config_files: list | None = None,
         logging.getLogger('scheduler').logger.setLevel(logging.DEBUG)
         for name in _LIBRARY_LOGGERS:
             logging.getLogger(name).logger.setLevel(logging.INFO)
+
+
+def reconnect_interval_problem(opts: cfg.ConfigOpts = CONF) -> str | None:
+    """Why ``[oslo_messaging_rabbit] rabbit_interval_max`` is too high
+    for a prompt stop and prompt replies after a broker outage, or None.
+
+    oslo.messaging re-establishes a connection under its lock, pauses
+    between attempts included: for as long as that pause, after the
+    broker is back, a reply, a build cast and a stopping service wait
+    for the connection (``RECONNECT_INTERVAL_WARN_ABOVE`` says how much
+    of the stop's budget one pause may take).
+    """
+    if 'oslo_messaging_rabbit' not in opts:
+        return None
+    try:
+        value = opts.oslo_messaging_rabbit.rabbit_interval_max
+    except (cfg.Error, ValueError):
+        return None  # the option's own error is reported elsewhere
+    if value is None or value <= RECONNECT_INTERVAL_WARN_ABOVE:
+        return None
+    return ('[oslo_messaging_rabbit] rabbit_interval_max is %d s (more '
+            'than %d s): after a broker outage a reply, a build and a '
+            'stopping service may each wait that long for a connection '
+            'that pauses between reconnection attempts, so SIGTERM may '
+            'take longer than %d s; keep it at %d s or less (default %d s)'
+            % (value, RECONNECT_INTERVAL_WARN_ABOVE, STOP_WITHIN,
+               RECONNECT_INTERVAL_WARN_ABOVE, RECONNECT_INTERVAL_MAX))
 
 
 def _one_line(error: BaseException) -> str:

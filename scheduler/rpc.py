@@ -348,7 +348,8 @@ def get_server(target: oslo_messaging.Target, endpoints: list,
 TAKEN_GRACE = 3.0
 
 
-def stop_servers(servers: list, grace: float | None = None) -> bool:
+def stop_servers(servers: list, grace: float | None = None,
+                 broker_down: bool = False) -> bool:
     """Stop ``servers`` side by side, then let their calls in flight end.
 
     Each ``stop()`` returns when its consumer has let go (up to
@@ -364,6 +365,11 @@ def stop_servers(servers: list, grace: float | None = None) -> bool:
     thread does not hold the process: the stop goes on, the process
     exits); returns False.  Without it the stop waits as long as it
     takes.
+
+    ``broker_down``: the caller found the broker unreachable.  The
+    servers are then expected to be left behind at ``grace`` (their
+    connections retry the broker without a limit), so that is one
+    WARNING line, not an ERROR with stacks.
     """
     deadline = None if not grace else time.monotonic() + grace
 
@@ -394,6 +400,14 @@ def stop_servers(servers: list, grace: float | None = None) -> bool:
             thread.join(None if until is None
                         else max(0.0, until - time.monotonic()))
         stuck = [thread for thread in threads if thread.is_alive()]
+        if stuck and broker_down:
+            LOG.warning('The message broker is unreachable: %(count)d RPC '
+                        'server(s) still in %(action)s() after %(grace)s s, '
+                        'left behind; calls still in flight get no reply',
+                        {'count': len(stuck), 'action': action,
+                         'grace': grace})
+            LOG.debug('Left behind:\n%s', concurrency.thread_stacks(stuck))
+            return False
         if stuck and action == 'serve_taken' and (
                 deadline is None or time.monotonic() < deadline):
             LOG.error('RPC server(s) still cancelling their consumers after '
@@ -572,24 +586,37 @@ def transport_url_of(transport) -> str | None:
 
 
 def check_broker(conf: cfg.ConfigOpts | None = None,
-                 timeout: float = 5) -> None:
+                 timeout: float = 5, attempts: int = 2) -> None:
     """Raise ``BrokerUnreachable`` unless the broker takes a connection.
 
     A command-line tool asks first: a broker that is down is then one
     line with the reason (refused, timed out, login failed) at once,
     rather than a ``MessageBusUnreachable`` at the end of the command's
-    timeout (``call``).
+    timeout (``call``).  ``attempts``: connections tried (kombu pauses
+    between two).
     """
     conf = conf or cfg.CONF
     if not is_amqp(conf):
         return
     try:
         with amqp_connection(conf, connect_timeout=timeout) as connection:
-            connection.ensure_connection(max_retries=1, timeout=timeout)
+            connection.ensure_connection(max_retries=attempts - 1,
+                                         timeout=timeout)
     except Exception as e:
         raise exception.BrokerUnreachable(
             url=urls.masked_url(conf.transport_url),
             reason=str(e) or type(e).__name__)
+
+
+def broker_reachable(conf: cfg.ConfigOpts | None = None,
+                     timeout: float = 1.0) -> bool:
+    """Whether the broker takes a connection now (one attempt, within
+    ``timeout`` seconds); always True for transports without one."""
+    try:
+        check_broker(conf, timeout=timeout, attempts=1)
+    except exception.BrokerUnreachable:
+        return False
+    return True
 
 
 class MessageBusUnreachable(oslo_messaging.MessagingTimeout):

@@ -15,6 +15,7 @@ sender instead of losing casts.
 import threading
 import time
 
+from amqp import exceptions as amqp_exceptions
 from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging
@@ -322,15 +323,17 @@ class SchedulerAPI:
                          instance_uuids=list(instance_uuids))
 
     def update_aggregates(self, ctxt, aggregates) -> None:
-        """Needs an admin context (an operator's)."""
+        """Needs an admin context (an operator's).  A WARNING here when
+        no scheduler consumed the topic (``_warn_if_unheard``)."""
         self._state_cast(rpc.operator_topic(), '1.1', ctxt,
-                         'update_aggregates',
+                         'update_aggregates', confirm=True,
                          aggregates=[self._backport(a) for a in aggregates])
 
     def delete_aggregate(self, ctxt, aggregate) -> None:
-        """Needs an admin context (an operator's)."""
+        """Needs an admin context (an operator's).  A WARNING here when
+        no scheduler consumed the topic (``_warn_if_unheard``)."""
         self._state_cast(rpc.operator_topic(), '1.1', ctxt,
-                         'delete_aggregate',
+                         'delete_aggregate', confirm=True,
                          aggregate=self._backport(aggregate))
 
     def explain(self, ctxt, spec_obj) -> dict:
@@ -352,11 +355,14 @@ class SchedulerAPI:
                         ctxt, 'get_version_info')
 
     def _state_cast(self, topic: str, legacy_version: str, ctxt,
-                    method: str, **kwargs) -> None:
+                    method: str, confirm: bool = False, **kwargs) -> None:
         """Fanout cast to ``topic`` (1.4), or to the request topic before.
 
         ``legacy_version`` is the version that introduced ``method`` on
         the request topic: below it the cast is not sent at all.
+        ``confirm``: look at the broker afterwards whether a scheduler
+        consumed the topic (``_warn_if_unheard``); for the rare
+        operator casts, not for a fleet's reports.
         """
         client = self.client
         if client.can_send_version('1.4'):
@@ -368,6 +374,8 @@ class SchedulerAPI:
             self._cast_clients[topic].prepare(
                 fanout=True, retry=self._cast_retry).cast(
                     ctxt, method, **kwargs)
+            if confirm:
+                self._warn_if_unheard(method, topic)
             return
         if not client.can_send_version(legacy_version):
             LOG.debug('Not sending %s: the scheduler API is capped below '
@@ -375,6 +383,56 @@ class SchedulerAPI:
             return
         client.prepare(fanout=True, version=legacy_version,
                        retry=self._cast_retry).cast(ctxt, method, **kwargs)
+        if confirm:
+            self._warn_if_unheard(method, CONF.scheduler.topic)
+
+    def _warn_if_unheard(self, method: str, topic: str) -> bool:
+        """Log a WARNING if no scheduler consumes ``topic``; whether
+        one was seen to (False also when it cannot be told).
+
+        oslo.messaging publishes a fanout cast without the AMQP
+        mandatory flag, so the broker drops one that no queue is bound
+        for without a word: an aggregate update sent while no scheduler
+        hears the topic (none runs, or only schedulers older than the
+        version this client sends at, a rolling upgrade's skipped step)
+        was lost unseen.  Every scheduler worker that hears the topic
+        consumes its shared queue ``<topic>`` beside its fanout queue:
+        no consumer there, nobody got the cast.  Only on AMQP
+        transports, and silent (DEBUG) when the broker cannot be asked.
+        """
+        url = rpc.transport_url_of(self._transport)
+        if not rpc.is_amqp(transport_url=url):
+            return False
+        consumers = self._queue_consumers(url, topic)
+        if consumers is None:
+            return False
+        if consumers == 0:
+            LOG.warning('%(method)s was cast to topic %(topic)s (fanout '
+                        'exchange %(topic)s_fanout) but no scheduler '
+                        'consumes that topic: the broker dropped it. Start '
+                        'a scheduler, or, during a rolling upgrade with '
+                        'schedulers older than %(needed)s, set '
+                        '[upgrade_levels] scheduler = auto on this client '
+                        'and send it again',
+                        {'method': method, 'topic': topic,
+                         'needed': self.TOPICS_VERSION})
+            return False
+        return True
+
+    def _queue_consumers(self, url: str | None, queue: str) -> int | None:
+        """Consumers of ``queue`` at the broker: 0 when it does not
+        exist, None when the broker cannot be asked."""
+        try:
+            with rpc.amqp_connection(connect_timeout=self.VERIFY_TIMEOUT,
+                                     transport_url=url) as connection:
+                try:
+                    return connection.channel().queue_declare(
+                        queue=queue, passive=True).consumer_count
+                except amqp_exceptions.NotFound:
+                    return 0  # never declared: nobody ever consumed it
+        except Exception as e:  # the bus is down: cannot tell
+            LOG.debug('Could not look at queue %s: %s', queue, e)
+            return None
 
     def _check_uncapped(self, method: str, needed: str) -> None:
         """Raise ``SchedulerTooOld`` if no scheduler can hear ``method``.

@@ -202,7 +202,16 @@ class Service(service.Service):
         # replies must not hold the stop for the long post-restart wait.
         replies.stopping()
         self.manager.driver.stopping = True
-        rpc.stop_servers(servers, grace=servers_grace())
+        grace = servers_grace()
+        broker_down = bool(servers) and not rpc.broker_reachable(
+            timeout=BROKER_PROBE_TIMEOUT)
+        if broker_down:
+            # Every connection of the servers retries the broker without
+            # a limit, under its lock: waiting for them waited for the
+            # broker (a stop took the whole stop grace, 48 s).
+            grace = BROKER_DOWN_GRACE if grace is None \
+                else min(grace, BROKER_DOWN_GRACE)
+        rpc.stop_servers(servers, grace=grace, broker_down=broker_down)
         try:
             self.manager.driver.host_manager.flush()
         except Exception:
@@ -246,7 +255,18 @@ REPORTS_AT_ONCE = 4
 #: Seconds ``stop()`` waits for a start-up in progress (connecting to
 #: the broker, declaring queues) to reach a point where every server it
 #: started is known, so that none is left consuming after the stop.
-START_WAIT = 10
+START_WAIT = 5
+
+
+#: Seconds a stopping service waits for the broker to take a connection
+#: before it judges it unreachable (one attempt).
+BROKER_PROBE_TIMEOUT = 1.0
+
+#: Seconds the RPC servers may take to stop when the broker is
+#: unreachable: enough for the calls in flight to finish their database
+#: work (their replies cannot go anyway); what is left of the 10 s a
+#: stop may take (``config.STOP_WITHIN``) is for saving the state.
+BROKER_DOWN_GRACE = 3.0
 
 
 #: Share of ``graceful_shutdown_timeout`` the RPC servers may take to

@@ -30,6 +30,7 @@ import sqlalchemy as sa
 import stevedore
 
 from scheduler.cli import output
+from scheduler import config
 from scheduler.conf import nova_names
 from scheduler.db import engine
 from scheduler.db import migration
@@ -273,6 +274,19 @@ def check_intervals() -> list:
         return [Result('intervals', FAIL if flaps else WARN, text)]
     return [Result('intervals', OK, 'service_down_time %d s, '
                    'report_interval %d s' % (down, interval))]
+
+
+def check_reconnect_interval() -> list:
+    """Reconnection pauses short enough for a prompt stop after a
+    broker outage (``config.reconnect_interval_problem``)."""
+    if _unreadable('oslo_messaging_rabbit', 'rabbit_interval_max'):
+        return [Result('rabbit_interval_max', SKIP,
+                       'unreadable option (see options)')]
+    problem = config.reconnect_interval_problem(CONF)
+    if problem:
+        return [Result('rabbit_interval_max', WARN, problem)]
+    return [Result('rabbit_interval_max', OK, '%d s' % (
+        CONF.oslo_messaging_rabbit.rabbit_interval_max))]
 
 
 # -- plugins --------------------------------------------------------------
@@ -816,6 +830,7 @@ def run_checks(check_bus: bool = False,
         ('metrics_endpoint', check_metrics_endpoint),
         ('multipliers', check_multipliers),
         ('intervals', check_intervals),
+        ('rabbit_interval_max', check_reconnect_interval),
     ]
     results = []
     for name, check in checks:

@@ -48,6 +48,10 @@ def main(argv: list | None = None) -> None:
     if problem:
         LOG.warning('%s (if the computes report at that interval)',
                     problem[1])
+    # Once, here: the workers fork after it.
+    too_high = config.reconnect_interval_problem()
+    if too_high:
+        LOG.warning('%s', too_high)
     failure = None
     try:
         migration.db_sync()

@@ -460,3 +460,83 @@ def test_a_stop_right_after_a_long_outage_waits_for_no_reconnection(
     for thread in threads:
         thread.join(60)
     assert outcomes == ['answered'] * AT_ONCE, outcomes
+
+
+#: Lines of oslo.messaging's rabbit driver that say a connection of the
+#: service lost the broker and tries again.
+_RECONNECTING = ('is unreachable', 'Connection failed:',
+                 'trying to reconnect')
+
+#: A filter that holds a request as long as its hint says: a call in
+#: flight when the broker goes and SIGTERM comes.
+SLOW_FILTER = ('\n[filter_scheduler]\n'
+               'available_filters = scheduler.filters.all_filters\n'
+               'available_filters = '
+               'tests.unit.fixtures.out_of_tree.slow_filter.SlowFilter\n'
+               'enabled_filters = ComputeFilter,SlowFilter,RamFilter\n')
+
+
+def _reconnection_attempts(daemon) -> int:
+    return sum(1 for line in daemon.log().splitlines()
+               if any(mark in line for mark in _RECONNECTING))
+
+
+@pytest.mark.parametrize('executor, workers', [('eventlet', 1),
+                                               ('eventlet', 2),
+                                               ('threading', 2)])
+def test_sigterm_while_the_broker_is_still_down(own_cluster, broker, conf,
+                                                tmp_path, executor, workers):
+    """SIGTERM with the broker down (and not back before the service has
+    exited), a call in flight, ends the service with status 0 within
+    10 s.
+
+    Every connection of the service then retries the broker without a
+    limit, and so does the call's reply: the stop waited for it, the
+    whole stop grace (48 s, measured), then exited 0.
+    """
+    cluster = own_cluster
+    db = 'sqlite:///%s' % (tmp_path / 'inventory.sqlite')
+    daemon = cluster.start_scheduler(
+        db, scheduler_opts={'executor': executor, 'workers': workers,
+                            'service_down_time': 300}, extra=SLOW_FILTER)
+    cluster.start_sim(hosts=4)
+    wait_for_hosts(conf, db, 4)
+    cluster.sim.stop()
+    api = rpcapi.SchedulerAPI(timeout=60)
+    ctxt = context.RequestContext(user_id='caller', project_id='functional')
+
+    def slow_call() -> None:
+        try:
+            api.select_destinations(
+                ctxt, make_spec(scheduler_hints={'slow_seconds': ['5']}))
+        except Exception:  # its reply cannot come: the broker is down
+            pass
+
+    threading.Thread(target=slow_call, daemon=True).start()
+    daemons.wait_for(lambda: 'host(s) for SlowFilter' in daemon.log(), 60,
+                     what='the call to be in flight')
+    before = _reconnection_attempts(daemon)
+    broker.stop_app()
+    try:
+        daemons.wait_for(
+            lambda: _reconnection_attempts(daemon) > before, 60,
+            what='the service to try to reconnect')
+        daemon.terminate()
+        started = time.monotonic()
+        try:
+            status = daemon.wait_exit(10)
+        except Exception:
+            pytest.fail('the service did not stop within 10 s of SIGTERM '
+                        'with the broker down:\n%s' % daemon.log()[-6000:])
+        took = time.monotonic() - started
+    finally:
+        # This process's own connections (and the clean-up) need it.
+        broker.start_app()
+    print('%s, %d worker(s): SIGTERM with the broker down and a call in '
+          'flight: exit status %s in %.2f s' % (executor, workers, status,
+                                                took))
+    assert status == 0, daemon.log()[-6000:]
+    log = daemon.log()
+    assert 'The message broker is unreachable' in log, log[-6000:]
+    assert 'Cannot switch to a different thread' not in log
+    assert 'Could not save state at shutdown' not in log, log[-6000:]

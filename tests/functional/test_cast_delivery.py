@@ -8,8 +8,12 @@
 * ``terminate_instance`` to a host whose queue does not exist (a
   compute gone, or not yet back after a broker restart) raises
   ``MessageUndeliverable`` at the sender, as ``run_instance`` does.
+* ``update_aggregates`` (a fanout cast, which oslo.messaging sends
+  without the mandatory flag) that no scheduler consumes is a WARNING
+  at the sender naming the method and the topic.
 """
 
+import logging
 import time
 import uuid
 
@@ -18,6 +22,8 @@ import pytest
 
 from scheduler import compute_rpcapi
 from scheduler import context
+from scheduler import objects
+from scheduler import rpcapi
 from tests.functional import daemons
 from tests.functional.test_scheduler_service import make_spec
 
@@ -91,3 +97,43 @@ def test_schedule_run_instance_nobody_consumes_fails_at_the_sender(cluster):
     with pytest.raises(oslo_messaging.MessageUndeliverable):
         cluster.api.schedule_run_instance(cluster.ctxt, make_spec(),
                                           [str(uuid.uuid4())])
+
+
+def _aggregate() -> objects.Aggregate:
+    return objects.Aggregate(id=7, uuid=str(uuid.uuid4()), name='lonely',
+                             hosts=[], metadata={'availability_zone': 'az'})
+
+
+def _unheard(caplog, topic: str) -> list:
+    return [r.getMessage() for r in caplog.records
+            if r.levelno == logging.WARNING and r.getMessage().startswith(
+                'update_aggregates was cast to topic %s_ops (fanout exchange '
+                '%s_ops_fanout) but no scheduler consumes that topic'
+                % (topic, topic))]
+
+
+@pytest.mark.parametrize('cap', [None, '1.4'])
+def test_an_aggregate_update_nobody_consumes_is_a_warning_at_the_sender(
+        cluster, conf, caplog, cap):
+    """No scheduler on this cluster's topic: the broker drops the fanout
+    cast; the sender says so (with a cap, as after a rolling upgrade's
+    skipped step, the client does not ask the schedulers' version)."""
+    conf.config(scheduler=cap, group='upgrade_levels')
+    api = rpcapi.SchedulerAPI(timeout=10)
+    with caplog.at_level(logging.WARNING, logger='scheduler.rpcapi'):
+        api.update_aggregates(cluster.admin_ctxt, [_aggregate()])
+    assert len(_unheard(caplog, cluster.topic)) == 1, caplog.text
+
+
+def test_an_aggregate_update_a_scheduler_consumes_is_no_warning(
+        cluster, conf, caplog, tmp_path):
+    daemon = cluster.start_scheduler(
+        'sqlite:///%s' % (tmp_path / 'inventory.sqlite'))
+    # The service answers calls once its request server consumes; its
+    # operator server starts after it.
+    daemons.wait_for(lambda: 'Serving topic' in daemon.log(), 60,
+                     what='every RPC server of the service to consume')
+    api = rpcapi.SchedulerAPI(timeout=10)
+    with caplog.at_level(logging.WARNING, logger='scheduler.rpcapi'):
+        api.update_aggregates(cluster.admin_ctxt, [_aggregate()])
+    assert _unheard(caplog, cluster.topic) == [], caplog.text

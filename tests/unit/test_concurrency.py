@@ -271,6 +271,71 @@ def test_tpool_work_that_touches_a_green_lock_strands_a_green_thread():
     assert 'green thread got the lock: False' in lines, lines
 
 
+#: Under eventlet: native work waits for a green lock that a green
+#: thread holds, and the green thread lets it go (argv[1]: ``tpool``, as
+#: the service's database batches once did, or ``run_native``).
+NATIVE_WORK_WAITS_FOR_A_GREEN_LOCK = '''
+import os, sys, threading
+from scheduler import concurrency
+concurrency.monkey_patch()
+import eventlet
+from eventlet import tpool
+lock = threading.Lock()
+
+def work():
+    with lock:
+        return 'got the lock'
+
+def run_work():
+    try:
+        if sys.argv[1] == 'tpool':
+            print('work:', tpool.execute(work), flush=True)
+        else:
+            print('work:', concurrency.run_native(work), flush=True)
+    except Exception as e:
+        print('work:', type(e).__name__, flush=True)
+
+lock.acquire()
+worker = eventlet.spawn(run_work)
+eventlet.sleep(0.3)  # the work waits for the lock meanwhile
+lock.release()
+with eventlet.Timeout(5, False):
+    worker.wait()
+print('caller went on:', worker.dead, flush=True)
+os._exit(0)
+'''
+
+
+def _native_wait(how: str):
+    env = dict(os.environ)
+    env.pop(concurrency.NO_PATCH_ENV, None)
+    done = subprocess.run(
+        [sys.executable, '-c', NATIVE_WORK_WAITS_FOR_A_GREEN_LOCK, how],
+        env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines(), done.stderr
+
+
+def test_tpool_work_that_waits_for_a_green_lock_freezes_its_caller():
+    """The freeze of issue 29, item 1, reproduced: the green thread
+    that lets the lock go wakes the native waiter from the hub, which
+    cannot switch to another OS thread's greenlet (``greenlet.error``
+    from eventlet's ``semaphore._do_acquire``); the work never ends,
+    nor does the green thread that waits for it."""
+    lines, errors = _native_wait('tpool')
+    assert 'greenlet.error: Cannot switch to a different thread' in errors
+    assert '_do_acquire' in errors
+    assert 'caller went on: False' in lines, lines
+
+
+def test_run_native_work_that_waits_for_a_green_lock_fails_loudly():
+    """Through ``run_native`` the same work raises NativeThreadError in
+    its caller, which goes on."""
+    lines, errors = _native_wait('run_native')
+    assert 'greenlet.error' not in errors, errors
+    assert lines == ['work: NativeThreadError', 'caller went on: True']
+
+
 def test_turns_are_refused_to_native_work(monkeypatch):
     marks = threading.local()
     monkeypatch.setattr(concurrency, '_native_marks', marks)

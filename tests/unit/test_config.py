@@ -64,3 +64,30 @@ def test_reconnection_pauses_are_short_unless_told_otherwise(conf,
     config.parse_args(['--config-file', path], default_config_files=[],
                       setup_logging=False)
     assert conf.conf.oslo_messaging_rabbit.rabbit_interval_max == 30
+
+
+@pytest.mark.parametrize('value, warned', [
+    (1, False), (config.RECONNECT_INTERVAL_MAX, False),
+    (config.RECONNECT_INTERVAL_WARN_ABOVE, False),
+    (config.RECONNECT_INTERVAL_WARN_ABOVE + 1, True), (30, True)])
+def test_a_long_reconnection_pause_is_a_problem(conf, tmp_path, value,
+                                                warned):
+    path = _write(tmp_path, '[oslo_messaging_rabbit]\n'
+                            'rabbit_interval_max = %d\n' % value)
+    config.parse_args(['--config-file', path], default_config_files=[],
+                      setup_logging=False)
+    problem = config.reconnect_interval_problem()
+    assert bool(problem) is warned
+    if warned:
+        assert '[oslo_messaging_rabbit] rabbit_interval_max is %d s' \
+            % value in problem
+        assert 'SIGTERM' in problem
+
+
+def test_the_warning_bound_keeps_the_stop_within_its_budget():
+    """One pause, the reply's retry while stopping and the consumers'
+    half second must leave time to save the state within STOP_WITHIN."""
+    assert config.RECONNECT_INTERVAL_MAX <= \
+        config.RECONNECT_INTERVAL_WARN_ABOVE
+    assert config.RECONNECT_INTERVAL_WARN_ABOVE + \
+        config.REPLY_RETRY_SECONDS + 0.5 < config.STOP_WITHIN - 2

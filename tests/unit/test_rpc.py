@@ -12,6 +12,7 @@ test only).
 """
 
 import logging
+import socket
 import subprocess
 import sys
 import threading
@@ -593,6 +594,88 @@ def test_a_server_still_stopping_at_the_grace_is_logged_and_left(caplog):
         assert 'rpc-server-wait-0' in text and 'in wait' in text
     finally:
         stuck.release.set()
+
+
+def test_servers_left_behind_while_the_broker_is_down_are_one_warning(
+        caplog):
+    """Their connections retry the broker without a limit: expected,
+    so not an ERROR with stacks."""
+    stuck = _StuckServer()
+    try:
+        with caplog.at_level(logging.DEBUG, logger='scheduler.rpc'):
+            assert rpc.stop_servers([stuck], grace=0.5,
+                                    broker_down=True) is False
+        errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+        assert errors == []
+        [warning] = [r for r in caplog.records
+                     if r.levelno == logging.WARNING]
+        assert 'The message broker is unreachable: 1 RPC server(s) still ' \
+            'in wait() after 0.5 s, left behind' in warning.getMessage()
+    finally:
+        stuck.release.set()
+
+
+def test_a_stop_with_the_broker_down_gives_the_servers_a_short_grace(
+        start_service, monkeypatch, conf):
+    """A stopping service asks the broker once; unreachable, its
+    servers get BROKER_DOWN_GRACE, not four fifths of
+    graceful_shutdown_timeout."""
+    svc = start_service()
+    seen = []
+    real_stop_servers = rpc.stop_servers
+
+    def stop_servers(servers, grace=None, broker_down=False):
+        seen.append((grace, broker_down))
+        return real_stop_servers(servers, grace=grace,
+                                 broker_down=broker_down)
+
+    monkeypatch.setattr(rpc, 'stop_servers', stop_servers)
+    monkeypatch.setattr(rpc, 'broker_reachable',
+                        lambda conf=None, timeout=1.0: False)
+    monkeypatch.setattr(service_mod, 'servers_grace', lambda: 48.0)
+    svc.stop()
+    assert seen == [(service_mod.BROKER_DOWN_GRACE, True)]
+
+
+def test_a_stop_with_the_broker_up_keeps_the_stop_grace(
+        start_service, monkeypatch, conf):
+    svc = start_service()
+    seen = []
+    real_stop_servers = rpc.stop_servers
+
+    def stop_servers(servers, grace=None, broker_down=False):
+        seen.append((grace, broker_down))
+        return real_stop_servers(servers, grace=grace,
+                                 broker_down=broker_down)
+
+    monkeypatch.setattr(rpc, 'stop_servers', stop_servers)
+    monkeypatch.setattr(rpc, 'broker_reachable',
+                        lambda conf=None, timeout=1.0: True)
+    monkeypatch.setattr(service_mod, 'servers_grace', lambda: 48.0)
+    svc.stop()
+    assert seen == [(48.0, False)]
+
+
+def test_broker_reachable_tries_once(monkeypatch, conf):
+    """A refused connection is told at once, without kombu's pause
+    before a second attempt."""
+    sock = socket.socket()
+    sock.bind(('127.0.0.1', 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nobody listens there
+    conf.config(transport_url='rabbit://guest:guest@127.0.0.1:%d/' % port)
+    attempts = []
+    real = kombu.Connection._connection_factory
+
+    def counted(self):
+        attempts.append(1)
+        return real(self)
+
+    monkeypatch.setattr(kombu.Connection, '_connection_factory', counted)
+    assert rpc.broker_reachable(timeout=1.0) is False
+    assert attempts == [1]
+    conf.config(transport_url='fake:/')
+    assert rpc.broker_reachable() is True
 
 
 class _CancelHeld(_StuckServer):

@@ -88,3 +88,59 @@ def test_without_a_cap_a_cast_it_cannot_hear_fails_at_the_sender(
     assert '[upgrade_levels] scheduler' in errors[0].getMessage()
     time.sleep(0.2)
     assert old_scheduler.reports == []
+
+
+# -- fanout casts no queue takes ----------------------------------------
+
+def _aggregate():
+    from scheduler import objects
+    return objects.Aggregate(id=7, uuid='8d3c4bd5-4e0c-4d4f-9c1e-1f6c2b5a'
+                             '9e01', name='agg', hosts=[], metadata={})
+
+
+@pytest.mark.parametrize('cap, topic', [('1.5', 'scheduler_ops'),
+                                        ('1.4', 'scheduler_ops'),
+                                        ('1.3', 'scheduler')])
+@pytest.mark.parametrize('consumers, warned', [(0, True), (2, False),
+                                               (None, False)])
+def test_an_operator_cast_nobody_consumes_is_a_warning_at_the_sender(
+        conf, fake_transport, monkeypatch, caplog, cap, topic, consumers,
+        warned):
+    """oslo.messaging sends fanouts without the mandatory flag: the
+    sender asks the broker whether a scheduler consumes the topic
+    (None: it cannot tell, and says nothing)."""
+    conf.config(scheduler=cap, group='upgrade_levels')
+    conf.config(topic='scheduler', group='scheduler')
+    api = rpcapi.SchedulerAPI(transport=fake_transport, timeout=10)
+    asked = []
+    monkeypatch.setattr(rpc, 'is_amqp', lambda **kwargs: True)
+    monkeypatch.setattr(api, '_queue_consumers',
+                        lambda url, queue: asked.append(queue) or consumers)
+    with caplog.at_level(logging.WARNING, logger='scheduler.rpcapi'):
+        api.update_aggregates(CTX, [_aggregate()])
+        api.delete_aggregate(CTX, _aggregate())
+    assert asked == [topic, topic]
+    warnings = [r.getMessage() for r in caplog.records
+                if r.levelno == logging.WARNING]
+    if not warned:
+        assert warnings == []
+        return
+    assert len(warnings) == 2, warnings
+    for method, line in zip(('update_aggregates', 'delete_aggregate'),
+                            warnings):
+        assert line.startswith('%s was cast to topic %s (fanout exchange '
+                               '%s_fanout) but no scheduler consumes that '
+                               'topic: the broker dropped it'
+                               % (method, topic, topic)), line
+
+
+def test_reports_are_not_confirmed_at_the_broker(conf, fake_transport,
+                                                 monkeypatch):
+    """A fleet's reports are many: no broker round trip each."""
+    conf.config(scheduler='1.4', group='upgrade_levels')
+    api = rpcapi.SchedulerAPI(transport=fake_transport, timeout=10)
+    monkeypatch.setattr(rpc, 'is_amqp', lambda **kwargs: True)
+    monkeypatch.setattr(api, '_queue_consumers',
+                        lambda url, queue: pytest.fail('asked'))
+    api.update_service_capabilities(CTX, fixtures.report('h1'))
+    api.update_instance_info(CTX, 'h1', [])

@@ -17,6 +17,7 @@ import pytest
 
 from scheduler import broker_login
 from scheduler import concurrency
+from scheduler import config as config_mod
 from scheduler import readiness
 from scheduler.resources import liveness
 from scheduler import rpc
@@ -210,6 +211,51 @@ def test_tls_from_the_url_query_and_without_a_ca(conf):
 def test_interval_problem(interval, down, expected):
     problem = liveness.interval_problem(interval, down)
     assert (problem[0] if problem else None) is expected
+
+
+# -- rabbit_interval_max set back high -----------------------------------
+
+_STARTS_AND_FAILS = '''
+import sys
+import scheduler.cmd  # the runtime first, as the console script does
+from scheduler.cmd import service
+service.main(['--config-file', sys.argv[1]])
+'''
+
+
+@pytest.mark.parametrize('interval_max, warned', [(None, 0), (5, 0),
+                                                  (6, 1), (30, 1)])
+def test_a_long_reconnection_pause_is_warned_once_at_start(
+        tmp_path, interval_max, warned):
+    """The service starts as far as its driver (which does not exist
+    here, so that it stops there with one line): the warning comes
+    before, once."""
+    log = tmp_path / 'service.log'
+    config = tmp_path / 'service.conf'
+    config.write_text(
+        '[DEFAULT]\ntransport_url = fake:/\nlog_file = %s\n\n'
+        '[scheduler]\ndriver = nothere\n\n[database]\n'
+        'connection = sqlite:///%s\n%s' % (
+            log, tmp_path / 'inventory.sqlite',
+            '' if interval_max is None else
+            '\n[oslo_messaging_rabbit]\nrabbit_interval_max = %d\n'
+            % interval_max))
+    done = subprocess.run(
+        [sys.executable, '-c', _STARTS_AND_FAILS, str(config)],
+        capture_output=True, text=True, timeout=120,
+        stdin=subprocess.DEVNULL,
+        env=dict(os.environ, SCHEDULER_NO_MONKEY_PATCH='1'))
+    assert done.returncode == 1, done.stderr[-3000:]
+    text = log.read_text()
+    assert 'nothere' in text, text[-3000:]
+    lines = [line for line in text.splitlines()
+             if 'rabbit_interval_max is' in line]
+    assert len(lines) == warned, text[-3000:]
+    if warned:
+        assert 'WARNING' in lines[0]
+        assert 'rabbit_interval_max is %d s (more than %d s)' % (
+            interval_max, config_mod.RECONNECT_INTERVAL_WARN_ABOVE) \
+            in lines[0]
 
 
 # -- configuration files -------------------------------------------------

@@ -267,6 +267,19 @@ def test_a_report_interval_of_service_down_time_fails(manage, inventory,
         in detail
 
 
+@pytest.mark.parametrize('value, result', [(2, 'ok'), (5, 'ok'),
+                                           (6, 'warn'), (30, 'warn')])
+def test_a_long_reconnection_pause_is_a_warning(manage, inventory, conf,
+                                                value, result):
+    conf.config(rabbit_interval_max=value, group='oslo_messaging_rabbit')
+    code, rows = _check(manage)
+    assert code == 0
+    [row] = [r for r in rows if r['check'] == 'rabbit_interval_max']
+    assert row['result'] == result, row
+    if result == 'warn':
+        assert 'rabbit_interval_max is %d s' % value in row['detail']
+
+
 # --- every problem at once -----------------------------------------------
 
 def test_every_problem_is_reported_together(manage, tmp_path):
