@@ -169,12 +169,28 @@ class SimulatedCompute:
         return state
 
     def report(self, ctxt=None) -> bool:
-        """Send the state to the scheduler; False when silenced."""
+        """Send the state to the scheduler; False when silenced.
+
+        Through ``SchedulerAPI.report`` when the api has it: a state
+        that says nothing new since the last full report goes as a
+        liveness message (API 1.6).
+        """
         if self.silent:
             return False
-        self.api.update_service_capabilities(
-            ctxt or ctx_mod.get_admin_context(), self.snapshot())
+        ctxt = ctxt or ctx_mod.get_admin_context()
+        report = getattr(self.api, 'report', None)
+        if report is None:
+            self.api.update_service_capabilities(ctxt, self.snapshot())
+        else:
+            report(ctxt, self.snapshot())
         return True
+
+    def send_report(self, ctxt=None) -> None:
+        """A scheduler asked for the full report (compute API 1.1)."""
+        want = getattr(self.api, 'want_full_report', None)
+        if want is not None:
+            want(self.name, self.name)
+        self.report(ctxt)
 
     # -- what the casts do ----------------------------------------------
 
@@ -269,7 +285,7 @@ class SimulatedCompute:
 
 
 class ComputeEndpoint:
-    """The RPC endpoint of one simulated host (compute RPC API 1.0).
+    """The RPC endpoint of one simulated host (compute RPC API 1.1).
 
     Used where each host has its own RPC server (transports without
     routing keys, such as ``fake://``).  Only the two casts of
@@ -277,10 +293,14 @@ class ComputeEndpoint:
     dispatches nothing else.
     """
 
-    target = oslo_messaging.Target(version='1.0')
+    target = oslo_messaging.Target(version='1.1')
 
     def __init__(self, compute: SimulatedCompute):
         self._compute = compute
+
+    @oslo_messaging.expose
+    def send_report(self, ctxt, node=None):
+        self._compute.send_report(ctxt)
 
     @oslo_messaging.expose
     def run_instance(self, ctxt, instance_uuid, node=None, spec_obj=None,
@@ -297,7 +317,7 @@ class ComputeEndpoint:
 
 
 class FleetEndpoint:
-    """The one RPC endpoint of a whole fleet (compute RPC API 1.0).
+    """The one RPC endpoint of a whole fleet (compute RPC API 1.1).
 
     Every host's casts arrive here (see ``scheduler.simulator.routing``):
     ``run_instance`` goes to the host named by its ``node`` argument
@@ -305,10 +325,21 @@ class FleetEndpoint:
     the host that runs the instance.
     """
 
-    target = oslo_messaging.Target(version='1.0')
+    target = oslo_messaging.Target(version='1.1')
 
     def __init__(self, fleet: 'Fleet'):
         self._fleet = fleet
+
+    @oslo_messaging.expose
+    def send_report(self, ctxt, node=None):
+        """A scheduler asks for the full report of ``node`` (1.1): its
+        liveness message named a report the scheduler does not hold."""
+        compute = self._fleet.hosts.get(node)
+        if compute is None:
+            LOG.warning('send_report for node %r, which this fleet does '
+                        'not simulate', node)
+            return
+        compute.send_report(ctxt)
 
     @oslo_messaging.expose
     def run_instance(self, ctxt, instance_uuid, node=None, spec_obj=None,
