@@ -327,14 +327,17 @@ class HostManager:
         another worker took and this one has not read yet, an unknown
         node, a down node, usage the inventory does not have yet) are
         looked up once more after reading the reports other workers
-        changed (``refresh_changed_reports``, one query); returns the
-        keys still not renewed: their computes must send a full report.
+        changed and these nodes' usage (``refresh_changed_reports``,
+        ``refresh_nodes``: a worker that serves no request reads
+        neither otherwise); returns the keys still not renewed: their
+        computes must send a full report.
         """
         missed = self._renew(nodes)
         if not missed:
             return []
         try:
             self.refresh_changed_reports()
+            self.refresh_nodes(sorted({key for key, _digest in missed}))
         except Exception as e:
             if not availability.is_outage(e):
                 raise

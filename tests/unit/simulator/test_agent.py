@@ -384,8 +384,8 @@ class TestFleetEndpoint:
         assert "names node 'elsewhere'" in caplog.text
         assert 'which no simulated host runs' in caplog.text
 
-    def test_only_the_three_casts_and_the_probe_are_public(self,
-                                                            sim_fleet):
+    def test_only_the_three_casts_and_the_probe_are_public(
+            self, sim_fleet):
         endpoint = agent.FleetEndpoint(sim_fleet)
         public = {name for name in dir(endpoint)
                   if not name.startswith('_')
