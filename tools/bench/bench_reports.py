@@ -68,7 +68,10 @@ from scheduler import config  # noqa: E402
 from scheduler import context  # noqa: E402
 from scheduler.db import api as db_api  # noqa: E402
 from scheduler.db import migration  # noqa: E402
+from scheduler.drivers import filter_scheduler  # noqa: E402
 from scheduler import host_manager  # noqa: E402
+from scheduler import manager as manager_mod  # noqa: E402
+from scheduler.objects import host_state as host_state_obj  # noqa: E402
 from scheduler import report_writer  # noqa: E402
 from scheduler import rpc  # noqa: E402
 from scheduler.simulator import agent  # noqa: E402
@@ -88,8 +91,27 @@ def _decode(text: str, ser, ctxt):
     return ser.deserialize_entity(ctxt, json.loads(text))
 
 
+def _alive_wire(states: list) -> list:
+    """Each host's liveness message (API 1.6) as the bus carries its
+    arguments: a JSON text."""
+    now = time.time()
+    return [json.dumps({'nodes': [[s.host, s.nodename,
+                                   host_state_obj.content_digest(s)]],
+                        'sent_at': now}) for s in states]
+
+
+def _take_alive(endpoints: list, wire: list, ser, ctxt) -> None:
+    """Each liveness message decoded and taken by one worker's endpoint
+    (``ReportsEndpoint.take_alive``), as the intake shares them."""
+    for index, text in enumerate(wire):
+        args = json.loads(text)
+        endpoints[index % len(endpoints)].take_alive(
+            ctxt, ser.deserialize_entity(ctxt, args['nodes']),
+            args['sent_at'])
+
+
 def _interval(workers: list, wire: list, fanout: bool,
-              rate: float = 400.0) -> float:
+              rate: float = 400.0, endpoints: list | None = None) -> float:
     """CPU seconds of one interval: every report taken, written, read.
 
     Fanout: every worker takes every report and writes what changed at
@@ -98,7 +120,9 @@ def _interval(workers: list, wire: list, fanout: bool,
     others read them before their next request
     (``refresh_changed_reports``); then every worker flushes (the
     times of quiet reports) and reads the times (``refresh_reports``,
-    periodic).
+    periodic).  With ``endpoints`` (one a worker), ``wire`` holds
+    liveness messages (API 1.6), shared among them as the intake
+    shares reports.
     """
     ser = rpc.ServerSerializer()
     ctxt = context.get_admin_context()
@@ -106,6 +130,9 @@ def _interval(workers: list, wire: list, fanout: bool,
         worker._writer.window = 0.0
     batch = max(1, int(rate * report_writer.WINDOW))
     began = time.process_time()
+    if endpoints:
+        _take_alive(endpoints, wire, ser, ctxt)
+        wire = []
     for start in range(0, len(wire), batch):
         chunk = wire[start:start + batch]
         if fanout:
@@ -163,10 +190,20 @@ def run(hosts: int, worker_counts: list, rounds: int,
                     worker.load_from_inventory()
                 # The fleet's first reports (not measured).
                 _interval(workers, _wire(_fleet(hosts, 0)), fanout, rate)
+                endpoints = [manager_mod.SchedulerManager(
+                    driver=filter_scheduler.FilterScheduler(worker)
+                ).reports for worker in workers]
                 for kind in kinds:
+                    if kind == 'alive' and fanout:
+                        continue
                     spent = 0.0
                     for n in range(rounds):
                         busy = n + 1 if kind == 'busy' else 0
+                        if kind == 'alive':
+                            spent += _interval(
+                                workers, _alive_wire(_fleet(hosts, 0)),
+                                fanout, rate, endpoints)
+                            continue
                         wire = _wire(_fleet(hosts, busy))
                         spent += _interval(workers, wire, fanout, rate)
                     per = spent / (rounds * hosts)
@@ -404,7 +441,9 @@ def main() -> None:
     parser.add_argument('--workers', type=int, nargs='+', default=[1, 2, 4])
     parser.add_argument('--rounds', type=int, default=2)
     parser.add_argument('--kinds', nargs='+', default=['quiet', 'busy'],
-                        choices=['quiet', 'busy'])
+                        choices=['quiet', 'busy', 'alive'],
+                        help='in process: alive is a liveness message '
+                        '(API 1.6) of a quiet host, intake only')
     parser.add_argument('--rate', type=float, default=400.0,
                         help='in process: reports a second of the '
                         'deployment (how many a write window gathers)')
