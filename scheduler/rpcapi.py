@@ -239,7 +239,7 @@ class SchedulerAPI:
                          'update_service_capabilities',
                          host_state=host_state)
 
-    def report(self, ctxt, host_state, digest: str | None = None) -> bool:
+    def report(self, ctxt, host_state) -> bool:
         """A compute's periodic or changed report of one node: the full
         report when it says something new, else a liveness message.
 
@@ -251,8 +251,7 @@ class SchedulerAPI:
         (``update_service_capabilities``) when the node's digest is not
         that of the last full report this client sent, when
         ``want_full_report`` asked for it, and whenever the schedulers
-        do not take liveness messages (``_alive_heard``).  ``digest``:
-        the digest of ``host_state`` when the caller knows it already.
+        do not take liveness messages (``_alive_heard``).
 
         Only a compute that serves ``send_report`` (compute API 1.1)
         may use this: a scheduler that does not hold the digest a
@@ -260,24 +259,42 @@ class SchedulerAPI:
         renews nothing until it comes.  Returns True when a liveness
         message went, False for a full report.
         """
-        key = (host_state.host, host_state.nodename)
-        if self._alive_heard():
-            version = self._report_version()
-            if digest is None or not digest.startswith(version + ':'):
-                digest = host_state_obj.content_digest(host_state, version)
+        return self.report_many(ctxt, [host_state]) == 1
+
+    #: Most nodes one liveness message names (schedulers take 1,000).
+    ALIVE_BATCH = 500
+
+    def report_many(self, ctxt, host_states: list) -> int:
+        """``report`` of several nodes at once (a compute of many nodes,
+        a simulated fleet): each changed one's full report, and one
+        liveness message for up to ``ALIVE_BATCH`` quiet ones.  Returns
+        how many nodes went as liveness."""
+        heard = self._alive_heard()
+        version = self._report_version() if heard else None
+        quiet, full = [], []
+        for state in host_states:
+            key = (state.host, state.nodename)
+            digest = (host_state_obj.content_digest(state, version)
+                      if heard else None)
             with self._full_sent_lock:
-                quiet = self._full_sent.get(key) == digest
-            if quiet and self._send_alive(ctxt, [[key[0], key[1], digest]]):
-                return True
-        else:
-            digest = None
-        self.update_service_capabilities(ctxt, host_state)
-        with self._full_sent_lock:
-            if digest is None:
-                self._full_sent.pop(key, None)
-            else:
-                self._full_sent[key] = digest
-        return False
+                same = heard and self._full_sent.get(key) == digest
+            (quiet if same else full).append((state, key, digest))
+        alive = 0
+        for start in range(0, len(quiet), self.ALIVE_BATCH):
+            chunk = quiet[start:start + self.ALIVE_BATCH]
+            if not self._send_alive(ctxt, [[key[0], key[1], digest]
+                                           for _s, key, digest in chunk]):
+                full.extend(quiet[start:])
+                break
+            alive += len(chunk)
+        for state, key, digest in full:
+            self.update_service_capabilities(ctxt, state)
+            with self._full_sent_lock:
+                if digest is None:
+                    self._full_sent.pop(key, None)
+                else:
+                    self._full_sent[key] = digest
+        return alive
 
     def want_full_report(self, host: str, nodename: str) -> None:
         """The next ``report`` of the node sends the full report (a

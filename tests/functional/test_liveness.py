@@ -49,8 +49,8 @@ class CountingAPI(rpcapi.SchedulerAPI):
         self.sent: collections.Counter = collections.Counter()
         self.lose_next_full: set = set()
 
-    def report(self, ctxt, host_state, digest=None):
-        alive = super().report(ctxt, host_state, digest)
+    def report(self, ctxt, host_state):
+        alive = super().report(ctxt, host_state)
         self.sent[(host_state.host, 'alive' if alive else 'full')] += 1
         return alive
 

@@ -272,3 +272,20 @@ def test_an_auto_cap_digests_at_the_schedulers_hoststate_version(
     monkeypatch.setattr(api, '_manifest_for_server',
                         lambda: {'HostState': '1.1'})
     assert api._report_version() == '1.1'
+
+
+def test_the_quiet_nodes_of_many_go_in_one_message(
+        conf, fake_transport, monkeypatch):
+    conf.config(scheduler='1.6', group='upgrade_levels')
+    api = rpcapi.SchedulerAPI(transport=fake_transport)
+    messages = []
+    monkeypatch.setattr(api, 'update_service_capabilities',
+                        lambda ctxt, state: messages.append(state.host))
+    monkeypatch.setattr(api, 'report_alive',
+                        lambda ctxt, nodes: messages.append(
+                            [node[0] for node in nodes]))
+    states = [rich_report('h%d' % n) for n in range(3)]
+    assert api.report_many(CTX, states) == 0
+    states[1].memory_mb_used = 512
+    assert api.report_many(CTX, states) == 2
+    assert messages == ['h0', 'h1', 'h2', ['h0', 'h2'], 'h1']
