@@ -3,9 +3,13 @@
 Each ``SimulatedCompute`` keeps one host's ``HostState`` and instances
 and talks to the scheduler the way a compute agent does:
 
-* it reports its state by ``SchedulerAPI.update_service_capabilities``
-  (a fanout cast) when the fleet starts and every ``[scheduler]
-  report_interval`` seconds, and right after each change;
+* it reports its state by ``SchedulerAPI.report`` when the fleet
+  starts and every ``[scheduler] report_interval`` seconds, and right
+  after each change: the full report when the state changed since the
+  last one, else a liveness message (API 1.6; the fleet's due hosts in
+  one, ``SchedulerAPI.report_many``);
+* it serves ``send_report`` (compute API 1.1): a scheduler that does
+  not hold the report a liveness message names asks for it;
 * it serves ``run_instance`` and ``terminate_instance`` casts (version
   1.0 of ``scheduler.compute_rpcapi``) on
   ``Target(topic=[compute] topic, server=<host name>)``.  A build that
