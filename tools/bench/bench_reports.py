@@ -234,6 +234,7 @@ def _sender_main(args) -> None:
     ctxt = context.get_admin_context()
     states = _fleet(args.first + args.hosts[0], 0)[args.first:]
     sent, started, told = 0, time.monotonic(), 0.0
+    batch: list = []
     step = args.interval / len(states)
     while True:
         round_no = sent // len(states)
@@ -248,8 +249,16 @@ def _sender_main(args) -> None:
         # Made now, as a compute stamps each report.
         state.updated_at = timeutils.utcnow()
         # As a compute of this release: a report with nothing new goes
-        # as a liveness message when the schedulers take them (1.6).
-        api.report(ctxt, state)
+        # as a liveness message when the schedulers take them (1.6);
+        # with --batch, as a compute of many nodes (or the simulator)
+        # sends them: the quiet ones of a batch in one message.
+        if args.batch > 1:
+            batch.append(state)
+            if len(batch) >= args.batch:
+                api.report_many(ctxt, batch)
+                batch = []
+        else:
+            api.report(ctxt, state)
         sent += 1
         now = time.monotonic()
         if now - told >= 1.0:
@@ -339,7 +348,7 @@ def rabbit_run(hosts: int, services: int, workers: int, path: str,
                  '--first', str(first),
                  '--hosts', str(min(share, hosts - first)),
                  '--interval', str(args.interval), '--kind', kind,
-                 '--path', path, '--count-file',
+                 '--path', path, '--batch', str(args.batch), '--count-file',
                  '%s-%d' % (count_file, first)],
                 stdin=subprocess.DEVNULL)
                 for first in range(0, hosts, share)]
@@ -458,6 +467,10 @@ def main() -> None:
                         help='rabbit: seconds measured')
     parser.add_argument('--periodic-task-interval', type=int, default=10,
                         help="rabbit: the services' flush interval")
+    parser.add_argument('--batch', type=int, default=1,
+                        help='rabbit: nodes a sender reports at once '
+                        '(SchedulerAPI.report_many: the quiet ones in one '
+                        'liveness message, as the simulator sends them)')
     parser.add_argument('--senders', type=int, default=2,
                         help='rabbit: sender processes (the hosts shared '
                         'among them)')
