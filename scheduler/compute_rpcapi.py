@@ -23,9 +23,12 @@ class ComputeAPI:
 
     * 1.0 - run_instance(instance_uuid, node, spec_obj, limits),
             terminate_instance(instance_uuid)
+    * 1.1 - send_report(node): send the node's full report now; only
+            computes that send liveness messages (scheduler API 1.6)
+            are asked, and they serve it
     """
 
-    VERSION = '1.0'
+    VERSION = '1.1'
 
     def __init__(self, transport=None):
         self._transport = transport
@@ -59,6 +62,18 @@ class ComputeAPI:
                                     transport_options=MANDATORY)
         cctxt.cast(context, 'run_instance', instance_uuid=instance_uuid,
                    node=node, spec_obj=spec_obj, limits=limits)
+
+    def send_report(self, context, host: str, node: str) -> None:
+        """Ask ``host`` for its full report of ``node`` (1.1).
+
+        The scheduler asks when a liveness message (scheduler API 1.6)
+        names a report it does not hold.  With the mandatory flag: a
+        compute that is gone raises here, and its next liveness message
+        asks again.
+        """
+        cctxt = self.client.prepare(server=host, version='1.1',
+                                    transport_options=MANDATORY)
+        cctxt.cast(context, 'send_report', node=node)
 
     def terminate_instance(self, context, host: str,
                            instance_uuid: str) -> None:

@@ -314,6 +314,57 @@ class HostManager:
                                  else None)
         _log_taken(key, told)
 
+    def take_alive(self, nodes: list) -> list:
+        """Quiet computes' liveness messages (API 1.6): ``nodes`` is
+        ``[((host, nodename), digest)]``, each saying that the node is
+        alive and that its state is still that of the full report whose
+        ``content_digest`` is ``digest``.
+
+        A node whose report here has that digest is renewed as a quiet
+        full report renews it (``update_from_report``): new views with
+        the new time, the time written at the next flush; nothing is
+        decoded or rebuilt, no row rewritten.  The others (a report
+        another worker took and this one has not read yet, an unknown
+        node, a down node, usage the inventory does not have yet) are
+        looked up once more after reading the reports other workers
+        changed and these nodes' usage (``refresh_changed_reports``,
+        ``refresh_nodes``: a worker that serves no request reads
+        neither otherwise); returns the keys still not renewed: their
+        computes must send a full report.
+        """
+        missed = self._renew(nodes)
+        if not missed:
+            return []
+        try:
+            self.refresh_changed_reports()
+            self.refresh_nodes(sorted({key for key, _digest in missed}))
+        except Exception as e:
+            if not availability.is_outage(e):
+                raise
+            availability.count('reading changed host reports')
+            return [key for key, _digest in missed]
+        return [key for key, _digest in self._renew(missed)]
+
+    def _renew(self, nodes: list) -> list:
+        """Renew the nodes of ``nodes`` whose report has their digest;
+        return the others (as given)."""
+        missed = []
+        with self._lock:
+            for key, digest in nodes:
+                old = self._reports.get(key)
+                version = digest.partition(':')[0]
+                try:
+                    same = (old is not None and key not in self._down
+                            and old.content_digest(version) == digest)
+                except ValueError:  # a HostState version newer than ours
+                    same = False
+                if (same and not self._backlog.usage_unwritten(key)
+                        and not self._usage_cache.usage_changed(key, old)):
+                    self._alive(key, old)
+                else:
+                    missed.append((key, digest))
+        return missed
+
     def _install(self, view, unwritten: bool, usage=None,
                  unless_older: bool = False) -> str | None:
         """Make ``view`` its node's report and compose the node's view

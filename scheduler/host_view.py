@@ -123,7 +123,7 @@ def _shared_topology(topology):
 
 #: What a view holds besides the report's fields.
 _OWN = ('received_at', 'aggregates', 'availability_zones', 'aggregate_keys',
-        '_metadata', '_ratios', '_reported')
+        '_metadata', '_ratios', '_reported', '_digest')
 _SLOTS = tuple(host_state_obj.HostState.fields) + _OWN
 
 
@@ -205,6 +205,9 @@ class HostView(host_state_obj.HostResources):
         #: The view of the report this one was composed from (None: this
         #: is that view).
         self._reported = None
+        #: (version, digest) of what the report says, once asked
+        #: (``content_digest``).
+        self._digest = None
         self.set_aggregates([])
 
     def says_the_same(self, report: host_state_obj.HostState) -> bool:
@@ -216,6 +219,22 @@ class HostView(host_state_obj.HostResources):
                     getattr(self, name), getattr(report, name)):
                 return False
         return True
+
+    def content_digest(self, version: str) -> str:
+        """``objects.host_state.content_digest`` of this view's report
+        at HostState ``version``: what a quiet compute's liveness
+        message (API 1.6) must carry for the node to be renewed.
+
+        Kept once made (a liveness message every report interval asks
+        it again); successors share it, as they share the values.
+        """
+        source = self.reported_view()
+        held = source._digest
+        if held is not None and held[0] == version:
+            return held[1]
+        digest = host_state_obj.content_digest(source, version)
+        source._digest = (version, digest)
+        return digest
 
     def reported_view(self) -> 'HostView':
         """The view of the compute's last report, without the claims

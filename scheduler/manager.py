@@ -8,6 +8,7 @@ HostManager.
 
 import collections
 import contextlib
+import datetime
 import inspect
 import json
 import time
@@ -152,12 +153,18 @@ class SchedulerManager(periodic_task.PeriodicTasks):
             every service shares), so that one worker takes each report
             and the others read it from the inventory; the fanout of
             1.4 is still served.
+    * 1.6 - report_alive(nodes, sent_at): a quiet compute's liveness
+            message, on a queue of its own (``rpc.alive_target``,
+            AliveEndpoint): each node's name and the digest of its last
+            full report instead of the report; a node whose digest the
+            scheduler does not hold is asked for its full report
+            (compute API 1.1 ``send_report``).
 
     Only methods marked ``oslo_messaging.expose`` can be called over the
     bus (``rpc.get_server`` uses ExplicitRPCAccessPolicy).
     """
 
-    target = oslo_messaging.Target(version='1.5')
+    target = oslo_messaging.Target(version='1.6')
 
     def __init__(self, driver: driver_mod.Scheduler | None = None):
         super().__init__(CONF)
@@ -168,6 +175,7 @@ class SchedulerManager(periodic_task.PeriodicTasks):
         self.driver = driver or load_driver()
         self.reports = ReportsEndpoint(self)
         self.intake = IntakeEndpoint(self.reports)
+        self.alive = AliveEndpoint(self.reports)
         self.operator = OperatorEndpoint(self)
         #: When the report lag was last said to be too long.
         self._lag_warned_at = 0.0
@@ -617,6 +625,9 @@ class ReportsEndpoint(_CastEndpoint):
         self._dropped = 0
         #: How long the reports taken waited on the bus.
         self.lag = report_lag.ReportLag()
+        #: node key -> when (monotonic) its full report was last asked.
+        self._asked: dict = {}
+        self._asked_lock = concurrency.native_lock()
 
     def _apply(self, method: str, host: str, *args):
         """``HostManager.<method>(host, *args)``, or kept for later;
@@ -791,6 +802,82 @@ class ReportsEndpoint(_CastEndpoint):
         except Exception as e:
             rejections.reject(method, e, what='cast')
 
+    #: Most nodes one liveness message may name.
+    MAX_ALIVE_NODES = 1000
+    #: Longest digest a liveness message may carry.
+    MAX_DIGEST_LENGTH = 80
+
+    def take_alive(self, ctxt, nodes, sent_at=None) -> None:
+        """A liveness message (API 1.6): check each node's entry and its
+        sender's right to speak for the host, renew the nodes whose
+        digest matches (``HostManager.take_alive``), and ask the
+        computes of the others for their full reports
+        (``ask_full_reports``)."""
+        method = 'report_alive'
+        if (not isinstance(nodes, (list, tuple)) or not nodes
+                or len(nodes) > self.MAX_ALIVE_NODES):
+            rejections.reject(method, exception.MalformedObject(
+                what='liveness message', reason='nodes must be a list of '
+                '1 to %d [host, nodename, digest]' % self.MAX_ALIVE_NODES),
+                what='cast')
+            return
+        taken = []
+        for entry in nodes:
+            try:
+                key, digest = _alive_entry(entry, self.MAX_DIGEST_LENGTH)
+            except exception.InvalidRequest as e:
+                rejections.reject(method, e, what='cast')
+                continue
+            if _may_speak_for(ctxt, method, key[0], trust.REPORTS_TOPIC):
+                taken.append((key, digest))
+        if not taken:
+            return
+        try:
+            wanted = self._hosts.take_alive(taken)
+        except Exception as e:
+            rejections.reject(method, e, what='cast')
+            return
+        for _ in range(len(taken) - len(wanted)):
+            metrics.record_report()
+        if isinstance(sent_at, (int, float)) and not isinstance(
+                sent_at, bool):
+            try:
+                self.lag.note(datetime.datetime.fromtimestamp(
+                    sent_at, datetime.timezone.utc))
+            except (ValueError, OverflowError, OSError):
+                pass
+        if wanted:
+            self.ask_full_reports(ctxt, wanted)
+
+    def ask_full_reports(self, ctxt, keys: list) -> None:
+        """Cast ``send_report`` to the computes of nodes ``keys``
+        (compute API 1.1), each at most once per ``[scheduler]
+        report_interval`` by this worker: their liveness messages named
+        a report this worker does not hold."""
+        now = time.monotonic()
+        every = CONF.scheduler.report_interval
+        with self._asked_lock:
+            if len(self._asked) > self.MAX_ASKED:
+                self._asked = {key: when for key, when in self._asked.items()
+                               if now - when < every}
+            due = [key for key in keys
+                   if now - self._asked.get(key, float('-inf')) >= every]
+            for key in due:
+                self._asked[key] = now
+        compute = self._manager.driver.compute_rpcapi
+        for host, node in due:
+            LOG.debug('Liveness of %s/%s names a report this worker does '
+                      'not hold: asking for its full report', host, node)
+            try:
+                compute.send_report(ctxt, host, node)
+            except Exception as e:  # its next liveness asks again
+                LOG.info('Could not ask %(host)s for its full report of '
+                         '%(node)s: %(error)s',
+                         {'host': host, 'node': node, 'error': e})
+
+    #: Asked nodes remembered before the old ones are dropped.
+    MAX_ASKED = 10000
+
     @oslo_messaging.expose
     def update_instance_info(self, ctxt, host_name, instance_uuids):
         """New instances on ``host_name``: fulfils its claims, no others."""
@@ -883,6 +970,33 @@ class IntakeEndpoint:
                                   shared=True)
 
 
+class AliveEndpoint:
+    """Liveness messages of quiet 1.6 computes (API 1.6).
+
+    On a queue of their own that every worker of every 1.6 service
+    consumes (``rpc.alive_target``): the broker hands each message to
+    one worker, which renews the nodes whose last full report it holds
+    (``HostManager.take_alive``) and writes only their times, at its
+    next flush; the other workers read the times as they read those of
+    quiet full reports (``refresh_reports``).
+    """
+
+    target = oslo_messaging.Target(version='1.6')
+
+    def __init__(self, reports: ReportsEndpoint):
+        self._reports = reports
+
+    @oslo_messaging.expose
+    def report_alive(self, ctxt, nodes=None, sent_at=None,
+                     **newer_arguments):
+        """Cast from a compute: ``nodes``, ``[[host, nodename, digest]]``,
+        are alive and say what their last full reports said
+        (``objects.host_state.content_digest``); ``sent_at``: when the
+        compute sent it (seconds since the epoch), for the report lag.
+        """
+        self._reports.take_alive(ctxt, nodes, sent_at)
+
+
 class OperatorEndpoint(_CastEndpoint):
     """Operators' casts, on the operator topic (API 1.4).
 
@@ -940,6 +1054,19 @@ def _takes_shared(driver) -> bool:
         takes = _SHARED_TAKERS[cls] = 'shared' in params or any(
             p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     return takes
+
+
+def _alive_entry(entry, max_digest: int) -> tuple:
+    """``((host, nodename), digest)`` of one entry of a liveness
+    message, or InvalidRequest."""
+    if (not isinstance(entry, (list, tuple)) or len(entry) != 3
+            or not isinstance(entry[2], str) or not entry[2]
+            or len(entry[2]) > max_digest):
+        raise exception.InvalidRequest(
+            reason='a liveness entry must be [host, nodename, digest] '
+                   '(a digest of 1 to %d characters)' % max_digest)
+    host = trust.check_host_name(entry[0])
+    return (host, trust.check_node_name(entry[1])), entry[2]
 
 
 def _host_name(value) -> str:

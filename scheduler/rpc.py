@@ -450,6 +450,26 @@ def intake_target(**kwargs) -> oslo_messaging.Target:
                                  topic=intake_topic(), **kwargs)
 
 
+def alive_topic(conf: cfg.ConfigOpts | None = None) -> str:
+    """Topic of the computes' liveness messages (API 1.6)."""
+    return '%s_alive' % reports_topic(conf)
+
+
+def alive_target(**kwargs) -> oslo_messaging.Target:
+    """Where computes cast ``report_alive`` from API 1.6 on.
+
+    As the intake (``intake_target``): on the reports exchange, one
+    queue (``<topic>_reports_alive``) that every worker of every 1.6
+    scheduler consumes, each message taken by one of them.  A queue of
+    its own, not the intake's: a 1.5 scheduler consumes the intake and
+    would drop a method it does not know, while nothing but a 1.6
+    scheduler consumes this one, which is how a compute without a cap
+    tells that its liveness messages are heard (``SchedulerAPI``).
+    """
+    return oslo_messaging.Target(exchange=reports_topic(),
+                                 topic=alive_topic(), **kwargs)
+
+
 def operator_topic(conf: cfg.ConfigOpts | None = None) -> str:
     """Topic and exchange of operator casts (aggregates)."""
     return '%s_ops' % (conf or cfg.CONF).scheduler.topic

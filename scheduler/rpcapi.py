@@ -23,6 +23,7 @@ import oslo_messaging
 from scheduler import exception
 from scheduler import objects
 from scheduler.objects import base as objects_base
+from scheduler.objects import host_state as host_state_obj
 from scheduler import rpc
 
 LOG = logging.getLogger(__name__)
@@ -36,10 +37,12 @@ MANDATORY = oslo_messaging.TransportOptions(at_least_once=True)
 class SchedulerAPI:
     """Client side of the scheduler RPC API (see SchedulerManager)."""
 
-    VERSION = '1.5'
+    VERSION = '1.6'
     #: The version that put compute and operator casts on their own
     #: topics: what ``_check_uncapped`` makes sure the schedulers hear.
     TOPICS_VERSION = '1.4'
+    #: The version of liveness messages (``report_alive``).
+    ALIVE_VERSION = '1.6'
 
     #: Seconds a check that the schedulers hear our newest version
     #: waits for the bus; when it cannot tell, it is done again that
@@ -72,6 +75,16 @@ class SchedulerAPI:
         #: Until when (monotonic) reports go by the fanout because the
         #: broker refused one on the intake.
         self._intake_refused_until = 0.0
+        #: Whether the schedulers take liveness messages (1.6); None
+        #: until told, when it was last asked, and until when none is
+        #: sent because the broker refused one.
+        self._alive: bool | None = None
+        self._alive_asked = 0.0
+        self._alive_refused_until = 0.0
+        #: (host, nodename) -> the digest of the last full report sent
+        #: by ``report`` (``objects.host_state.content_digest``).
+        self._full_sent: dict = {}
+        self._full_sent_lock = threading.Lock()
 
     # -- version negotiation --------------------------------------------
 
@@ -226,6 +239,147 @@ class SchedulerAPI:
         self._state_cast(rpc.reports_topic(), '1.0', ctxt,
                          'update_service_capabilities',
                          host_state=host_state)
+
+    def report(self, ctxt, host_state) -> bool:
+        """A compute's periodic or changed report of one node: the full
+        report when it says something new, else a liveness message.
+
+        A liveness message (``report_alive``, API 1.6) names the node
+        and the digest of its last full report
+        (``objects.host_state.content_digest``, at the HostState version
+        the schedulers read): the scheduler renews the node without
+        decoding or writing a report.  The full report goes
+        (``update_service_capabilities``) when the node's digest is not
+        that of the last full report this client sent, when
+        ``want_full_report`` asked for it, and whenever the schedulers
+        do not take liveness messages (``_alive_heard``).
+
+        Only a compute that serves ``send_report`` (compute API 1.1)
+        may use this: a scheduler that does not hold the digest a
+        liveness message names asks for the full report that way, and
+        renews nothing until it comes.  Returns True when a liveness
+        message went, False for a full report.
+        """
+        return self.report_many(ctxt, [host_state]) == 1
+
+    #: Most nodes one liveness message names (schedulers take 1,000).
+    ALIVE_BATCH = 500
+
+    def report_many(self, ctxt, host_states: list) -> int:
+        """``report`` of several nodes at once (a compute of many nodes,
+        a simulated fleet): each changed one's full report, and one
+        liveness message for up to ``ALIVE_BATCH`` quiet ones.  Returns
+        how many nodes went as liveness."""
+        heard = self._alive_heard()
+        version = self._report_version() if heard else None
+        quiet, full = [], []
+        for state in host_states:
+            key = (state.host, state.nodename)
+            digest = (host_state_obj.content_digest(state, version)
+                      if heard else None)
+            with self._full_sent_lock:
+                same = heard and self._full_sent.get(key) == digest
+            (quiet if same else full).append((state, key, digest))
+        alive = 0
+        for start in range(0, len(quiet), self.ALIVE_BATCH):
+            chunk = quiet[start:start + self.ALIVE_BATCH]
+            if not self._send_alive(ctxt, [[key[0], key[1], digest]
+                                           for _s, key, digest in chunk]):
+                full.extend(quiet[start:])
+                break
+            alive += len(chunk)
+        for state, key, digest in full:
+            self.update_service_capabilities(ctxt, state)
+            with self._full_sent_lock:
+                if digest is None:
+                    self._full_sent.pop(key, None)
+                else:
+                    self._full_sent[key] = digest
+        return alive
+
+    def want_full_report(self, host: str, nodename: str) -> None:
+        """The next ``report`` of the node sends the full report (a
+        scheduler asked: compute API 1.1 ``send_report``)."""
+        with self._full_sent_lock:
+            self._full_sent.pop((host, nodename), None)
+
+    def report_alive(self, ctxt, nodes: list) -> None:
+        """Cast a liveness message (API 1.6): ``nodes`` is
+        ``[[host, nodename, digest]]``, nodes alive whose state is that
+        of their last full report.  Raises ``MessageDeliveryFailure``
+        when the broker refuses it."""
+        if 'alive' not in self._cast_clients:
+            self._cast_clients['alive'] = rpc.get_client(
+                rpc.alive_target(version=self.ALIVE_VERSION),
+                transport=self._transport, timeout=self._timeout)
+        self._cast_clients['alive'].prepare(retry=self._cast_retry).cast(
+            ctxt, 'report_alive', nodes=[list(node) for node in nodes],
+            sent_at=time.time())
+
+    def _send_alive(self, ctxt, nodes: list) -> bool:
+        """``report_alive``, False (and none for a while) when the broker
+        refuses it: the caller sends the full report instead."""
+        try:
+            self.report_alive(ctxt, nodes)
+            return True
+        except oslo_messaging.MessageDeliveryFailure as e:
+            self._alive = None
+            self._alive_refused_until = (time.monotonic()
+                                         + self.INTAKE_REFUSED_WAIT)
+            LOG.warning('The broker refused a liveness message on '
+                        '%(queue)s: %(error)s. Sending full reports '
+                        'instead, and trying again in %(wait)d s',
+                        {'queue': rpc.alive_topic(), 'error': e,
+                         'wait': self.INTAKE_REFUSED_WAIT})
+            return False
+
+    def _report_version(self) -> str:
+        """The HostState version full reports reach the schedulers at."""
+        manifest = self._manifest_for_server()
+        if manifest and manifest.get('HostState'):
+            return manifest['HostState']
+        return objects.HostState.VERSION
+
+    def _alive_heard(self) -> bool:
+        """Whether liveness messages may go (API 1.6).
+
+        As ``_intake_heard``, of which it needs the conditions too:
+        with a cap (or ``auto``), when it allows 1.6; without one, when
+        the liveness queue has consumers at the broker (only 1.6
+        schedulers consume it; elsewhere, when a scheduler says it
+        speaks 1.6), asked again every ``VERIFY_AGAIN_AFTER`` seconds
+        until it has.
+        """
+        if not self._intake_heard():
+            return False
+        if time.monotonic() < self._alive_refused_until:
+            return False
+        if CONF.upgrade_levels.scheduler is not None:
+            return self.client.can_send_version(self.ALIVE_VERSION)
+        if self._alive is not None:
+            return self._alive
+        now = time.monotonic()
+        if now - self._alive_asked < self.VERIFY_AGAIN_AFTER:
+            return False
+        self._alive_asked = now
+        url = rpc.transport_url_of(self._transport)
+        if rpc.is_amqp(transport_url=url):
+            heard = self._consumers(url, rpc.alive_topic()) > 0
+        else:
+            try:
+                server, _manifest = self._probe_version(
+                    min(self._timeout or CONF.rpc_response_timeout,
+                        self.VERIFY_TIMEOUT))
+            except oslo_messaging.MessagingTimeout:
+                return False
+            heard = _version_tuple(server) >= _version_tuple(
+                self.ALIVE_VERSION)
+        if heard:
+            self._alive = True
+            LOG.info('Schedulers take liveness messages on %s (API 1.6): '
+                     'a report with nothing new goes as one',
+                     rpc.alive_topic())
+        return heard
 
     #: Seconds a client whose report the broker refused on the intake
     #: sends by the fanout before it tries the intake again (time for an

@@ -165,6 +165,12 @@ class Service(service.Service):
             rpc.get_server(rpc.intake_target(server=self.host),
                            [self.manager.intake],
                            transport=self._transport, at_once=reports),
+            # Liveness messages of quiet 1.6 computes, also each taken
+            # by one worker (``rpc.alive_target``).
+            rpc.get_server(rpc.alive_target(server=self.host),
+                           [self.manager.alive],
+                           transport=self._transport,
+                           at_once={'report_alive': REPORTS_AT_ONCE}),
             rpc.get_server(rpc.own_exchange_target(rpc.operator_topic(),
                                                    server=self.host),
                            [self.manager.operator],

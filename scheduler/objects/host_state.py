@@ -7,8 +7,12 @@ compute) as plain attributes, and consumes
 resources on it as it places instances.
 """
 
+import hashlib
+import json
+
 from oslo_utils import timeutils
 from oslo_utils import versionutils
+from oslo_versionedobjects import base as ovo_base
 
 from scheduler.objects import base
 from scheduler.objects import fields
@@ -253,6 +257,68 @@ class HostState(HostResources, base.SchedulerObject):
         if self.updated_at is None:
             self.updated_at = timeutils.utcnow(with_timezone=True)
         return self
+
+
+def fields_at(version: str) -> list:
+    """The names of HostState's fields at ``version``, sorted; raises
+    ValueError for a version this code does not know."""
+    target = versionutils.convert_version_to_tuple(version)
+    if target > versionutils.convert_version_to_tuple(HostState.VERSION):
+        raise ValueError('HostState %s is newer than %s'
+                         % (version, HostState.VERSION))
+    dropped = {name for added, names in HostState._ADDED.items()
+               if target < added for name in names}
+    return sorted(set(HostState.fields) - dropped)
+
+
+def content_digest(source, version: str = HostState.VERSION) -> str:
+    """What a report says, its time aside, as a short text:
+    ``<version>:<hash>``.
+
+    A compute that has nothing new to say sends this in its liveness
+    message (API 1.6) instead of the whole report, and the scheduler
+    renews the node only when the report it holds has the same digest,
+    so both sides must make it alike from equal values: ``source`` is a
+    ``HostState`` (the compute's, or one read back) or a
+    ``host_view.HostView``; the fields are those of HostState
+    ``version`` (the version the compute's full reports are sent at),
+    and values are made canonical first (sets sorted, integral floats
+    as integers, addresses and times as text, nested objects as their
+    fields with defaults for what is unset), so that the wire, the
+    scheduler's views and the inventory's JSON give the same digest.
+    """
+    values = [[name, _canonical(getattr(source, name))]
+              for name in fields_at(version) if name != 'updated_at']
+    text = json.dumps(values, sort_keys=True, separators=(',', ':'),
+                      default=str)
+    return '%s:%s' % (version, hashlib.blake2b(
+        text.encode('utf-8'), digest_size=16).hexdigest())
+
+
+def _canonical(value):
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, ovo_base.VersionedObject):
+        data = {}
+        for name, field in value.fields.items():
+            if value.obj_attr_is_set(name):
+                data[name] = _canonical(getattr(value, name))
+            elif field.default != fields.UnspecifiedDefault:
+                data[name] = _canonical(field.default)
+            else:
+                data[name] = None
+        return [value.obj_name(), data]
+    if isinstance(value, (set, frozenset)):
+        return sorted(_canonical(item) for item in value)
+    if isinstance(value, (list, tuple)):
+        return [_canonical(item) for item in value]
+    if isinstance(value, dict):
+        return {str(key): _canonical(item) for key, item in value.items()}
+    return str(value)
 
 
 #: The simulator's name for it; the arithmetic lives in

@@ -3,9 +3,13 @@
 Each ``SimulatedCompute`` keeps one host's ``HostState`` and instances
 and talks to the scheduler the way a compute agent does:
 
-* it reports its state by ``SchedulerAPI.update_service_capabilities``
-  (a fanout cast) when the fleet starts and every ``[scheduler]
-  report_interval`` seconds, and right after each change;
+* it reports its state by ``SchedulerAPI.report`` when the fleet
+  starts and every ``[scheduler] report_interval`` seconds, and right
+  after each change: the full report when the state changed since the
+  last one, else a liveness message (API 1.6; the fleet's due hosts in
+  one, ``SchedulerAPI.report_many``);
+* it serves ``send_report`` (compute API 1.1): a scheduler that does
+  not hold the report a liveness message names asks for it;
 * it serves ``run_instance`` and ``terminate_instance`` casts (version
   1.0 of ``scheduler.compute_rpcapi``) on
   ``Target(topic=[compute] topic, server=<host name>)``.  A build that
@@ -169,12 +173,28 @@ class SimulatedCompute:
         return state
 
     def report(self, ctxt=None) -> bool:
-        """Send the state to the scheduler; False when silenced."""
+        """Send the state to the scheduler; False when silenced.
+
+        Through ``SchedulerAPI.report`` when the api has it: a state
+        that says nothing new since the last full report goes as a
+        liveness message (API 1.6).
+        """
         if self.silent:
             return False
-        self.api.update_service_capabilities(
-            ctxt or ctx_mod.get_admin_context(), self.snapshot())
+        ctxt = ctxt or ctx_mod.get_admin_context()
+        report = getattr(self.api, 'report', None)
+        if report is None:
+            self.api.update_service_capabilities(ctxt, self.snapshot())
+        else:
+            report(ctxt, self.snapshot())
         return True
+
+    def send_report(self, ctxt=None) -> None:
+        """A scheduler asked for the full report (compute API 1.1)."""
+        want = getattr(self.api, 'want_full_report', None)
+        if want is not None:
+            want(self.name, self.name)
+        self.report(ctxt)
 
     # -- what the casts do ----------------------------------------------
 
@@ -269,7 +289,7 @@ class SimulatedCompute:
 
 
 class ComputeEndpoint:
-    """The RPC endpoint of one simulated host (compute RPC API 1.0).
+    """The RPC endpoint of one simulated host (compute RPC API 1.1).
 
     Used where each host has its own RPC server (transports without
     routing keys, such as ``fake://``).  Only the two casts of
@@ -277,10 +297,14 @@ class ComputeEndpoint:
     dispatches nothing else.
     """
 
-    target = oslo_messaging.Target(version='1.0')
+    target = oslo_messaging.Target(version='1.1')
 
     def __init__(self, compute: SimulatedCompute):
         self._compute = compute
+
+    @oslo_messaging.expose
+    def send_report(self, ctxt, node=None):
+        self._compute.send_report(ctxt)
 
     @oslo_messaging.expose
     def run_instance(self, ctxt, instance_uuid, node=None, spec_obj=None,
@@ -297,7 +321,7 @@ class ComputeEndpoint:
 
 
 class FleetEndpoint:
-    """The one RPC endpoint of a whole fleet (compute RPC API 1.0).
+    """The one RPC endpoint of a whole fleet (compute RPC API 1.1).
 
     Every host's casts arrive here (see ``scheduler.simulator.routing``):
     ``run_instance`` goes to the host named by its ``node`` argument
@@ -305,10 +329,21 @@ class FleetEndpoint:
     the host that runs the instance.
     """
 
-    target = oslo_messaging.Target(version='1.0')
+    target = oslo_messaging.Target(version='1.1')
 
     def __init__(self, fleet: 'Fleet'):
         self._fleet = fleet
+
+    @oslo_messaging.expose
+    def send_report(self, ctxt, node=None):
+        """A scheduler asks for the full report of ``node`` (1.1): its
+        liveness message named a report the scheduler does not hold."""
+        compute = self._fleet.hosts.get(node)
+        if compute is None:
+            LOG.warning('send_report for node %r, which this fleet does '
+                        'not simulate', node)
+            return
+        compute.send_report(ctxt)
 
     @oslo_messaging.expose
     def run_instance(self, ctxt, instance_uuid, node=None, spec_obj=None,
@@ -588,23 +623,20 @@ class Fleet:
         ctxt = ctx_mod.get_admin_context()
         while heap and not self.stopping:
             now = time.monotonic()
+            names = []
             while heap and heap[0][0] <= now and not self.stopping:
                 due, name = heapq.heappop(heap)
-                try:
-                    if self.hosts[name].report(ctxt):
-                        self.progress.reports += 1
-                except exception.SchedulerTooOld as e:
-                    # Not the bus: no later report can get through.
-                    self.fatal = e
-                    self.request_stop()
-                    return
-                except Exception as e:
-                    # The bus may be down for a while: next time.
-                    LOG.warning('Could not send the report of %s: %s',
-                                name, e)
+                names.append(name)
                 spread = rng.uniform(1 - self.JITTER, 1 + self.JITTER)
                 heapq.heappush(heap, (max(due, now) + interval * spread,
                                       name))
+            try:
+                self._report_due(ctxt, names)
+            except exception.SchedulerTooOld as e:
+                # Not the bus: no later report can get through.
+                self.fatal = e
+                self.request_stop()
+                return
             if self.progress.due():
                 LOG.info('%(count)d simulated host(s) reporting: '
                          '%(rate).1f reports/s',
@@ -612,6 +644,40 @@ class Fleet:
                           'rate': self.progress.rate()})
             wait = heap[0][0] - time.monotonic() if heap else self.TICK
             self._stopping.wait(min(max(wait, self.TICK), 1.0))
+
+    def _report_due(self, ctxt, names: list) -> None:
+        """Report the hosts ``names`` (due now).
+
+        Through ``SchedulerAPI.report_many`` when the api has it: the
+        liveness of the quiet ones in one message (API 1.6), as a
+        compute of many nodes sends it, and the full report of each
+        changed one.  Otherwise host by host.  A host that cannot send
+        (the bus is down for a while) sends at its next time.
+        """
+        report_many = getattr(self._api, 'report_many', None)
+        if report_many is None:
+            for name in names:
+                try:
+                    if self.hosts[name].report(ctxt):
+                        self.progress.reports += 1
+                except exception.SchedulerTooOld:
+                    raise
+                except Exception as e:
+                    LOG.warning('Could not send the report of %s: %s',
+                                name, e)
+            return
+        states = [self.hosts[name].snapshot() for name in names
+                  if not self.hosts[name].silent]
+        if not states:
+            return
+        try:
+            report_many(ctxt, states)
+            self.progress.reports += len(states)
+        except exception.SchedulerTooOld:
+            raise
+        except Exception as e:
+            LOG.warning('Could not send the reports of %d host(s): %s',
+                        len(states), e)
 
     def stop(self) -> None:
         """Stop reporting and serving; casts in flight finish first."""

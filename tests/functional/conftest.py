@@ -290,7 +290,8 @@ class Cluster:
         too in case it did not.
         """
         bases = [self.topic + suffix for suffix in
-                 ('', '_reports', '_ops', '_reports_intake')]
+                 ('', '_reports', '_ops', '_reports_intake',
+                  '_reports_alive')]
         queues = bases + ['%s.%s' % (base, server) for base in bases
                           for server in self.server_names]
         queues.append(self.compute_topic)

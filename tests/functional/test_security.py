@@ -149,7 +149,7 @@ def test_raw_hostile_messages_are_dropped_before_decoding(cluster, conf,
     finally:
         pub.close()
     info = cluster.api.get_version_info(cluster.admin_ctxt)
-    assert info['rpc_version'] == '1.5'
+    assert info['rpc_version'] == rpcapi.SchedulerAPI.VERSION == '1.6'
     log = daemon.log()
     daemons.wait_for(lambda: len(_warnings(daemon.log(),
                                            'Rejected a message')) >= 3,

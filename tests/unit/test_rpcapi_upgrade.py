@@ -144,3 +144,18 @@ def test_reports_are_not_confirmed_at_the_broker(conf, fake_transport,
                         lambda url, queue: pytest.fail('asked'))
     api.update_service_capabilities(CTX, fixtures.report('h1'))
     api.update_instance_info(CTX, 'h1', [])
+
+
+def test_a_quiet_compute_sends_full_reports_to_an_older_scheduler(
+        old_scheduler, conf, fake_transport):
+    """Capped (``auto``) below 1.6, ``report`` sends no liveness
+    message: the older scheduler gets every report, whole."""
+    conf.config(scheduler='auto', group='upgrade_levels')
+    api = rpcapi.SchedulerAPI(transport=fake_transport, timeout=10)
+    for count in (1, 2, 3):
+        assert api.report(CTX, fixtures.report('h1')) is False
+        deadline = time.monotonic() + 5
+        while len(old_scheduler.reports) < count:
+            assert time.monotonic() < deadline, old_scheduler.reports
+            time.sleep(0.05)
+    assert old_scheduler.reports == ['1.1'] * 3

@@ -68,7 +68,10 @@ from scheduler import config  # noqa: E402
 from scheduler import context  # noqa: E402
 from scheduler.db import api as db_api  # noqa: E402
 from scheduler.db import migration  # noqa: E402
+from scheduler.drivers import filter_scheduler  # noqa: E402
 from scheduler import host_manager  # noqa: E402
+from scheduler import manager as manager_mod  # noqa: E402
+from scheduler.objects import host_state as host_state_obj  # noqa: E402
 from scheduler import report_writer  # noqa: E402
 from scheduler import rpc  # noqa: E402
 from scheduler.simulator import agent  # noqa: E402
@@ -88,8 +91,27 @@ def _decode(text: str, ser, ctxt):
     return ser.deserialize_entity(ctxt, json.loads(text))
 
 
+def _alive_wire(states: list) -> list:
+    """Each host's liveness message (API 1.6) as the bus carries its
+    arguments: a JSON text."""
+    now = time.time()
+    return [json.dumps({'nodes': [[s.host, s.nodename,
+                                   host_state_obj.content_digest(s)]],
+                        'sent_at': now}) for s in states]
+
+
+def _take_alive(endpoints: list, wire: list, ser, ctxt) -> None:
+    """Each liveness message decoded and taken by one worker's endpoint
+    (``ReportsEndpoint.take_alive``), as the intake shares them."""
+    for index, text in enumerate(wire):
+        args = json.loads(text)
+        endpoints[index % len(endpoints)].take_alive(
+            ctxt, ser.deserialize_entity(ctxt, args['nodes']),
+            args['sent_at'])
+
+
 def _interval(workers: list, wire: list, fanout: bool,
-              rate: float = 400.0) -> float:
+              rate: float = 400.0, endpoints: list | None = None) -> float:
     """CPU seconds of one interval: every report taken, written, read.
 
     Fanout: every worker takes every report and writes what changed at
@@ -98,7 +120,9 @@ def _interval(workers: list, wire: list, fanout: bool,
     others read them before their next request
     (``refresh_changed_reports``); then every worker flushes (the
     times of quiet reports) and reads the times (``refresh_reports``,
-    periodic).
+    periodic).  With ``endpoints`` (one a worker), ``wire`` holds
+    liveness messages (API 1.6), shared among them as the intake
+    shares reports.
     """
     ser = rpc.ServerSerializer()
     ctxt = context.get_admin_context()
@@ -106,6 +130,9 @@ def _interval(workers: list, wire: list, fanout: bool,
         worker._writer.window = 0.0
     batch = max(1, int(rate * report_writer.WINDOW))
     began = time.process_time()
+    if endpoints:
+        _take_alive(endpoints, wire, ser, ctxt)
+        wire = []
     for start in range(0, len(wire), batch):
         chunk = wire[start:start + batch]
         if fanout:
@@ -163,10 +190,20 @@ def run(hosts: int, worker_counts: list, rounds: int,
                     worker.load_from_inventory()
                 # The fleet's first reports (not measured).
                 _interval(workers, _wire(_fleet(hosts, 0)), fanout, rate)
+                endpoints = [manager_mod.SchedulerManager(
+                    driver=filter_scheduler.FilterScheduler(worker)
+                ).reports for worker in workers]
                 for kind in kinds:
+                    if kind == 'alive' and fanout:
+                        continue
                     spent = 0.0
                     for n in range(rounds):
                         busy = n + 1 if kind == 'busy' else 0
+                        if kind == 'alive':
+                            spent += _interval(
+                                workers, _alive_wire(_fleet(hosts, 0)),
+                                fanout, rate, endpoints)
+                            continue
                         wire = _wire(_fleet(hosts, busy))
                         spent += _interval(workers, wire, fanout, rate)
                     per = spent / (rounds * hosts)
@@ -197,6 +234,7 @@ def _sender_main(args) -> None:
     ctxt = context.get_admin_context()
     states = _fleet(args.first + args.hosts[0], 0)[args.first:]
     sent, started, told = 0, time.monotonic(), 0.0
+    batch: list = []
     step = args.interval / len(states)
     while True:
         round_no = sent // len(states)
@@ -210,7 +248,17 @@ def _sender_main(args) -> None:
             time.sleep(pause)
         # Made now, as a compute stamps each report.
         state.updated_at = timeutils.utcnow()
-        api.update_service_capabilities(ctxt, state)
+        # As a compute of this release: a report with nothing new goes
+        # as a liveness message when the schedulers take them (1.6);
+        # with --batch, as a compute of many nodes (or the simulator)
+        # sends them: the quiet ones of a batch in one message.
+        if args.batch > 1:
+            batch.append(state)
+            if len(batch) >= args.batch:
+                api.report_many(ctxt, batch)
+                batch = []
+        else:
+            api.report(ctxt, state)
         sent += 1
         now = time.monotonic()
         if now - told >= 1.0:
@@ -300,7 +348,7 @@ def rabbit_run(hosts: int, services: int, workers: int, path: str,
                  '--first', str(first),
                  '--hosts', str(min(share, hosts - first)),
                  '--interval', str(args.interval), '--kind', kind,
-                 '--path', path, '--count-file',
+                 '--path', path, '--batch', str(args.batch), '--count-file',
                  '%s-%d' % (count_file, first)],
                 stdin=subprocess.DEVNULL)
                 for first in range(0, hosts, share)]
@@ -346,7 +394,7 @@ def rabbit_run(hosts: int, services: int, workers: int, path: str,
 def _delete_queues(topic: str, services: int) -> None:
     CONF.set_override('topic', topic, group='scheduler')
     queues = [topic, rpc.reports_topic(), rpc.operator_topic(),
-              rpc.intake_topic()]
+              rpc.intake_topic(), rpc.alive_topic()]
     queues += ['%s.bench-%d' % (name, n) for n in range(services)
                for name in (topic, rpc.reports_topic(),
                             rpc.operator_topic())]
@@ -402,7 +450,9 @@ def main() -> None:
     parser.add_argument('--workers', type=int, nargs='+', default=[1, 2, 4])
     parser.add_argument('--rounds', type=int, default=2)
     parser.add_argument('--kinds', nargs='+', default=['quiet', 'busy'],
-                        choices=['quiet', 'busy'])
+                        choices=['quiet', 'busy', 'alive'],
+                        help='in process: alive is a liveness message '
+                        '(API 1.6) of a quiet host, intake only')
     parser.add_argument('--rate', type=float, default=400.0,
                         help='in process: reports a second of the '
                         'deployment (how many a write window gathers)')
@@ -417,6 +467,10 @@ def main() -> None:
                         help='rabbit: seconds measured')
     parser.add_argument('--periodic-task-interval', type=int, default=10,
                         help="rabbit: the services' flush interval")
+    parser.add_argument('--batch', type=int, default=1,
+                        help='rabbit: nodes a sender reports at once '
+                        '(SchedulerAPI.report_many: the quiet ones in one '
+                        'liveness message, as the simulator sends them)')
     parser.add_argument('--senders', type=int, default=2,
                         help='rabbit: sender processes (the hosts shared '
                         'among them)')

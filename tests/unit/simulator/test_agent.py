@@ -236,14 +236,16 @@ class TestTerminateInstance:
 
 class TestEndpoint:
 
-    def test_speaks_compute_api_1_0(self):
-        assert agent.ComputeEndpoint.target.version == '1.0'
+    def test_speaks_compute_api_1_1(self):
+        assert agent.ComputeEndpoint.target.version == '1.1'
+        assert agent.FleetEndpoint.target.version == '1.1'
 
-    def test_only_the_two_casts_are_public(self, endpoint):
+    def test_only_the_three_casts_are_public(self, endpoint):
         public = {name for name in dir(endpoint)
                   if not name.startswith('_')
                   and inspect.ismethod(getattr(endpoint, name))}
-        assert public == {'run_instance', 'terminate_instance'}
+        assert public == {'run_instance', 'terminate_instance',
+                          'send_report'}
 
 
 class TestFleet:
@@ -382,13 +384,14 @@ class TestFleetEndpoint:
         assert "names node 'elsewhere'" in caplog.text
         assert 'which no simulated host runs' in caplog.text
 
-    def test_only_the_two_casts_and_the_probe_are_public(self, sim_fleet):
+    def test_only_the_three_casts_and_the_probe_are_public(
+            self, sim_fleet):
         endpoint = agent.FleetEndpoint(sim_fleet)
         public = {name for name in dir(endpoint)
                   if not name.startswith('_')
                   and inspect.ismethod(getattr(endpoint, name))}
         assert public == {'run_instance', 'terminate_instance',
-                          'bindings_probe'}
+                          'send_report', 'bindings_probe'}
 
 
 class _Clock:
