@@ -78,7 +78,7 @@ def start_old_service(cluster, bin_dir: str, database_url: str,
     cluster.daemons.append(daemon)
     cluster.server_names.add(name)
     cluster.scheduler = daemon
-    cluster.wait_ready(daemon, name)
+    cluster.wait_ready(daemon, name, serving_line=False)
     return daemon
 
 

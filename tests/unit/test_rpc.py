@@ -615,8 +615,10 @@ def test_servers_left_behind_while_the_broker_is_down_are_one_warning(
         stuck.release.set()
 
 
-def test_a_stop_with_the_broker_down_gives_the_servers_a_short_grace(
-        start_service, monkeypatch, conf):
+@pytest.mark.parametrize('reachable, grace', [
+    (False, service_mod.BROKER_DOWN_GRACE), (True, 48.0)])
+def test_a_stop_gives_the_servers_a_short_grace_only_with_the_broker_down(
+        start_service, monkeypatch, conf, reachable, grace):
     """A stopping service asks the broker once; unreachable, its
     servers get BROKER_DOWN_GRACE, not four fifths of
     graceful_shutdown_timeout."""
@@ -631,29 +633,10 @@ def test_a_stop_with_the_broker_down_gives_the_servers_a_short_grace(
 
     monkeypatch.setattr(rpc, 'stop_servers', stop_servers)
     monkeypatch.setattr(rpc, 'broker_reachable',
-                        lambda conf=None, timeout=1.0: False)
+                        lambda conf=None, timeout=1.0: reachable)
     monkeypatch.setattr(service_mod, 'servers_grace', lambda: 48.0)
     svc.stop()
-    assert seen == [(service_mod.BROKER_DOWN_GRACE, True)]
-
-
-def test_a_stop_with_the_broker_up_keeps_the_stop_grace(
-        start_service, monkeypatch, conf):
-    svc = start_service()
-    seen = []
-    real_stop_servers = rpc.stop_servers
-
-    def stop_servers(servers, grace=None, broker_down=False):
-        seen.append((grace, broker_down))
-        return real_stop_servers(servers, grace=grace,
-                                 broker_down=broker_down)
-
-    monkeypatch.setattr(rpc, 'stop_servers', stop_servers)
-    monkeypatch.setattr(rpc, 'broker_reachable',
-                        lambda conf=None, timeout=1.0: True)
-    monkeypatch.setattr(service_mod, 'servers_grace', lambda: 48.0)
-    svc.stop()
-    assert seen == [(48.0, False)]
+    assert seen == [(grace, not reachable)]
 
 
 def test_broker_reachable_tries_once(monkeypatch, conf):
