@@ -343,14 +343,15 @@ class SchedulerAPI:
     def _alive_heard(self) -> bool:
         """Whether liveness messages may go (API 1.6).
 
-        As ``_intake_heard``, of which it needs the conditions too:
+        Never unless ``[scheduler] report_liveness`` is set.  As
+        ``_intake_heard``, of which it needs the conditions too:
         with a cap (or ``auto``), when it allows 1.6; without one, when
         the liveness queue has consumers at the broker (only 1.6
         schedulers consume it; elsewhere, when a scheduler says it
         speaks 1.6), asked again every ``VERIFY_AGAIN_AFTER`` seconds
         until it has.
         """
-        if not self._intake_heard():
+        if not CONF.scheduler.report_liveness or not self._intake_heard():
             return False
         if time.monotonic() < self._alive_refused_until:
             return False

@@ -130,6 +130,27 @@ Related options:
 
 * ``periodic_task_interval``
 * ``[upgrade_levels] scheduler``
+* ``report_liveness``
+"""),
+    cfg.BoolOpt(
+        'report_liveness',
+        default=False,
+        help="""
+Compute side (experimental): when this compute's state has not changed
+since its last full report, send a small liveness message (API 1.6: the
+host, the node and a digest of that report) instead of the full report.
+Schedulers renew such a host without decoding or writing a report, and
+ask the compute for its full report (compute API 1.1 ``send_report``)
+when the digest does not match what they hold.  Only computes that
+serve ``send_report`` may turn it on.  Needs ``report_intake``; used
+only when the schedulers speak 1.6 (the same cap and queue checks as
+the intake).  Off by default until it has been proven under the
+project's fault tests.
+
+Related options:
+
+* ``report_intake``
+* ``[upgrade_levels] scheduler``
 """),
     cfg.IntOpt(
         'periodic_task_interval',

@@ -97,6 +97,8 @@ def _stored(host: str) -> dict:
 def test_quiet_hosts_stay_up_on_liveness_and_changed_reports_land(
         cluster, conf, postgresql_url, monkeypatch):
     monkeypatch.setattr(concurrency, 'EXECUTOR', 'threading')
+    # This process plays the computes: they send liveness messages.
+    conf.config(report_liveness=True, group='scheduler')
     service = cluster.start_scheduler(
         postgresql_url, name='alive',
         scheduler_opts={'workers': 2, 'service_down_time': DOWN_TIME})

@@ -24,6 +24,12 @@ from tests.unit import fixtures
 CTX = context.get_admin_context()
 
 
+@pytest.fixture(autouse=True)
+def liveness_on(conf):
+    """Computes of these tests send liveness messages (off by default)."""
+    conf.config(report_liveness=True, group='scheduler')
+
+
 def rich_report(host='h1', **changes):
     """A report with every kind of value a digest must see alike."""
     values = dict(
