@@ -363,18 +363,7 @@ class SchedulerAPI:
         if now - self._alive_asked < self.VERIFY_AGAIN_AFTER:
             return False
         self._alive_asked = now
-        url = rpc.transport_url_of(self._transport)
-        if rpc.is_amqp(transport_url=url):
-            heard = self._consumers(url, rpc.alive_topic()) > 0
-        else:
-            try:
-                server, _manifest = self._probe_version(
-                    min(self._timeout or CONF.rpc_response_timeout,
-                        self.VERIFY_TIMEOUT))
-            except oslo_messaging.MessagingTimeout:
-                return False
-            heard = _version_tuple(server) >= _version_tuple(
-                self.ALIVE_VERSION)
+        heard = self._schedulers_take(rpc.alive_topic(), self.ALIVE_VERSION)
         if heard:
             self._alive = True
             LOG.info('Schedulers take liveness messages on %s (API 1.6): '
@@ -431,22 +420,30 @@ class SchedulerAPI:
         if now - self._intake_asked < self.VERIFY_AGAIN_AFTER:
             return False
         self._intake_asked = now
-        url = rpc.transport_url_of(self._transport)
-        if rpc.is_amqp(transport_url=url):
-            heard = self._consumers(url, rpc.intake_topic()) > 0
-        else:
-            try:
-                server, _manifest = self._probe_version(
-                    min(self._timeout or CONF.rpc_response_timeout,
-                        self.VERIFY_TIMEOUT))
-            except oslo_messaging.MessagingTimeout:
-                return False
-            heard = _version_tuple(server) >= (1, 5)
+        heard = self._schedulers_take(rpc.intake_topic(), '1.5')
         if heard:
             self._intake = True
             LOG.info('Schedulers take reports on %s (API 1.5): each report '
                      'goes to one of them', rpc.intake_topic())
         return heard
+
+    def _schedulers_take(self, queue: str, version: str) -> bool:
+        """Whether schedulers consume ``queue`` (API ``version``).
+
+        On AMQP, whether the queue has consumers at the broker; on
+        transports without queues, whether a scheduler says it speaks
+        ``version`` (False when none answers in time).
+        """
+        url = rpc.transport_url_of(self._transport)
+        if rpc.is_amqp(transport_url=url):
+            return self._consumers(url, queue) > 0
+        try:
+            server, _manifest = self._probe_version(
+                min(self._timeout or CONF.rpc_response_timeout,
+                    self.VERIFY_TIMEOUT))
+        except oslo_messaging.MessagingTimeout:
+            return False
+        return _version_tuple(server) >= _version_tuple(version)
 
     def _consumers(self, url: str | None, queue: str) -> int:
         """Consumers of ``queue`` at the broker (0 when it cannot be
