@@ -105,29 +105,46 @@ def _stored(host: str) -> dict:
     return row['report']['versioned_object.data']
 
 
-def test_quiet_hosts_stay_up_on_liveness_and_changed_reports_land(
-        cluster, conf, postgresql_url, monkeypatch):
+def _report_all(computes) -> None:
+    ctxt = ctx_mod.get_admin_context()
+    for compute in computes:
+        compute.report(ctxt)
+
+
+def _start(cluster, conf, database_url: str, monkeypatch,
+           name: str) -> tuple:
+    """A two-worker service (threading executor) and HOSTS computes of
+    this process serving compute API 1.1, every host up on every
+    worker: ``(service, api, computes, servers)``."""
     monkeypatch.setattr(concurrency, 'EXECUTOR', 'threading')
-    # This process plays the computes: they send liveness messages.
-    conf.config(report_liveness=True, group='scheduler')
     service = cluster.start_scheduler(
-        postgresql_url, name='alive',
+        database_url, name=name,
         scheduler_opts={'workers': 2, 'service_down_time': DOWN_TIME})
-    test_claims._use_inventory(conf, postgresql_url)
+    test_claims._use_inventory(conf, database_url)
     api = CountingAPI(timeout=30)
     computes, servers = _computes(cluster, api)
+    try:
+        daemons.wait_for(lambda: _report_all(computes) or _all_up(cluster),
+                         90, interval=1,
+                         what='every worker to see %d hosts up' % HOSTS)
+    except BaseException:
+        rpc.stop_servers(servers)
+        raise
+    return service, api, computes, servers
+
+
+def test_quiet_hosts_stay_up_on_liveness_and_changed_reports_land(
+        cluster, conf, postgresql_url, monkeypatch):
+    # This process plays the computes: they send liveness messages.
+    conf.config(report_liveness=True, group='scheduler')
+    service, api, computes, servers = _start(cluster, conf, postgresql_url,
+                                             monkeypatch, 'alive')
     ctxt = ctx_mod.get_admin_context()
 
     def report_all() -> None:
-        for compute in computes:
-            compute.report(ctxt)
+        _report_all(computes)
 
     try:
-        def known() -> bool:
-            report_all()
-            return _all_up(cluster)
-        daemons.wait_for(known, 90, interval=1,
-                         what='every worker to see %d hosts up' % HOSTS)
         daemons.wait_for(lambda: report_all() or api.count('alive')
                          >= HOSTS, 60, interval=1,
                          what='the hosts to send liveness messages')
@@ -179,24 +196,15 @@ def test_quiet_hosts_stay_up_on_liveness_and_changed_reports_land(
 
 def test_a_deletion_never_heard_of_is_reconciled_on_liveness(
         cluster, conf, postgresql_url, monkeypatch):
-    monkeypatch.setattr(concurrency, 'EXECUTOR', 'threading')
     # The default: liveness messages from computes that serve send_report.
-    service = cluster.start_scheduler(
-        postgresql_url, name='reconcile',
-        scheduler_opts={'workers': 2, 'service_down_time': DOWN_TIME})
-    test_claims._use_inventory(conf, postgresql_url)
-    api = CountingAPI(timeout=30)
-    computes, servers = _computes(cluster, api)
+    service, api, computes, servers = _start(cluster, conf, postgresql_url,
+                                             monkeypatch, 'reconcile')
     ctxt = ctx_mod.get_admin_context()
 
     def report_all() -> None:
-        for compute in computes:
-            compute.report(ctxt)
+        _report_all(computes)
 
     try:
-        daemons.wait_for(lambda: report_all() or _all_up(cluster), 90,
-                         interval=1,
-                         what='every worker to see %d hosts up' % HOSTS)
         instance = str(uuid.uuid4())
         spec = make_spec()
         selections = cluster.api.select_destinations(cluster.ctxt, spec,
