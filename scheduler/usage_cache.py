@@ -232,10 +232,15 @@ def _usage_after_claim(known: dict | None, after: dict | None,
     The row the claim's transaction read back is taken as is when this
     claim was its only change since the cached one (the generation
     moved by one): the next request then has nothing to reload.
-    Otherwise (another worker claimed there meanwhile) the claims are
-    added to the cached row, marked stale, so that the next refresh
-    reads the node's claims again.
+    A cached row as new as ``after`` or newer (a refresh read it after
+    the claim committed and cached it first) already counts these
+    claims: it is kept.  Otherwise (another worker claimed there
+    meanwhile) the claims are added to the cached row, marked stale, so
+    that the next refresh reads the node's claims again.
     """
+    if (known is not None and after is not None
+            and known['seq'] >= after['seq']):
+        return known
     if (known is not None and after is not None
             and known['generation'] >= 0
             and after['generation'] == known['generation'] + 1):

@@ -1128,6 +1128,46 @@ def test_an_older_usage_row_is_not_cached_over_a_newer_one():
     assert manager._usage_cache.rows[key] is again
 
 
+class _RefreshAfterCommit:
+    """The usage store, where another request's refresh reads a node's
+    row and claims after a claim on it committed and caches them before
+    the claiming request takes the lock to cache its own."""
+
+    def __init__(self, manager=None):
+        self.manager = manager
+
+    def __getattr__(self, name):
+        return getattr(usage, name)
+
+    def claim_many(self, requests):
+        placed = usage.claim_many(requests)
+        manager, self.manager = self.manager, None
+        if manager is not None:
+            manager.refresh_nodes(sorted({(r.host, r.nodename)
+                                          for r in requests}))
+        return placed
+
+
+def test_a_claim_does_not_count_itself_again_over_a_newer_cached_row():
+    seeded = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
+    seeded.flush()
+    store = _RefreshAfterCommit()
+    manager = host_manager.HostManager(inventory=seeded.db,
+                                       usage_store=store)
+    manager.load_from_inventory()
+    manager.update_from_report(fixtures.report('h1', memory_mb=4096))
+    store.manager = manager
+    _claim(manager, 'h1', memory_mb=1024)
+    key = ('h1', 'h1')
+    # The row the refresh cached already counts the claim: the claim
+    # keeps it rather than adding itself to it a second time.
+    assert manager._usage_cache.rows[key]['claimed_memory_mb'] == 1024
+    assert manager.get_host_state('h1').free_ram_mb == 3072
+    # Nothing changed since, so the next look reads nothing new.
+    manager.refresh_usage()
+    assert manager.get_host_state('h1').free_ram_mb == 3072
+
+
 # --- reports another worker took (API 1.5 intake) ----------------------------
 
 def _two_workers():
