@@ -59,9 +59,8 @@ class Claim(usage.Placement):
 class UsageCache:
     """Usage rows and pending claims of every node, for one worker."""
 
-    def __init__(self, store: typing.Callable):
-        #: Returns the usage store (``scheduler.db.usage``), looked up
-        #: late.
+    def __init__(self, store):
+        #: The usage store (``scheduler.db.usage``).
         self._store = store
         #: key -> the node's usage row as last read (or as we changed it).
         self.rows: dict = {}
@@ -76,32 +75,27 @@ class UsageCache:
 
     def read_changed(self) -> list:
         """Rows changed since the last look, in sequence order."""
-        return self._store().changed_since(
+        return self._store.changed_since(
             max(0, self.high_water - self._seq_lookback()))
 
     def read_nodes(self, keys: set) -> list:
         """The usage rows of nodes ``keys``."""
-        store = self._store()
         # Every row when most nodes are wanted (a fleet's first flush);
         # else only theirs: a flush writes a batch at a time, and reading
         # every row per batch made loading a large fleet quadratic.
-        getter = getattr(store, 'usage_get_nodes', None)
-        if getter is None or (len(keys) > 50
-                              and 2 * len(keys) > len(self.rows)):
-            return [row for row in store.usage_get_all()
+        if len(keys) > 50 and 2 * len(keys) > len(self.rows):
+            return [row for row in self._store.usage_get_all()
                     if row_key(row) in keys]
-        return getter(sorted(keys))
+        return self._store.usage_get_nodes(sorted(keys))
 
     def read_pending(self, keys: list | None = None) -> list:
         """The pending claims of nodes ``keys`` (None: of all)."""
-        store = self._store()
-        return store.pending_claims() if keys is None \
-            else store.pending_claims(keys)
+        return self._store.pending_claims() if keys is None \
+            else self._store.pending_claims(keys)
 
     def _seq_lookback(self) -> int:
         if self._lookback is None:
-            in_order = getattr(self._store(), 'commits_in_seq_order', None)
-            self._lookback = 0 if in_order is not None and in_order() \
+            self._lookback = 0 if self._store.commits_in_seq_order() \
                 else SEQ_LOOKBACK
         return self._lookback
 

@@ -27,6 +27,7 @@ from scheduler import host_view
 from scheduler import objects
 from scheduler import report_backlog
 from scheduler import report_writer
+from scheduler import usage_cache
 from scheduler.resources import liveness
 from tests.unit import fixtures
 
@@ -258,7 +259,7 @@ def _as_composed(manager, host):
     """Node ``host``'s view, checked slot by slot against the one
     ``_compose`` builds from the report, usage row and claims now."""
     view = manager.get_host_state(host)
-    composed = manager._composed((host, host))
+    composed = manager._views.composed((host, host))
     for name in host_view._SLOTS:
         assert host_view._equal(getattr(view, name),
                                 getattr(composed, name)), name
@@ -356,7 +357,7 @@ class _RecordingStore:
 
 @pytest.mark.parametrize('native, start', [(True, 100 - 16), (False, 100)])
 def test_only_a_native_sequence_is_read_again_a_window_back(native, start):
-    assert host_manager._SEQ_LOOKBACK == 16
+    assert usage_cache.SEQ_LOOKBACK == 16
     store = _RecordingStore(native)
     manager = fixtures.manager_with([fixtures.report('h1')])
     manager = host_manager.HostManager(inventory=manager.db,
@@ -521,7 +522,8 @@ def test_requests_arriving_during_a_freshness_read_share_it(monkeypatch):
     first = threading.Thread(target=manager.refresh_usage)
     first.start()
     assert reading.wait(30)
-    under_way = manager._refreshing = _CountedWaits(manager._refreshing)
+    under_way = manager._fresh.under_way = _CountedWaits(
+        manager._fresh.under_way)
     later = [threading.Thread(target=manager.refresh_usage)
              for _ in range(3)]
     for thread in later:
@@ -680,7 +682,7 @@ def test_a_view_gives_back_the_report_it_was_made_from():
 def _views_of(manager, host):
     """(the view filters see, the report view) of node ``host``."""
     key = (host, host)
-    return manager._states[key], manager._reports[key]
+    return manager._views.get(key), manager._reports.get(key)
 
 
 def test_a_node_without_claims_keeps_one_view_not_two():
@@ -776,7 +778,7 @@ def test_nodes_reporting_the_same_numa_topology_share_it():
     claimed = manager.get_host_state('h1')
     assert sum(c.cpu_usage for c in claimed.numa_topology.cells) == 2
     for view in (h1, manager.get_host_state('h2'),
-                 manager._reports[('h1', 'h1')]):
+                 manager._reports.get(('h1', 'h1'))):
         assert [c.cpu_usage for c in view.numa_topology.cells] == [0, 0]
     # A node that reports later shares it too.
     manager.update_from_report(_numa_report('h4'))
