@@ -175,13 +175,7 @@ class HostManager:
         left = self._writer.take_all()
         if left:
             self._write_taken(left)
-        done = self._backlog.write(self.db, self.usage_db,
-                                   self.refresh_nodes)
-        if done.confirmed:
-            LOG.debug('Reports confirmed %d claim(s)', done.confirmed)
-        if done.error is not None:
-            # What was not written is kept for the next flush.
-            _write_failed(done.error, 'host reports')
+        self._backlog.write(self.db, self.usage_db, self.refresh_nodes)
 
     # -- reports from computes ------------------------------------------
 
@@ -328,7 +322,7 @@ class HostManager:
                 [report_backlog.report_row(item.view.report, now)
                  for item in taken])
         except Exception as e:
-            _write_failed(e, 'host reports')
+            report_backlog.write_failed(e, 'host reports')
             with self._lock:
                 told = [(item.key, self._install(item.view, unwritten=True,
                                                  usage=item.usage))
@@ -347,7 +341,7 @@ class HostManager:
                 rows = self._usage_cache.read_nodes(set(usage_keys))
                 pending = self._usage_cache.read_pending(usage_keys)
             except Exception as e:
-                _write_failed(e, 'the usage of host reports')
+                report_backlog.write_failed(e, 'the usage of host reports')
                 usage_keys = []
             else:
                 if confirmed:
@@ -819,15 +813,6 @@ class HostManager:
     def host_names(self, states: list | None = None) -> list:
         states = self.get_up_host_states() if states is None else states
         return sorted({s.host for s in states})
-
-
-def _write_failed(error: BaseException, what: str) -> None:
-    if availability.is_outage(error):
-        # Told once per outage, with a count of these.
-        availability.count('saving %s (kept, retried)' % what)
-    else:
-        LOG.error('Could not write to the inventory (%s); will retry: '
-                  '%s', what, error, exc_info=error)
 
 
 #: How ``_log_taken`` says that a report reached another worker.
