@@ -1,29 +1,21 @@
 """HostManager: one worker's view of every compute node, kept honest.
 
-The facade the drivers, the manager and the CLI call.  It keeps the
-newest report of each node and what the inventory says of the node's
-usage: the node's ``node_usage`` row and the claims still pending on
-it, made by this worker or any other worker or daemon sharing the
-inventory.  The view a filter sees is the report with that usage laid
-over it.
+The facade the drivers, the manager and the CLI call.  The view a
+filter sees of a node is its newest report with what the inventory
+says of its usage laid over it: the ``node_usage`` row and the claims
+still pending there, made by any worker sharing the inventory.
 
-The inventory is the authority (``scheduler.db.usage``): ``claim()``
-writes the placement, with its capacity check, before any caller hears
-of it.  Memory is a cache, made current before each request by
-``refresh_usage()``: one query for the usage rows changed since the
-last look (the usage sequence), one more for the pending claims of
-those nodes.  A claim that loses a race raises ``ClaimConflict``; the
-node is refreshed so the next choice sees it full.
+The inventory is the authority (``scheduler.db.usage``): a claim is
+written, with its capacity check, before any caller hears of it, and
+one that loses a race raises ``ClaimConflict`` after its node is
+refreshed.  Memory is a cache, made current before each request by
+``refresh_usage()`` (the rows changed since the last look, by the
+usage sequence, then those nodes' pending claims).
 
-The state lives in owners that share this manager's one lock, each
-named for what it holds (doc/architecture.md, "Owners of state"):
-``NodeReports`` the reports and down nodes, ``NodeViews`` the views
-and their watchers, ``UsageCache`` the usage rows and pending claims,
-``ReportMarks`` how far the stored reports were read,
-``ReportBacklog`` and ``ReportWriter`` the reports not written yet,
-``HostAggregates`` the aggregates.  The manager only sequences them:
-queries run without the lock, and views are replaced, never changed in
-place, so a request that already holds a view keeps a consistent one,
+The state lives in owners that share this manager's lock, listed in
+doc/architecture.md ("Owners of state"); the manager only sequences
+them.  Queries run without the lock, and views are replaced, never
+changed in place: a request that holds a view keeps a consistent one,
 under eventlet and under native threads alike.
 """
 
@@ -38,6 +30,7 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from scheduler import concurrency
+from scheduler.db import api as db_api
 from scheduler.db import availability
 from scheduler.db import usage
 from scheduler import exception
@@ -76,8 +69,8 @@ class HostManager:
     """Host states, claims and aggregates for one scheduler worker."""
 
     def __init__(self, inventory=None, usage_store=None):
-        self._db = inventory
-        self.usage_db = usage_store or usage
+        self.db = db_api if inventory is None else inventory
+        self.usage_db = usage if usage_store is None else usage_store
         self._lock = concurrency.native_lock()
         self._reports = node_reports.NodeReports()
         self._usage_cache = usage_cache.UsageCache(self.usage_db)
@@ -96,13 +89,6 @@ class HostManager:
         #: One load at a time; the others wait for it.  The runtime's
         #: lock (green under eventlet): it is held across queries.
         self._load_lock = threading.Lock()
-
-    @property
-    def db(self):
-        if self._db is None:
-            from scheduler.db import api as db_api
-            self._db = db_api
-        return self._db
 
     # -- loading and saving ---------------------------------------------
 
@@ -316,33 +302,28 @@ class HostManager:
         the others learn it once the inventory is back.
         """
         now = report_backlog.stored_time()
-        keys = [item.key for item in taken]
+        applied, rows, pending = set(), [], []
         try:
             seq = self.db.host_reports_save(
                 [report_backlog.report_row(item.view.report, now)
                  for item in taken])
         except Exception as e:
             report_backlog.write_failed(e, 'host reports')
+            written = False
+        else:
+            written = True
             with self._lock:
-                told = [(item.key, self._install(item.view, unwritten=True,
-                                                 usage=item.usage))
-                        for item in taken]
-            for key, what in told:
-                _log_taken(key, what)
-            return
-        with self._lock:
-            self._marks.written(keys, seq, True)
-        carried = [item.usage for item in taken if item.usage is not None]
-        usage_keys = [item.key for item in taken if item.usage is not None]
-        rows, pending = [], []
-        if carried:
+                self._marks.written([item.key for item in taken], seq, True)
+            applied = {item.key for item in taken if item.usage is not None}
+        if applied:
             try:
-                confirmed = self.usage_db.apply_reports(carried)
-                rows = self._usage_cache.read_nodes(set(usage_keys))
-                pending = self._usage_cache.read_pending(usage_keys)
+                confirmed = self.usage_db.apply_reports(
+                    [item.usage for item in taken if item.usage is not None])
+                rows = self._usage_cache.read_nodes(applied)
+                pending = self._usage_cache.read_pending(sorted(applied))
             except Exception as e:
                 report_backlog.write_failed(e, 'the usage of host reports')
-                usage_keys = []
+                applied = set()
             else:
                 if confirmed:
                     LOG.debug('Reports confirmed %d claim(s)',
@@ -350,13 +331,12 @@ class HostManager:
         with self._lock:
             # The usage rows first: the views composed below lay them
             # over the new reports at once.
-            if usage_keys:
-                self._usage_cache.take(rows, pending, usage_keys)
-            applied = set(usage_keys)
+            if applied:
+                self._usage_cache.take(rows, pending, sorted(applied))
             told = []
             for item in taken:
                 what = self._install(
-                    item.view, unwritten=False, unless_older=True,
+                    item.view, unwritten=not written, unless_older=written,
                     usage=None if item.key in applied else item.usage)
                 if what is None and item.key in applied:
                     # A newer report is held: the usage row is new.
