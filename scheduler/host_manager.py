@@ -101,24 +101,20 @@ class HostManager:
         a load put off by a database outage, see ``ensure_loaded``).
         """
         self.refresh_aggregates()
-        reports = {}
-        seqs = {}
-        mark = 0
-        for row in self.db.host_reports_get_all():
-            mark = max(mark, row.get('seq', 0))
-            view = node_reports.stored_view(row)
-            if view is None:
-                continue
-            reports[view.key()] = view
-            seqs[view.key()] = row.get('changed_seq', 0)
+        rows = self.db.host_reports_get_all()
+        views = [node_reports.stored_view(row) for row in rows]
         usage_rows = self.usage_db.usage_get_all()
         pending = self._usage_cache.read_pending()
         with self._lock:
-            self._marks.loaded(mark, seqs)
-            for key, view in reports.items():
-                if self._reports.get(key) is None:
+            self._marks.all_read(max([row.get('seq', 0) for row in rows],
+                                     default=0))
+            for row, view in zip(rows, views):
+                if view is None:
+                    continue
+                self._marks.holds(view.key(), row.get('changed_seq', 0))
+                if self._reports.get(view.key()) is None:
                     self._aggregates.attach(view)
-                    self._reports.put(key, view)
+                    self._reports.put(view.key(), view)
             self._usage_cache.take(usage_rows, pending,
                                    [usage_cache.row_key(r)
                                     for r in usage_rows])
@@ -127,8 +123,8 @@ class HostManager:
             self._loaded = True
         LOG.info('Loaded %(hosts)d host state(s), %(agg)d aggregate(s) and '
                  '%(claims)d pending claim(s) from the inventory',
-                 {'hosts': len(reports), 'agg': len(self._aggregates),
-                  'claims': len(pending)})
+                 {'hosts': sum(v is not None for v in views),
+                  'agg': len(self._aggregates), 'claims': len(pending)})
 
     def ensure_loaded(self) -> None:
         """Load the saved state now if start-up could not.
@@ -148,14 +144,11 @@ class HostManager:
     def flush(self) -> None:
         """Write new reports to the inventory (periodic task, shutdown).
 
-        Claims are not written here: they are in the inventory before
-        the caller hears of them.  Reports are: the full report for a
-        restarted worker, and the usage it carries, which moves the
-        claims it confirms out of pending; the new times of quiet
-        reports; and the reports taken from the intake that are still
-        waiting for their write (``report_writer``: a stop, or an
-        outage, left them).  Under eventlet the database drivers yield
-        while they wait, so requests keep being served meanwhile; never
+        The intake's reports a stop or an outage left waiting
+        (``report_writer``), then the backlog (``report_backlog``):
+        full reports, quiet ones' times and the usage they carry.
+        Claims are in the inventory already.  Under eventlet the
+        database drivers yield, so requests are served meanwhile; never
         on a native thread (``concurrency.run_native``).
         """
         left = self._writer.take_all()
@@ -168,18 +161,14 @@ class HostManager:
     def update_from_report(self, report, shared: bool = False) -> None:
         """Take a compute's report as the new state of its node.
 
-        A report that says what the last one said (a quiet node's
-        periodic report) only tells that the node is alive: its views
-        get the new time, and the inventory only the time, at the next
-        flush.  Anything else builds the node's views anew.
-
-        ``shared``: the report came from the intake queue (API 1.5), so
-        no other worker hears it.  A new one is then written to the
-        inventory first, in a batch of a fraction of a second
-        (``report_writer``), and becomes this worker's view once
-        written: from then on every worker sees it at its next request
-        (``refresh_changed_reports``).  Otherwise (every worker hears
-        it) it is written at the next flush.
+        A report that says what the last one said only renews the
+        node's views (a new time; only the time is written, at the next
+        flush).  Anything else builds them anew.  ``shared``: from the
+        intake queue (API 1.5), which no other worker hears: a new
+        report is written first (``report_writer``) and becomes this
+        worker's view once written, when every worker can read it
+        (``refresh_changed_reports``).  Otherwise it is written at the
+        next flush.
         """
         key = (report.host, report.nodename)
         with self._lock:
@@ -206,20 +195,15 @@ class HostManager:
     def take_alive(self, nodes: list) -> list:
         """Quiet computes' liveness messages (API 1.6): ``nodes`` is
         ``[((host, nodename), digest)]``, each saying that the node is
-        alive and that its state is still that of the full report whose
-        ``content_digest`` is ``digest``.
+        alive and still in the state of its full report of that
+        ``content_digest``.
 
         A node whose report here has that digest is renewed as a quiet
-        full report renews it (``update_from_report``): new views with
-        the new time, the time written at the next flush; nothing is
-        decoded or rebuilt, no row rewritten.  The others (a report
-        another worker took and this one has not read yet, an unknown
-        node, a down node, usage the inventory does not have yet) are
-        looked up once more after reading the reports other workers
-        changed and these nodes' usage (``refresh_changed_reports``,
-        ``refresh_nodes``: a worker that serves no request reads
-        neither otherwise); returns the keys still not renewed: their
-        computes must send a full report.
+        full report renews it (``update_from_report``).  The others (a
+        report another worker took, an unknown or down node, usage the
+        inventory lacks) are looked up again after reading the changed
+        reports and these nodes' usage; returns the keys still not
+        renewed: their computes must send a full report.
         """
         missed = self._renew(nodes)
         if not missed:
@@ -404,14 +388,11 @@ class HostManager:
         """Take the new and changed reports other workers wrote since
         the last look; before every request.
 
-        A report from the intake queue (API 1.5) is taken by one worker
-        of the deployment, which writes it before it uses it
-        (``update_from_report``): here every other worker learns it, by
-        the report sequence, with one indexed query for the rows whose
-        report changed since the highest ``changed_seq`` read, which
-        finds nothing while nothing changed.  Rows that only got a new
-        time are left to ``refresh_reports`` (periodic).  Returns how
-        many nodes were brought up to date.
+        One indexed query for the rows whose report changed since the
+        highest ``changed_seq`` read (an intake report is written by
+        the worker that took it before it uses it); rows with only a
+        new time are left to ``refresh_reports``.  Returns how many
+        nodes were brought up to date.
         """
         rows = self.db.host_reports_changed_since(self._marks.changed)
         if not rows:
@@ -518,14 +499,9 @@ class HostManager:
                            self._usage_cache.read_nodes(wanted))
 
     def _reload_nodes(self, keys: list, rows: list) -> None:
-        """Take ``rows`` (and the nodes' pending claims, read now) as
-        what the inventory says of nodes ``keys``, and compose their
-        views.
-
-        Both were read without the lock (a query must not hold it): a
-        node whose newer row another refresh or a claim cached
-        meanwhile keeps it (``UsageCache.take``).
-        """
+        """Take ``rows`` and the pending claims of nodes ``keys`` (both
+        read without the lock: ``UsageCache.take`` keeps a newer row
+        cached meanwhile) and compose their views."""
         pending = self._usage_cache.read_pending(keys)
         with self._lock:
             for key in self._usage_cache.take(rows, pending, keys):
@@ -748,9 +724,8 @@ class HostManager:
 
         Their usage stays counted as pending until a report of the node
         includes it.  Nothing is read back: the confirmation changes
-        only the claims' status, which this worker's cache takes as the
-        inventory now has it (one build a placement: the re-read cost
-        two more round trips per placement).
+        only the claims' status, which the cache takes as the inventory
+        has it.
         """
         if self.usage_db.confirm(host, instance_uuids):
             with self._lock:

@@ -1,15 +1,8 @@
-"""Each node's last report, as one scheduler worker holds it.
+"""Each node's last report, and how far the stored reports were read.
 
-``NodeReports`` owns the last report of every node (a ``HostView``
-without claims, the host's aggregates attached), the index of each
-host's nodes and the nodes that stopped reporting.  ``ReportMarks``
-owns how far this worker has read the reports stored in the inventory:
-the report sequence marks (the highest ``seq`` read, the
-``changed_seq`` up to which every changed report was read), the
-``changed_seq`` each held report stands for, and the sequence numbers
-of this worker's own writes not read back yet.  Both share the host
-manager's lock and are called with it held; a report view is replaced,
-never changed in place.
+``NodeReports`` and ``ReportMarks`` share the host manager's lock and
+are called with it held; a report view is replaced, never changed in
+place.
 """
 
 import typing
@@ -25,7 +18,9 @@ LOG = logging.getLogger(__name__)
 
 
 class NodeReports:
-    """The last report of each node, and which nodes are down."""
+    """The last report of each node (a ``HostView`` without claims, its
+    host's aggregates attached), each host's nodes, and the nodes that
+    stopped reporting."""
 
     def __init__(self):
         #: key -> the node's last report view.
@@ -64,10 +59,9 @@ class NodeReports:
 
     def back(self, key) -> bool:
         """Node ``key`` reports again: whether it was down."""
-        if key in self._down:
-            self._down.discard(key)
-            return True
-        return False
+        was = key in self._down
+        self._down.discard(key)
+        return was
 
     def mark_down(self, now: float) -> list:
         """Mark down the nodes whose last report is older than the
@@ -82,7 +76,8 @@ class NodeReports:
 
 
 class ReportMarks:
-    """The report sequence numbers this worker has read or written."""
+    """How far this worker has read the reports stored in the
+    inventory, and its own writes not read back yet."""
 
     def __init__(self):
         #: The highest report sequence number read (``refresh_reports``).
@@ -95,13 +90,6 @@ class ReportMarks:
         self._held: dict = {}
         #: Sequence numbers of this worker's own writes, not read yet.
         self._own: set = set()
-
-    def loaded(self, mark: int, held: dict) -> None:
-        """Every stored report up to ``mark`` was read; ``held``: key ->
-        the ``changed_seq`` of the report taken."""
-        self.read = max(self.read, mark)
-        self.changed = max(self.changed, mark)
-        self._held.update(held)
 
     def holds(self, key, changed_seq: int) -> None:
         """This worker holds node ``key``'s stored report of

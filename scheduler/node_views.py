@@ -1,10 +1,8 @@
 """The view filters see of each node, and who is told of it.
 
-``NodeViews`` owns each node's published view (its report with the
-usage row and pending claims of ``UsageCache`` laid over it) and the
-watchers told of every view published or dropped.  It shares the host
-manager's lock and is called with it held.  Views are replaced, never
-changed in place: a request that holds one keeps a consistent one.
+``NodeViews`` shares the host manager's lock and is called with it
+held.  Views are replaced, never changed in place: a request that holds
+one keeps a consistent one.
 """
 
 from scheduler.resources import numa
@@ -12,7 +10,9 @@ from scheduler.resources import pci
 
 
 class NodeViews:
-    """Published views of every node, and their watchers."""
+    """Each node's published view (its report with the usage row and
+    pending claims of ``UsageCache`` laid over it) and the watchers
+    told of every view published or dropped."""
 
     def __init__(self, reports, usage):
         #: ``NodeReports`` and ``UsageCache``: what a view is made of.

@@ -17,6 +17,7 @@ import datetime
 import time
 import typing
 
+from scheduler.db import instances
 from scheduler.db import usage
 
 #: How far behind the highest sequence number seen each refresh looks
@@ -28,19 +29,13 @@ from scheduler.db import usage
 #: order: no window there (``usage.commits_in_seq_order``).
 SEQ_LOOKBACK = 16
 
-#: A placement's status until its compute says it built it
-#: (``scheduler.db.instances.CLAIMED``).
-CLAIMED = 'claimed'
-#: Its status once the compute said it built it (``ACTIVE`` there).
-ACTIVE = 'active'
-
 
 @dataclasses.dataclass
 class Claim(usage.Placement):
     """Resources of one placed instance that no report includes yet."""
 
     claimed_at: float = dataclasses.field(default_factory=time.time)
-    status: str = 'claimed'
+    status: str = instances.CLAIMED
 
     @classmethod
     def from_row(cls, row: dict) -> 'Claim':
@@ -53,7 +48,7 @@ class Claim(usage.Placement):
                  for key, count in row.get('pci') or []],
             claimed_at=(timestamp(row['updated_at'])
                         if row.get('updated_at') else time.time()),
-            status=row.get('status', 'claimed'))
+            status=row.get('status', instances.CLAIMED))
 
 
 class UsageCache:
@@ -175,9 +170,9 @@ class UsageCache:
         for key in keys:
             held = self.pending.get(key, {})
             for uuid in built.intersection(held):
-                if held[uuid].status == CLAIMED:
+                if held[uuid].status == instances.CLAIMED:
                     held[uuid] = dataclasses.replace(held[uuid],
-                                                     status=ACTIVE)
+                                                     status=instances.ACTIVE)
 
     def forget(self, key) -> None:
         self.rows.pop(key, None)
@@ -193,7 +188,7 @@ class UsageCache:
         # A placement the report lists stops pending; a built one it
         # does not list is unlisted, then dropped by a newer report
         # that still does not list it.
-        if any(uuid in listed or claim.status != CLAIMED
+        if any(uuid in listed or claim.status != instances.CLAIMED
                for uuid, claim in self.pending.get(key, {}).items()):
             return True
         return (row['reported_memory_mb'], row['reported_vcpus'],
@@ -211,7 +206,7 @@ class UsageCache:
             if report is None:
                 continue
             for claim in claims.values():
-                if (claim.status == CLAIMED
+                if (claim.status == instances.CLAIMED
                         and report.received_at - claim.claimed_at
                         > expiry):
                     candidates.append(claim.instance_uuid)
