@@ -304,12 +304,10 @@ class SharedRead:
     """Callers that come while a read is under way share the next one.
 
     ``run(read)`` returns once a ``read`` begun after the caller came
-    has ended: the first caller to find no read under way leads the
-    next one, the others wait for it and return (None) together.  A
-    burst of requests thus reads twice, not once per request, and each
-    of them still sees what was stored before it came.  The event is
-    the runtime's (green under eventlet); the state is guarded by a
-    native lock never held across the read.
+    has ended: the first caller to find none under way leads it, the
+    others wait and return None together, so a burst of requests reads
+    twice, not once each, and each sees what was stored before it
+    came.  The event is the runtime's (green under eventlet).
     """
 
     def __init__(self):

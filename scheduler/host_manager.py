@@ -104,7 +104,7 @@ class HostManager:
         rows = self.db.host_reports_get_all()
         views = [node_reports.stored_view(row) for row in rows]
         usage_rows = self.usage_db.usage_get_all()
-        pending = self._usage_cache.read_pending()
+        pending = self.usage_db.pending_claims()
         with self._lock:
             self._marks.all_read(max([row.get('seq', 0) for row in rows],
                                      default=0))
@@ -127,14 +127,10 @@ class HostManager:
                   'agg': len(self._aggregates), 'claims': len(pending)})
 
     def ensure_loaded(self) -> None:
-        """Load the saved state now if start-up could not.
-
-        A worker forked while the database is away (the launcher
-        replacing one that died) starts all the same and serves
-        ``InventoryUnavailable``; its first request or periodic run
-        after the outage loads what it missed.  Raises the outage's
-        error while it lasts.  Cheap once loaded (one attribute read).
-        """
+        """Load the saved state now if start-up could not (a worker
+        forked while the database was away serves
+        ``InventoryUnavailable`` until then).  Raises the outage's error
+        while it lasts; cheap once loaded."""
         if self._loaded:
             return
         with self._load_lock:
@@ -304,7 +300,7 @@ class HostManager:
                 confirmed = self.usage_db.apply_reports(
                     [item.usage for item in taken if item.usage is not None])
                 rows = self._usage_cache.read_nodes(applied)
-                pending = self._usage_cache.read_pending(sorted(applied))
+                pending = self.usage_db.pending_claims(sorted(applied))
             except Exception as e:
                 report_backlog.write_failed(e, 'the usage of host reports')
                 applied = set()
@@ -332,11 +328,8 @@ class HostManager:
     def _alive(self, key, report_view, received_at: float | None = None
                ) -> None:
         """Node ``key`` reported again, with nothing new: new views with
-        the time of this report (views are replaced, never changed).
-
-        ``received_at`` given: another worker took the report and the
-        inventory has it (``refresh_reports``), nothing to write.
-        """
+        the time of this report.  ``received_at`` given: another worker
+        took the report and stored it (``refresh_reports``)."""
         fresh = report_view.successor(
             received_at=liveness.now() if received_at is None
             else received_at)
@@ -346,12 +339,9 @@ class HostManager:
         self._views.renew(key, report_view, fresh)
 
     def forget_deleted_nodes(self) -> list:
-        """Drop down nodes an operator deleted from the inventory.
-
-        Only nodes that stopped reporting are looked up (``scheduler-manage
-        hosts delete`` refuses the others), so this costs nothing while
-        every node reports.
-        """
+        """Drop down nodes an operator deleted from the inventory (only
+        down nodes are looked up: ``scheduler-manage hosts delete``
+        refuses the others)."""
         with self._lock:
             down = self._reports.down()
         if not down:
@@ -502,21 +492,17 @@ class HostManager:
         """Take ``rows`` and the pending claims of nodes ``keys`` (both
         read without the lock: ``UsageCache.take`` keeps a newer row
         cached meanwhile) and compose their views."""
-        pending = self._usage_cache.read_pending(keys)
+        pending = self.usage_db.pending_claims(keys)
         with self._lock:
             for key in self._usage_cache.take(rows, pending, keys):
                 self._views.compose(key)
 
     def watch_views(self, watcher) -> None:
-        """Tell ``watcher`` of every view, now and whenever one changes.
-
-        ``watcher.view_changed(key, view)`` is called for each current
-        view, then for each view composed (or re-attached to changed
-        aggregates); ``watcher.view_removed(key)`` when a node is
-        dropped.  Calls are made under the manager's lock, in the order
-        of the changes: they must be quick and must not yield
-        (``scheduler.columns.ColumnStore`` keeps one row per call).
-        """
+        """Tell ``watcher`` of every view, now and whenever one changes:
+        ``view_changed(key, view)`` for each view published,
+        ``view_removed(key)`` for each node dropped.  Calls are made
+        under the manager's lock, in the order of the changes: they
+        must be quick and must not yield (``columns.ColumnStore``)."""
         with self._lock:
             self._views.watch(watcher)
 
@@ -562,13 +548,10 @@ class HostManager:
               ) -> usage_cache.Claim:
         """Claim one instance of ``spec_obj`` on ``host_state``'s node.
 
-        Written to the inventory before returning.  Raises
-        ``ClaimConflict`` when the node no longer has room under
-        ``limits`` (the node is refreshed first) and
-        ``InstanceAlreadyPlaced`` when the instance is pending elsewhere
-        and ``replace`` is not set.  An instance without a uuid (an old
-        caller) is claimed under a made-up one, which holds the capacity
-        until the claim expires.
+        Written to the inventory before returning; raises as
+        ``claim_many``.  An instance without a uuid (an old caller) is
+        claimed under a made-up one, which holds the capacity until the
+        claim expires.
         """
         planned = self.plan_claim(self.current(host_state), spec_obj,
                                   instance_uuid, limits, replace)

@@ -31,8 +31,7 @@ class NodeViews:
         return list(self._by_key.values())
 
     def watch(self, watcher) -> None:
-        """Tell ``watcher`` of every view, now and whenever one changes
-        (``HostManager.watch_views``)."""
+        """``HostManager.watch_views``."""
         self._watchers.append(watcher)
         for key, view in self._by_key.items():
             watcher.view_changed(key, view)

@@ -83,11 +83,6 @@ class UsageCache:
                     if row_key(row) in keys]
         return self._store.usage_get_nodes(sorted(keys))
 
-    def read_pending(self, keys: list | None = None) -> list:
-        """The pending claims of nodes ``keys`` (None: of all)."""
-        return self._store.pending_claims() if keys is None \
-            else self._store.pending_claims(keys)
-
     def _seq_lookback(self) -> int:
         if self._lookback is None:
             self._lookback = 0 if self._store.commits_in_seq_order() \
