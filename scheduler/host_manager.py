@@ -395,14 +395,9 @@ class HostManager:
 
     def refresh_reports(self) -> int:
         """Take every report other workers wrote since the last look,
-        new times included (periodic, before judging hosts down).
-
-        As ``refresh_changed_reports``, by the report sequence of every
-        write (``seq``): a row whose report changed is read whole and
-        decoded; one that only got a new time makes the node's views
-        newer, so that a node whose reports another worker takes is not
-        judged down.  Returns how many nodes were brought up to date.
-        """
+        new times included (periodic, before judging hosts down): a
+        changed report is read whole, a new time only renews the node's
+        views.  Returns how many nodes were brought up to date."""
         rows = self.db.host_reports_since(self._marks.read)
         if not rows:
             return 0
@@ -463,11 +458,10 @@ class HostManager:
         """Pull usage changed by any worker since the last look, and the
         reports other workers took that changed (before every request).
 
-        Cheap when nothing changed (one indexed query each).  Returns
-        how many nodes' usage was refreshed.  Requests that come while
-        a read is under way share the next one, begun after they came
-        (``concurrency.SharedRead``): a host that reported just before
-        is known to them.
+        Cheap when nothing changed (one indexed query each).  Requests
+        that come during a read share the next one, begun after they
+        came (``concurrency.SharedRead``).  Returns how many nodes'
+        usage was refreshed.
         """
         return self._fresh.run(self._refresh_usage) or 0
 

@@ -77,8 +77,6 @@ class NodeViews:
         current view (views are replaced on every change, so identity
         tells) and the claims are plain: no NUMA cell, PCI device or
         replaced placement, no instance the compute already lists.
-        Composing again cost more than the rest of a later instance's
-        claim.
         """
         base = self._by_key.get(key)
         report = self._reports.get(key)
