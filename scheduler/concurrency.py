@@ -300,6 +300,48 @@ class Turn:
             slice_begins()
 
 
+class SharedRead:
+    """Callers that come while a read is under way share the next one.
+
+    ``run(read)`` returns once a ``read`` begun after the caller came
+    has ended: the first caller to find none under way leads it, the
+    others wait and return None together, so a burst of requests reads
+    twice, not once each, and each sees what was stored before it
+    came.  The event is the runtime's (green under eventlet).
+    """
+
+    def __init__(self):
+        self._lock = native_lock()
+        #: The read under way (set when it ends), or None.
+        self.under_way = None
+        #: Reads begun, and the last one ended, by number (one at a
+        #: time: they end in the order they begin).
+        self._begun = self._done = 0
+
+    def run(self, read):
+        import threading
+        with self._lock:
+            arrived = self._begun
+        while True:
+            with self._lock:
+                if self._done > arrived:
+                    return None
+                event = self.under_way
+                if event is None:
+                    event = self.under_way = threading.Event()
+                    self._begun += 1
+                    mine = self._begun
+                    break
+            event.wait()
+        try:
+            return read()
+        finally:
+            with self._lock:
+                self.under_way = None
+                self._done = mine
+            event.set()
+
+
 class NativeThreadError(RuntimeError):
     """Code that may only run in a green thread ran on a native one."""
 

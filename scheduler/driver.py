@@ -19,6 +19,7 @@ from scheduler import exception
 from scheduler import host_manager as host_manager_mod
 from scheduler import objects
 from scheduler.replay import trace
+from scheduler import usage_cache
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
@@ -199,12 +200,8 @@ class Scheduler(metaclass=abc.ABCMeta):
 
     def _release_undelivered(self, uuid: str, chosen) -> None:
         """Give back the claim of a build that reached no compute."""
-        key = (chosen.service_host, chosen.nodename)
-        claim = next((c for c in self.host_manager.pending_claims(key)
-                      if c.instance_uuid == uuid), None)
-        if claim is None:
-            claim = host_manager_mod.Claim(uuid, key[0], key[1], 0, 0, 0)
-        self.host_manager.release(claim)
+        self.host_manager.release(usage_cache.Claim(
+            uuid, chosen.service_host, chosen.nodename, 0, 0, 0))
 
     def explain(self, context, spec_obj) -> dict:
         """Say how this driver would place ``spec_obj``, claiming nothing.

@@ -1,28 +1,22 @@
 """HostManager: one worker's view of every compute node, kept honest.
 
-It keeps the newest report of each (host, nodename) and what the
-inventory says of the node's usage: the node's ``node_usage`` row and
-the claims still pending on it, made by this worker or any other
-worker or daemon sharing the inventory.  The view a filter sees is the
-report with that usage laid over it.
+The facade the drivers, the manager and the CLI call.  The view a
+filter sees of a node is its newest report with what the inventory
+says of its usage laid over it: the ``node_usage`` row and the claims
+still pending there, made by any worker sharing the inventory.
 
-The inventory is the authority (``scheduler.db.usage``): ``claim()``
-writes the placement, with its capacity check, before any caller hears
-of it.  Memory is a cache, made current before each request by
-``refresh_usage()``: one query for the usage rows changed since the
-last look (the usage sequence), one more for the pending claims of
-those nodes.  A claim that loses a race raises ``ClaimConflict``; the
-node is refreshed so the next choice sees it full.
+The inventory is the authority (``scheduler.db.usage``): a claim is
+written, with its capacity check, before any caller hears of it, and
+one that loses a race raises ``ClaimConflict`` after its node is
+refreshed.  Memory is a cache, made current before each request by
+``refresh_usage()`` (the rows changed since the last look, by the
+usage sequence, then those nodes' pending claims).
 
-Shared state is guarded by one lock and views are replaced, never
-changed in place: a request that already holds a view keeps a
-consistent one, under eventlet and under native threads alike.
-
-The manager owns the reports, the views composed from them and the
-down nodes; it is the facade drivers, the manager and the CLI call.
-Under the same lock, ``usage_cache.UsageCache`` owns the usage rows
-and pending claims, ``report_backlog.ReportBacklog`` the reports not
-written yet, and ``host_aggregates.HostAggregates`` the aggregates.
+The state lives in owners that share this manager's lock, listed in
+doc/architecture.md ("Owners of state"); the manager only sequences
+them.  Queries run without the lock, and views are replaced, never
+changed in place: a request that holds a view keeps a consistent one,
+under eventlet and under native threads alike.
 """
 
 import dataclasses
@@ -36,14 +30,16 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from scheduler import concurrency
+from scheduler.db import api as db_api
 from scheduler.db import availability
 from scheduler.db import usage
 from scheduler import exception
 from scheduler import host_aggregates
 from scheduler import host_view
 from scheduler import metrics
+from scheduler import node_reports
+from scheduler import node_views
 from scheduler import notifications
-from scheduler import objects
 from scheduler import report_backlog
 from scheduler import report_writer
 from scheduler import usage_cache
@@ -54,12 +50,6 @@ from scheduler.resources import pci
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
-
-#: Kept here for callers and tests that name them.
-Claim = usage_cache.Claim
-_SEQ_LOOKBACK = usage_cache.SEQ_LOOKBACK
-row_key = usage_cache.row_key
-_timestamp = usage_cache.timestamp
 
 
 @dataclasses.dataclass
@@ -75,80 +65,30 @@ class PlannedClaim:
     base: typing.Any = None
 
 
-def _inventory():
-    from scheduler.db import api as db_api
-    return db_api
-
-
-def _usage_store():
-    return usage
-
-
 class HostManager:
     """Host states, claims and aggregates for one scheduler worker."""
 
     def __init__(self, inventory=None, usage_store=None):
-        self._db = inventory
-        self._usage_db = usage_store
+        self.db = db_api if inventory is None else inventory
+        self.usage_db = usage if usage_store is None else usage_store
         self._lock = concurrency.native_lock()
-        #: key -> the compute's last report, as a HostView without claims,
-        #: with the host's aggregates attached.
-        self._reports: dict = {}
-        #: key -> the view filters see (report + usage + pending claims):
-        #: the report view itself when there is nothing to lay over it.
-        self._states: dict = {}
-        #: Each node's usage row and pending claims, as last read.
-        self._usage_cache = usage_cache.UsageCache(lambda: self.usage_db)
-        #: Reports (and the usage they carry) not written yet.
-        self._backlog = report_backlog.ReportBacklog(self._lock)
-        #: host -> its nodes' keys (the keys of ``_reports``).
-        self._nodes_of: dict = {}
-        self._down: set = set()
-        #: The aggregates and each host's share of them.
+        self._reports = node_reports.NodeReports()
+        self._usage_cache = usage_cache.UsageCache(self.usage_db)
+        self._views = node_views.NodeViews(self._reports, self._usage_cache)
+        self._marks = node_reports.ReportMarks()
+        self._backlog = report_backlog.ReportBacklog(
+            self._lock, self._reports, self._marks)
         self._aggregates = host_aggregates.HostAggregates(
             self._lock, lambda: self.db, self._hosts_changed)
-        #: Told of every view composed or dropped (``watch_views``).
-        self._watchers: list = []
+        self._writer = report_writer.ReportWriter(self._write_taken,
+                                                  node_reports.newer_report)
+        #: The freshness read under way (``refresh_usage``).
+        self._fresh = concurrency.SharedRead()
         #: Whether the saved state was loaded (``ensure_loaded``).
         self._loaded = False
         #: One load at a time; the others wait for it.  The runtime's
         #: lock (green under eventlet): it is held across queries.
         self._load_lock = threading.Lock()
-        #: The highest report sequence number read (``refresh_reports``).
-        self._report_mark = 0
-        #: key -> the ``changed_seq`` of the stored report this worker's
-        #: report of the node is (or is newer than).
-        self._report_seqs: dict = {}
-        #: The highest ``changed_seq`` up to which every changed report
-        #: was read (``refresh_changed_reports``).
-        self._changed_mark = 0
-        #: Reports taken from the intake, written before they are used.
-        self._writer = report_writer.ReportWriter(self._write_taken,
-                                                  _newer_report)
-        #: Report sequence numbers of this worker's own writes, not
-        #: read back yet.
-        self._own_seqs: set = set()
-        #: The freshness read under way (``refresh_usage``): set when it
-        #: ends; the runtime's event (green under eventlet).  None when
-        #: none is.  Under ``_refresh_state``, never held across I/O.
-        self._refreshing: threading.Event | None = None
-        self._refresh_state = concurrency.native_lock()
-        #: Freshness reads begun and the last one ended, by number (one
-        #: at a time, so they end in the order they begin).
-        self._refreshes_begun = 0
-        self._refreshes_done = 0
-
-    @property
-    def db(self):
-        if self._db is None:
-            self._db = _inventory()
-        return self._db
-
-    @property
-    def usage_db(self):
-        if self._usage_db is None:
-            self._usage_db = _usage_store()
-        return self._usage_db
 
     # -- loading and saving ---------------------------------------------
 
@@ -161,48 +101,36 @@ class HostManager:
         a load put off by a database outage, see ``ensure_loaded``).
         """
         self.refresh_aggregates()
-        reports = {}
-        seqs = {}
-        mark = 0
         rows = self.db.host_reports_get_all()
-        for row in rows:
-            mark = max(mark, row.get('seq', 0))
-            view = _stored_view(row)
-            if view is None:
-                continue
-            reports[view.key()] = view
-            seqs[view.key()] = row.get('changed_seq', 0)
+        views = [node_reports.stored_view(row) for row in rows]
         usage_rows = self.usage_db.usage_get_all()
-        pending = self._usage_cache.read_pending()
+        pending = self.usage_db.pending_claims()
         with self._lock:
-            self._report_mark = max(self._report_mark, mark)
-            self._changed_mark = max(self._changed_mark, mark)
-            self._report_seqs.update(seqs)
-            for key, view in reports.items():
-                if key in self._reports:
+            self._marks.all_read(max([row.get('seq', 0) for row in rows],
+                                     default=0))
+            for row, view in zip(rows, views):
+                if view is None:
                     continue
-                self._aggregates.attach(view)
-                self._reports[key] = view
-                self._nodes_of.setdefault(key[0], set()).add(key)
+                self._marks.holds(view.key(), row.get('changed_seq', 0))
+                if self._reports.get(view.key()) is None:
+                    self._aggregates.attach(view)
+                    self._reports.put(view.key(), view)
             self._usage_cache.take(usage_rows, pending,
-                                   [row_key(r) for r in usage_rows])
-            for key in list(self._reports):
-                self._compose(key)
+                                   [usage_cache.row_key(r)
+                                    for r in usage_rows])
+            for key, _view in self._reports.items():
+                self._views.compose(key)
             self._loaded = True
         LOG.info('Loaded %(hosts)d host state(s), %(agg)d aggregate(s) and '
                  '%(claims)d pending claim(s) from the inventory',
-                 {'hosts': len(reports), 'agg': len(self._aggregates),
-                  'claims': len(pending)})
+                 {'hosts': sum(v is not None for v in views),
+                  'agg': len(self._aggregates), 'claims': len(pending)})
 
     def ensure_loaded(self) -> None:
-        """Load the saved state now if start-up could not.
-
-        A worker forked while the database is away (the launcher
-        replacing one that died) starts all the same and serves
-        ``InventoryUnavailable``; its first request or periodic run
-        after the outage loads what it missed.  Raises the outage's
-        error while it lasts.  Cheap once loaded (one attribute read).
-        """
+        """Load the saved state now if start-up could not (a worker
+        forked while the database was away serves
+        ``InventoryUnavailable`` until then).  Raises the outage's error
+        while it lasts; cheap once loaded."""
         if self._loaded:
             return
         with self._load_lock:
@@ -212,125 +140,66 @@ class HostManager:
     def flush(self) -> None:
         """Write new reports to the inventory (periodic task, shutdown).
 
-        Claims are not written here: they are in the inventory before
-        the caller hears of them.  Reports are: the full report for a
-        restarted worker, and the usage it carries, which moves the
-        claims it confirms out of pending; the new times of quiet
-        reports; and the reports taken from the intake that are still
-        waiting for their write (``report_writer``: a stop, or an
-        outage, left them).  Under eventlet the database drivers yield
-        while they wait, so requests keep being served meanwhile; never
+        The intake's reports a stop or an outage left waiting
+        (``report_writer``), then the backlog (``report_backlog``):
+        full reports, quiet ones' times and the usage they carry.
+        Claims are in the inventory already.  Under eventlet the
+        database drivers yield, so requests are served meanwhile; never
         on a native thread (``concurrency.run_native``).
         """
         left = self._writer.take_all()
         if left:
             self._write_taken(left)
-        done = self._backlog.write(self.db, self.usage_db,
-                                   self._report_rows, self.refresh_nodes,
-                                   self._reported, self._written)
-        if done.confirmed:
-            LOG.debug('Reports confirmed %d claim(s)', done.confirmed)
-        if done.error is not None:
-            # What was not written is kept for the next flush.
-            self._write_failed(done.error, 'host reports')
-
-    @staticmethod
-    def _write_failed(error: BaseException, what: str) -> None:
-        if availability.is_outage(error):
-            # Told once per outage, with a count of these.
-            availability.count('saving %s (kept, retried)' % what)
-        else:
-            LOG.error('Could not write to the inventory (%s); will retry: '
-                      '%s', what, error, exc_info=error)
-
-    def _written(self, keys: list, seq: int | None, changed: bool) -> None:
-        """Reports of nodes ``keys`` (``changed``), or only their
-        times, were stored at report sequence ``seq``: this worker holds
-        them, ``refresh_reports`` need not read them back."""
-        if not isinstance(seq, int):
-            return
-        with self._lock:
-            self._own_seqs.add(seq)
-            if not changed:
-                return
-            for key in keys:
-                if self._report_seqs.get(key, -1) < seq:
-                    self._report_seqs[key] = seq
-
-    def _reported(self, key) -> bool:
-        with self._lock:
-            return key in self._reports
-
-    def _report_rows(self, keys: list, now: datetime.datetime) -> list:
-        """What ``host_reports_save`` writes of nodes ``keys``: each
-        node's last report, rebuilt from its view (a node forgotten
-        since has none)."""
-        with self._lock:
-            views = [self._reports.get(key) for key in keys]
-        return [report_backlog.report_row(view.report, now)
-                for view in views if view is not None]
+        self._backlog.write(self.db, self.usage_db, self.refresh_nodes)
 
     # -- reports from computes ------------------------------------------
 
     def update_from_report(self, report, shared: bool = False) -> None:
         """Take a compute's report as the new state of its node.
 
-        A report that says what the last one said (a quiet node's
-        periodic report) only tells that the node is alive: its views
-        get the new time, and the inventory only the time, at the next
-        flush.  Anything else builds the node's views anew.
-
-        ``shared``: the report came from the intake queue (API 1.5), so
-        no other worker hears it.  A new one is then written to the
-        inventory first, in a batch of a fraction of a second
-        (``report_writer``), and becomes this worker's view once
-        written: from then on every worker sees it at its next request
-        (``refresh_changed_reports``).  Otherwise (every worker hears
-        it) it is written at the next flush.
+        A report that says what the last one said only renews the
+        node's views (a new time; only the time is written, at the next
+        flush).  Anything else builds them anew.  ``shared``: from the
+        intake queue (API 1.5), which no other worker hears: a new
+        report is written first (``report_writer``) and becomes this
+        worker's view once written, when every worker can read it
+        (``refresh_changed_reports``).  Otherwise it is written at the
+        next flush.
         """
         key = (report.host, report.nodename)
         with self._lock:
             old = self._reports.get(key)
         if old is not None and old.says_the_same(report):
             with self._lock:
-                if (self._reports.get(key) is old and key not in self._down
-                        and not self._backlog.usage_unwritten(key)
-                        and not self._usage_cache.usage_changed(key, old)):
+                if (self._reports.get(key) is old
+                        and self._renewable(key, old)):
                     self._alive(key, old)
                     return
         view = host_view.HostView(report)
         key = view.key()
-        if shared:
-            with self._lock:
-                carried = (_node_report(view)
-                           if self._usage_cache.usage_changed(key, view)
-                           else None)
-            self._writer.submit(report_writer.Taken(key, view, carried))
-            return
         with self._lock:
-            told = self._install(view, unwritten=True,
-                                 usage=_node_report(view)
-                                 if self._usage_cache.usage_changed(key, view)
-                                 else None)
-        _log_taken(key, told)
+            carried = (_node_report(view)
+                       if self._usage_cache.usage_changed(key, view)
+                       else None)
+            if not shared:
+                told = self._install(view, unwritten=True, usage=carried)
+        if shared:
+            self._writer.submit(report_writer.Taken(key, view, carried))
+        else:
+            _log_taken(key, told)
 
     def take_alive(self, nodes: list) -> list:
         """Quiet computes' liveness messages (API 1.6): ``nodes`` is
         ``[((host, nodename), digest)]``, each saying that the node is
-        alive and that its state is still that of the full report whose
-        ``content_digest`` is ``digest``.
+        alive and still in the state of its full report of that
+        ``content_digest``.
 
         A node whose report here has that digest is renewed as a quiet
-        full report renews it (``update_from_report``): new views with
-        the new time, the time written at the next flush; nothing is
-        decoded or rebuilt, no row rewritten.  The others (a report
-        another worker took and this one has not read yet, an unknown
-        node, a down node, usage the inventory does not have yet) are
-        looked up once more after reading the reports other workers
-        changed and these nodes' usage (``refresh_changed_reports``,
-        ``refresh_nodes``: a worker that serves no request reads
-        neither otherwise); returns the keys still not renewed: their
-        computes must send a full report.
+        full report renews it (``update_from_report``).  The others (a
+        report another worker took, an unknown or down node, usage the
+        inventory lacks) are looked up again after reading the changed
+        reports and these nodes' usage; returns the keys still not
+        renewed: their computes must send a full report.
         """
         missed = self._renew(nodes)
         if not missed:
@@ -354,16 +223,23 @@ class HostManager:
                 old = self._reports.get(key)
                 version = digest.partition(':')[0]
                 try:
-                    same = (old is not None and key not in self._down
+                    same = (old is not None
                             and old.content_digest(version) == digest)
                 except ValueError:  # a HostState version newer than ours
                     same = False
-                if (same and not self._backlog.usage_unwritten(key)
-                        and not self._usage_cache.usage_changed(key, old)):
+                if same and self._renewable(key, old):
                     self._alive(key, old)
                 else:
                     missed.append((key, digest))
         return missed
+
+    def _renewable(self, key, old) -> bool:
+        """Whether node ``key``'s report ``old`` may just be renewed: the
+        node is up and the inventory has the usage it reports.  Called
+        with the lock held."""
+        return (not self._reports.is_down(key)
+                and not self._backlog.usage_unwritten(key)
+                and not self._usage_cache.usage_changed(key, old))
 
     def _install(self, view, unwritten: bool, usage=None,
                  unless_older: bool = False) -> str | None:
@@ -380,18 +256,17 @@ class HostManager:
         """
         key = view.key()
         old = self._reports.get(key)
-        if unless_older and old is not None and _newer_report(old, view):
+        if (unless_older and old is not None
+                and node_reports.newer_report(old, view)):
             return None
-        back = key in self._down
-        self._down.discard(key)
+        back = self._reports.back(key)
         self._aggregates.attach(view, like=old)
-        self._reports[key] = view
-        self._nodes_of.setdefault(key[0], set()).add(key)
+        self._reports.put(key, view)
         if unwritten:
             self._backlog.report_changed(key, usage)
         elif usage is not None:
             self._backlog.usage_changed(key, usage)
-        self._compose(key)
+        self._views.compose(key)
         if back:
             return 'back'
         return 'new' if old is None else ''
@@ -407,32 +282,28 @@ class HostManager:
         the others learn it once the inventory is back.
         """
         now = report_backlog.stored_time()
-        keys = [item.key for item in taken]
+        applied, rows, pending = set(), [], []
         try:
             seq = self.db.host_reports_save(
                 [report_backlog.report_row(item.view.report, now)
                  for item in taken])
         except Exception as e:
-            self._write_failed(e, 'host reports')
+            report_backlog.write_failed(e, 'host reports')
+            written = False
+        else:
+            written = True
             with self._lock:
-                told = [(item.key, self._install(item.view, unwritten=True,
-                                                 usage=item.usage))
-                        for item in taken]
-            for key, what in told:
-                _log_taken(key, what)
-            return
-        self._written(keys, seq, True)
-        carried = [item.usage for item in taken if item.usage is not None]
-        usage_keys = [item.key for item in taken if item.usage is not None]
-        rows, pending = [], []
-        if carried:
+                self._marks.written([item.key for item in taken], seq, True)
+            applied = {item.key for item in taken if item.usage is not None}
+        if applied:
             try:
-                confirmed = self.usage_db.apply_reports(carried)
-                rows = self._usage_cache.read_nodes(set(usage_keys))
-                pending = self._usage_cache.read_pending(usage_keys)
+                confirmed = self.usage_db.apply_reports(
+                    [item.usage for item in taken if item.usage is not None])
+                rows = self._usage_cache.read_nodes(applied)
+                pending = self.usage_db.pending_claims(sorted(applied))
             except Exception as e:
-                self._write_failed(e, 'the usage of host reports')
-                usage_keys = []
+                report_backlog.write_failed(e, 'the usage of host reports')
+                applied = set()
             else:
                 if confirmed:
                     LOG.debug('Reports confirmed %d claim(s)',
@@ -440,17 +311,16 @@ class HostManager:
         with self._lock:
             # The usage rows first: the views composed below lay them
             # over the new reports at once.
-            if usage_keys:
-                self._usage_cache.take(rows, pending, usage_keys)
-            applied = set(usage_keys)
+            if applied:
+                self._usage_cache.take(rows, pending, sorted(applied))
             told = []
             for item in taken:
                 what = self._install(
-                    item.view, unwritten=False, unless_older=True,
+                    item.view, unwritten=not written, unless_older=written,
                     usage=None if item.key in applied else item.usage)
                 if what is None and item.key in applied:
                     # A newer report is held: the usage row is new.
-                    self._compose(item.key)
+                    self._views.compose(item.key)
                 told.append((item.key, what))
         for key, what in told:
             _log_taken(key, what)
@@ -458,60 +328,33 @@ class HostManager:
     def _alive(self, key, report_view, received_at: float | None = None
                ) -> None:
         """Node ``key`` reported again, with nothing new: new views with
-        the time of this report (views are replaced, never changed).
-
-        ``received_at`` given: another worker took the report and the
-        inventory has it (``refresh_reports``), nothing to write.
-        """
+        the time of this report.  ``received_at`` given: another worker
+        took the report and stored it (``refresh_reports``)."""
         fresh = report_view.successor(
             received_at=liveness.now() if received_at is None
             else received_at)
-        self._reports[key] = fresh
+        self._reports.put(key, fresh)
         if received_at is None:
             self._backlog.report_alive(key)
-        self._renew_state(key, report_view, fresh)
-
-    def _renew_state(self, key, old_report, report) -> None:
-        """Publish the successor of node ``key``'s view, now that its
-        report view ``old_report`` was succeeded by ``report`` (a new
-        time, aggregates attached again): the report itself when it was
-        the view, else the view's successor over it."""
-        state = self._states.get(key)
-        if state is None:
-            return
-        if state is old_report:
-            view = report
-        else:
-            view = state.successor(received_at=report.received_at)
-            view._reported = report
-            view.set_aggregates(report.aggregates, like=report)
-        self._publish(key, view)
+        self._views.renew(key, report_view, fresh)
 
     def forget_deleted_nodes(self) -> list:
-        """Drop down nodes an operator deleted from the inventory.
-
-        Only nodes that stopped reporting are looked up (``scheduler-manage
-        hosts delete`` refuses the others), so this costs nothing while
-        every node reports.
-        """
+        """Drop down nodes an operator deleted from the inventory (only
+        down nodes are looked up: ``scheduler-manage hosts delete``
+        refuses the others)."""
         with self._lock:
-            down = sorted(self._down)
+            down = self._reports.down()
         if not down:
             return []
-        kept = {row_key(r) for r in self.usage_db.usage_get_nodes(down)}
+        kept = {usage_cache.row_key(r)
+                for r in self.usage_db.usage_get_nodes(down)}
         gone = [key for key in down if key not in kept]
         with self._lock:
             for key in gone:
                 self._backlog.forget(key)
-                for table in (self._reports, self._states):
-                    table.pop(key, None)
                 self._usage_cache.forget(key)
-                nodes = self._nodes_of.get(key[0], set())
-                nodes.discard(key)
-                if not nodes:
-                    self._nodes_of.pop(key[0], None)
-                self._view_removed(key)
-                self._down.discard(key)
+                self._reports.forget(key)
+                self._views.compose(key)
         for key in gone:
             LOG.info('Host %s/%s was deleted from the inventory; forgot it',
                      *key)
@@ -519,15 +362,8 @@ class HostManager:
 
     def check_down_hosts(self) -> list:
         """Log, once, each host that stopped reporting; return their keys."""
-        newly_down = []
-        now = liveness.now()
-        cutoff = liveness.cutoff(now)
         with self._lock:
-            for key, state in self._states.items():
-                if state.received_at >= cutoff or key in self._down:
-                    continue
-                self._down.add(key)
-                newly_down.append((key, state.seconds_since_report(now)))
+            newly_down = self._reports.mark_down(liveness.now())
         for key, age in newly_down:
             LOG.warning('Host %(host)s/%(node)s has not reported for '
                         '%(age)d s (service_down_time %(limit)d s): no '
@@ -542,68 +378,50 @@ class HostManager:
         """Take the new and changed reports other workers wrote since
         the last look; before every request.
 
-        A report from the intake queue (API 1.5) is taken by one worker
-        of the deployment, which writes it before it uses it
-        (``update_from_report``): here every other worker learns it, by
-        the report sequence, with one indexed query for the rows whose
-        report changed since the highest ``changed_seq`` read, which
-        finds nothing while nothing changed.  Rows that only got a new
-        time are left to ``refresh_reports`` (periodic).  Returns how
-        many nodes were brought up to date.
+        One indexed query for the rows whose report changed since the
+        highest ``changed_seq`` read (an intake report is written by
+        the worker that took it before it uses it); rows with only a
+        new time are left to ``refresh_reports``.  Returns how many
+        nodes were brought up to date.
         """
-        rows = self.db.host_reports_changed_since(self._changed_mark)
+        rows = self.db.host_reports_changed_since(self._marks.changed)
         if not rows:
             return 0
         with self._lock:
-            reload = [(row['host'], row['nodename']) for row in rows
-                      if row['changed_seq'] > self._report_seqs.get(
-                          (row['host'], row['nodename']), -1)]
-            self._changed_mark = max(self._changed_mark,
-                                     rows[-1]['changed_seq'])
+            reload = self._marks.changed_read(rows)
         if not reload:
             return 0
         return self._take_stored(self.db.host_reports_get(reload))
 
     def refresh_reports(self) -> int:
         """Take every report other workers wrote since the last look,
-        new times included (periodic, before judging hosts down).
-
-        As ``refresh_changed_reports``, by the report sequence of every
-        write (``seq``): a row whose report changed is read whole and
-        decoded; one that only got a new time makes the node's views
-        newer, so that a node whose reports another worker takes is not
-        judged down.  Returns how many nodes were brought up to date.
-        """
-        rows = self.db.host_reports_since(self._report_mark)
+        new times included (periodic, before judging hosts down): a
+        changed report is read whole, a new time only renews the node's
+        views.  Returns how many nodes were brought up to date."""
+        rows = self.db.host_reports_since(self._marks.read)
         if not rows:
             return 0
         reload, fresh = [], 0
         back = []
         with self._lock:
             for row in rows:
-                if row['seq'] in self._own_seqs:
+                if self._marks.is_own(row['seq']):
                     continue
                 key = (row['host'], row['nodename'])
-                if row['changed_seq'] > self._report_seqs.get(key, -1):
+                if self._marks.is_new(key, row['changed_seq']):
                     reload.append(key)
                     continue
                 old = self._reports.get(key)
                 updated = row.get('updated_at')
                 if old is None or updated is None:
                     continue
-                when = _timestamp(updated)
+                when = usage_cache.timestamp(updated)
                 if when > old.received_at:
-                    if key in self._down:
-                        self._down.discard(key)
+                    if self._reports.back(key):
                         back.append(key)
                     self._alive(key, old, received_at=when)
                     fresh += 1
-            self._report_mark = max(self._report_mark, rows[-1]['seq'])
-            # Every change up to the highest number read is known now
-            # (rows become visible in sequence order).
-            self._changed_mark = max(self._changed_mark, self._report_mark)
-            self._own_seqs = {seq for seq in self._own_seqs
-                              if seq > self._report_mark}
+            self._marks.all_read(rows[-1]['seq'])
         for key in back:
             _log_taken(key, 'back', _ANOTHER)
         if reload:
@@ -615,13 +433,12 @@ class HostManager:
         nodes' reports, unless this worker holds a newer one."""
         taken = 0
         for row in rows:
-            view = _stored_view(row)
+            view = node_reports.stored_view(row)
             if view is None:
                 continue
             key = view.key()
             with self._lock:
-                if self._report_seqs.get(key, -1) < row['changed_seq']:
-                    self._report_seqs[key] = row['changed_seq']
+                self._marks.holds(key, row['changed_seq'])
                 what = self._install(view, unwritten=False,
                                      unless_older=True)
                 if what is None:
@@ -641,41 +458,12 @@ class HostManager:
         """Pull usage changed by any worker since the last look, and the
         reports other workers took that changed (before every request).
 
-        Cheap when nothing changed (one indexed query each).  Returns
-        how many nodes' usage was refreshed.
-
-        Requests share reads: a request that comes while a read is under
-        way waits for it to end and then for the next one, led by one of
-        the requests that waited, so that what it sees was read after it
-        came (a host that reported just before is known to it).  A worker
-        serving many requests at once thus sends two reads per burst,
-        not one per request, and all the waiting requests wake together
-        when a read ends: handing a lock from one to the next cost each
-        of them a trip through the hub in turn.
+        Cheap when nothing changed (one indexed query each).  Requests
+        that come during a read share the next one, begun after they
+        came (``concurrency.SharedRead``).  Returns how many nodes'
+        usage was refreshed.
         """
-        with self._refresh_state:
-            arrived = self._refreshes_begun
-        while True:
-            with self._refresh_state:
-                if self._refreshes_done > arrived:
-                    # A read that began after this request came ended.
-                    return 0
-                under_way = self._refreshing
-                lead = under_way is None
-                if lead:
-                    under_way = self._refreshing = threading.Event()
-                    self._refreshes_begun += 1
-                    mine = self._refreshes_begun
-            if lead:
-                break
-            under_way.wait()
-        try:
-            return self._refresh_usage()
-        finally:
-            with self._refresh_state:
-                self._refreshing = None
-                self._refreshes_done = mine
-            under_way.set()
+        return self._fresh.run(self._refresh_usage) or 0
 
     def _refresh_usage(self) -> int:
         self.refresh_changed_reports()
@@ -695,107 +483,29 @@ class HostManager:
                            self._usage_cache.read_nodes(wanted))
 
     def _reload_nodes(self, keys: list, rows: list) -> None:
-        """Take ``rows`` (and the nodes' pending claims, read now) as
-        what the inventory says of nodes ``keys``, and compose their
-        views.
-
-        Both were read without the lock (a query must not hold it): a
-        node whose newer row another refresh or a claim cached
-        meanwhile keeps it (``UsageCache.take``).
-        """
-        pending = self._usage_cache.read_pending(keys)
+        """Take ``rows`` and the pending claims of nodes ``keys`` (both
+        read without the lock: ``UsageCache.take`` keeps a newer row
+        cached meanwhile) and compose their views."""
+        pending = self.usage_db.pending_claims(keys)
         with self._lock:
             for key in self._usage_cache.take(rows, pending, keys):
-                self._compose(key)
-
-    def _compose(self, key) -> None:
-        """Build the view filters see for ``key`` from what is known."""
-        view = self._composed(key)
-        if view is not None:
-            self._publish(key, view)
-        elif self._states.pop(key, None) is not None:
-            self._view_removed(key)
-
-    def _composed(self, key):
-        """The view of ``key`` from its report, usage row and pending
-        claims; None when it has no report."""
-        report = self._reports.get(key)
-        if report is None:
-            return None
-        pending = self._usage_cache.pending.get(key)
-        if pending:
-            listed = set(report.instance_uuids)
-            unlisted = [c for c in pending.values()
-                        if c.instance_uuid not in listed]
-        else:
-            unlisted = []
-        row = self._usage_cache.rows.get(key)
-        if not unlisted and (row is None or _row_says(row, report)):
-            # Nothing to lay over the report: it is the view (one view
-            # a node, not two, for every node without claims in flight).
-            return report
-        view = report.copy()
-        if row is not None:
-            # The row's reported and claimed usage are one consistent
-            # pair, the one every claim is checked against.
-            view.memory_mb_used = (row['reported_memory_mb']
-                                   + row['claimed_memory_mb'])
-            view.vcpus_used = row['reported_vcpus'] + row['claimed_vcpus']
-            view.local_gb_used = (row['reported_disk_gb']
-                                  + row['claimed_disk_gb'])
-            view.num_instances = (row['reported_instances']
-                                  + row['claimed_instances'])
-            # Real free disk the same way: the compute's measure of the
-            # report behind the row, less what is pending (which that
-            # measure cannot count yet).
-            least = row.get('reported_disk_least')
-            if least is not None:
-                view.disk_available_least = least - row['claimed_disk_gb']
-            elif view.disk_available_least is not None:
-                view.disk_available_least -= sum(c.disk_gb
-                                                 for c in unlisted)
-        else:
-            for claim in unlisted:
-                view.memory_mb_used += claim.memory_mb
-                view.vcpus_used += claim.vcpus
-                view.local_gb_used += claim.disk_gb
-                view.num_instances += 1
-                if view.disk_available_least is not None:
-                    view.disk_available_least -= claim.disk_gb
-        if unlisted:
-            view.num_io_ops += len(unlisted)
-            view.instance_uuids = list(view.instance_uuids) + [
-                c.instance_uuid for c in unlisted]
-            for claim in unlisted:
-                numa.apply_numa_usage(view, claim.numa)
-                pci.apply_pci_usage(view, claim.pci)
-        return view
+                self._views.compose(key)
 
     def watch_views(self, watcher) -> None:
-        """Tell ``watcher`` of every view, now and whenever one changes.
-
-        ``watcher.view_changed(key, view)`` is called for each current
-        view, then for each view composed (or re-attached to changed
-        aggregates); ``watcher.view_removed(key)`` when a node is
-        dropped.  Calls are made under the manager's lock, in the order
-        of the changes: they must be quick and must not yield
-        (``scheduler.columns.ColumnStore`` keeps one row per call).
-        """
+        """Tell ``watcher`` of every view, now and whenever one changes:
+        ``view_changed(key, view)`` for each view published,
+        ``view_removed(key)`` for each node dropped.  Calls are made
+        under the manager's lock, in the order of the changes: they
+        must be quick and must not yield (``columns.ColumnStore``)."""
         with self._lock:
-            self._watchers.append(watcher)
-            for key, view in self._states.items():
-                watcher.view_changed(key, view)
-
-    def _view_removed(self, key) -> None:
-        for watcher in self._watchers:
-            watcher.view_removed(key)
+            self._views.watch(watcher)
 
     # -- what the drivers read ------------------------------------------
 
     def get_all_host_states(self) -> list:
         """Every known node, up or down (ComputeFilter drops the down)."""
         with self._lock:
-            return list(self._states.values())
+            return self._views.all()
 
     def get_up_host_states(self) -> list:
         cutoff = liveness.cutoff()
@@ -813,7 +523,7 @@ class HostManager:
     def current(self, host_state):
         """The newest view of ``host_state``'s node (after a claim)."""
         with self._lock:
-            return self._states.get(host_state.key(), host_state)
+            return self._views.get(host_state.key(), host_state)
 
     def pending_claims(self, key) -> list:
         with self._lock:
@@ -828,16 +538,14 @@ class HostManager:
         return self.usage_db.placements_get(instance_uuids)
 
     def claim(self, host_state, spec_obj, instance_uuid: str | None,
-              limits: dict | None = None, replace: bool = False) -> Claim:
+              limits: dict | None = None, replace: bool = False
+              ) -> usage_cache.Claim:
         """Claim one instance of ``spec_obj`` on ``host_state``'s node.
 
-        Written to the inventory before returning.  Raises
-        ``ClaimConflict`` when the node no longer has room under
-        ``limits`` (the node is refreshed first) and
-        ``InstanceAlreadyPlaced`` when the instance is pending elsewhere
-        and ``replace`` is not set.  An instance without a uuid (an old
-        caller) is claimed under a made-up one, which holds the capacity
-        until the claim expires.
+        Written to the inventory before returning; raises as
+        ``claim_many``.  An instance without a uuid (an old caller) is
+        claimed under a made-up one, which holds the capacity until the
+        claim expires.
         """
         planned = self.plan_claim(self.current(host_state), spec_obj,
                                   instance_uuid, limits, replace)
@@ -885,7 +593,7 @@ class HostManager:
             disk_overcommit_gb=_disk_overcommit_gb(host_state, limits),
             numa=[list(x) for x in numa_used],
             pci=[list(x) for x in pci_used],
-            reported=_reported_values(self._reports.get(key, host_state)),
+            reported=_reported_values(self._reports.get(key) or host_state),
             replace=replace)
         return PlannedClaim(request, scratch, host_state)
 
@@ -911,7 +619,7 @@ class HostManager:
             raise exception.InstanceAlreadyPlaced(
                 instance_uuid=e.placement['instance_uuid'],
                 host=e.placement['host'], nodename=e.placement['nodename'])
-        claims = [Claim.from_row(row) for row in placed]
+        claims = [usage_cache.Claim.from_row(row) for row in placed]
         by_node: dict = {}
         for claim, row, plan in zip(claims, placed, planned):
             by_node.setdefault((claim.host, claim.nodename), []).append(
@@ -924,47 +632,14 @@ class HostManager:
                     key, [claim for claim, _a, _p in made], made[-1][1],
                     [plan.request for plan in plans])
                 moved_from.update(moved)
-                if as_read and self._plans_hold(key, plans):
-                    self._publish(key, plans[-1].view)
+                if as_read and self._views.plans_hold(key, plans):
+                    self._views.publish(key, plans[-1].view)
                 else:
-                    self._compose(key)
+                    self._views.compose(key)
         self.refresh_nodes(sorted(moved_from))
         return claims
 
-    def _plans_hold(self, key, plans: list) -> bool:
-        """Whether the last of ``plans`` (a request's claims on node
-        ``key``, just made) is the view ``_compose`` would now build.
-
-        The caller checked that the inventory's row moved by these
-        claims alone (``UsageCache.claimed`` took its row as is: every write
-        of a usage row, a report's too, moves its generation).  The
-        plans hold when nothing reached the node since the first was
-        made on its current view (views are replaced on every change,
-        so identity tells) and the claims are plain: no NUMA cell, PCI
-        device or replaced placement, no instance the compute already
-        lists.  Composing again cost more than the rest of a later
-        instance's claim.
-        """
-        base = self._states.get(key)
-        report = self._reports.get(key)
-        if report is None:
-            return False
-        listed = report.instance_uuids
-        for plan in plans:
-            request = plan.request
-            if (plan.base is not base or request.numa or request.pci
-                    or request.replace or request.instance_uuid in listed):
-                return False
-            base = plan.view
-        return True
-
-    def _publish(self, key, view) -> None:
-        """Make ``view`` node ``key``'s view, and tell the watchers."""
-        self._states[key] = view
-        for watcher in self._watchers:
-            watcher.view_changed(key, view)
-
-    def release(self, claim: Claim) -> None:
+    def release(self, claim: usage_cache.Claim) -> None:
         """Give back a claim (e.g. a later instance of the request failed)."""
         self.usage_db.release([claim.instance_uuid])
         self.refresh_nodes([(claim.host, claim.nodename)])
@@ -985,7 +660,8 @@ class HostManager:
         cutoff = timeutils.utcnow() - datetime.timedelta(seconds=expiry)
         expired = self.usage_db.expire(candidates, cutoff)
         for placement in expired:
-            notifications.claim_expired(Claim.from_row(placement))
+            notifications.claim_expired(
+                usage_cache.Claim.from_row(placement))
         self.refresh_nodes(sorted(keys))
         return expired
 
@@ -1010,15 +686,13 @@ class HostManager:
         """The aggregates of ``hosts`` changed: re-attach their nodes'
         views.  Called with the lock held."""
         for host in hosts:
-            for key in self._nodes_of.get(host, ()):
+            for key in self._reports.nodes_of(host):
                 report = self._reports.get(key)
-                if report is None:
-                    continue
                 # Views are replaced, never changed in place.
                 fresh = report.successor()
                 self._aggregates.attach(fresh)
-                self._reports[key] = fresh
-                self._renew_state(key, report, fresh)
+                self._reports.put(key, fresh)
+                self._views.renew(key, report, fresh)
 
     # -- instance info from computes ------------------------------------
 
@@ -1027,13 +701,12 @@ class HostManager:
 
         Their usage stays counted as pending until a report of the node
         includes it.  Nothing is read back: the confirmation changes
-        only the claims' status, which this worker's cache takes as the
-        inventory now has it (one build a placement: the re-read cost
-        two more round trips per placement).
+        only the claims' status, which the cache takes as the inventory
+        has it.
         """
         if self.usage_db.confirm(host, instance_uuids):
             with self._lock:
-                self._usage_cache.confirmed(self._nodes_of.get(host, ()),
+                self._usage_cache.confirmed(self._reports.nodes_of(host),
                                             instance_uuids)
 
     def sync_instance_info(self, host: str, instance_uuids: list) -> list:
@@ -1067,7 +740,7 @@ class HostManager:
 
     def _keys_of(self, host: str) -> list:
         with self._lock:
-            return sorted(self._nodes_of.get(host, ()))
+            return self._reports.nodes_of(host)
 
     def host_names(self, states: list | None = None) -> list:
         states = self.get_up_host_states() if states is None else states
@@ -1087,33 +760,6 @@ def _log_taken(key, what: str | None, source: str = '') -> None:
         LOG.info('New host %s/%s reported%s', key[0], key[1], source)
 
 
-def _stored_view(row: dict) -> host_view.HostView | None:
-    """The view of a report row of the inventory; None (logged) when
-    the saved report cannot be read."""
-    try:
-        # Written by a worker from a report it had checked: not checked
-        # and coerced again field by field.
-        state = objects.HostState.from_own_primitive(row['report'])
-    except Exception as e:
-        LOG.warning('Ignoring unreadable saved report of %s/%s: %s',
-                    row['host'], row['nodename'], e)
-        return None
-    updated = row.get('updated_at')
-    view = host_view.HostView(
-        state, _timestamp(updated) if updated else None)
-    view.disabled = bool(row.get('disabled', view.disabled))
-    return view
-
-
-def _newer_report(held, stored) -> bool:
-    """Whether the report view ``held`` was produced after ``stored``
-    (by the computes' own clock: the time each report carries)."""
-    mine, theirs = held.updated_at, stored.updated_at
-    if mine is None or theirs is None:
-        return False
-    return _timestamp(mine) > _timestamp(theirs)
-
-
 def _reported_values(view) -> dict:
     reported = getattr(view, 'reported_view', None)
     if reported is None:
@@ -1125,21 +771,6 @@ def _reported_values(view) -> dict:
             'num_instances': view.num_instances,
             'disk_available_least': view.disk_available_least,
             'updated_at': view.updated_at}
-
-
-def _row_says(row: dict, report) -> bool:
-    """Whether usage ``row`` gives node ``report`` the usage its compute
-    reported (nothing claimed on it since, or all of it confirmed)."""
-    least = row.get('reported_disk_least')
-    if least is not None:
-        least -= row['claimed_disk_gb']
-    return (row['reported_memory_mb'] + row['claimed_memory_mb'],
-            row['reported_vcpus'] + row['claimed_vcpus'],
-            row['reported_disk_gb'] + row['claimed_disk_gb'],
-            row['reported_instances'] + row['claimed_instances'],
-            least) == (
-        report.memory_mb_used, report.vcpus_used, report.local_gb_used,
-        report.num_instances, report.disk_available_least)
 
 
 def _disk_overcommit_gb(host_state, limits: dict | None) -> float:

@@ -3,43 +3,40 @@
 ``ReportBacklog`` owns the nodes whose last report the inventory does
 not have yet (whole, or only its time) and the usage those reports
 carry, and writes them (``write``).  It shares the host manager's
-lock; the reports themselves stay the manager's, read back when
-written.
+lock; the reports themselves stay ``NodeReports``', read when
+written, and what was written is told to ``ReportMarks``.
 
-``write`` is the database part of ``HostManager.flush``: it returns
-what the caller logs.  It runs in the caller's (green) thread and
-yields between batches (``concurrency.cooperative_yield``), so that
-requests are served while a fleet's reports are written.
+``write`` is the database part of ``HostManager.flush``.  It runs in
+the caller's (green) thread and yields between batches
+(``concurrency.cooperative_yield``), so that requests are served while
+a fleet's reports are written.
 """
 
-import dataclasses
 import datetime
 import typing
 
+from oslo_log import log as logging
 
 from scheduler import concurrency
+from scheduler.db import availability
 from scheduler.resources import liveness
+
+LOG = logging.getLogger(__name__)
 
 #: Nodes ``write`` writes per transaction.
 FLUSH_BATCH = 1000
 
 
-@dataclasses.dataclass
-class Written:
-    """What one ``write`` did, for its caller to log."""
-
-    #: Claims the written reports confirmed.
-    confirmed: int = 0
-    #: The error that stopped it (what was left is kept), or None.
-    error: BaseException | None = None
-
-
 class ReportBacklog:
     """Reports (and their usage) not in the inventory yet."""
 
-    def __init__(self, lock):
+    def __init__(self, lock, reports, marks):
         #: The host manager's lock (reports and backlog change together).
         self._lock = lock
+        #: ``NodeReports`` (what is written) and ``ReportMarks`` (told
+        #: what was).
+        self._reports = reports
+        self._marks = marks
         #: Nodes whose last report is not in the inventory yet.
         self.dirty: set = set()
         #: Nodes whose saved report only needs a new time.
@@ -74,23 +71,17 @@ class ReportBacklog:
         self.dirty.discard(key)
         self.usage.pop(key, None)
 
-    def write(self, db, usage_db, report_rows: typing.Callable,
-              refresh_nodes: typing.Callable,
-              known: typing.Callable,
-              written_at: typing.Callable = lambda keys, seq, changed: None
-              ) -> Written:
+    def write(self, db, usage_db, refresh_nodes: typing.Callable) -> None:
         """Write the backlog: reports ``FLUSH_BATCH`` nodes a transaction,
         then the times of the quiet ones, then the usage the reports
         carry (which confirms claims; ``refresh_nodes`` re-reads the
         nodes it wrote).
 
-        Rows are made when written (``report_rows(keys, now)``), not
-        held: a fleet's first reports or a long backlog would otherwise
-        keep a row per node in memory until the last batch.  On an
-        error what was not written is kept for the next time (nodes
-        ``known(key)`` no longer has are dropped).  ``written_at(keys,
-        seq, changed)`` is told the report sequence number each batch
-        was stored at (``changed``: whole reports, else only times).
+        Rows are made from the nodes' reports when written, not held: a
+        fleet's first reports or a long backlog would otherwise keep a
+        row per node in memory until the last batch.  On an error what
+        was not written is kept for the next time (forgotten nodes are
+        dropped).
         """
         with self._lock:
             dirty, self.dirty = self.dirty, set()
@@ -98,35 +89,52 @@ class ReportBacklog:
             touched, self.touched = self.touched - dirty, set()
         dirty_keys = sorted(dirty)
         usage_keys = sorted(usage_reports)
-        written = applied = 0
-        done = Written()
+        written = applied = confirmed = 0
         try:
             now = stored_time()
             for chunk in _batches(dirty_keys):
-                rows = report_rows(chunk, now)
+                with self._lock:
+                    views = [self._reports.get(key) for key in chunk]
+                rows = [report_row(view.report, now)
+                        for view in views if view is not None]
                 if rows:
-                    written_at(chunk, db.host_reports_save(rows), True)
+                    self._written(chunk, db.host_reports_save(rows), True)
                 written += len(chunk)
                 concurrency.cooperative_yield()
             if touched:
                 keys = sorted(touched)
-                written_at(keys, db.host_reports_touch(keys, now), False)
+                self._written(keys, db.host_reports_touch(keys, now), False)
                 touched = set()
             for chunk in _batches(usage_keys):
-                done.confirmed += len(usage_db.apply_reports(
+                confirmed += len(usage_db.apply_reports(
                     [usage_reports[key] for key in chunk]) or ())
                 refresh_nodes(list(chunk))
                 applied += len(chunk)
                 concurrency.cooperative_yield()
         except Exception as e:
-            done.error = e
             with self._lock:
                 self.touched.update(touched)
                 self.dirty.update(key for key in dirty_keys[written:]
-                                  if known(key))
+                                  if self._reports.get(key) is not None)
                 for key in usage_keys[applied:]:
                     self.usage.setdefault(key, usage_reports[key])
-        return done
+            write_failed(e, 'host reports')
+        if confirmed:
+            LOG.debug('Reports confirmed %d claim(s)', confirmed)
+
+    def _written(self, keys: list, seq, changed: bool) -> None:
+        with self._lock:
+            self._marks.written(keys, seq, changed)
+
+
+def write_failed(error: BaseException, what: str) -> None:
+    """Log a write that failed (what was not written is kept)."""
+    if availability.is_outage(error):
+        # Told once per outage, with a count of these.
+        availability.count('saving %s (kept, retried)' % what)
+    else:
+        LOG.error('Could not write to the inventory (%s); will retry: '
+                  '%s', what, error, exc_info=error)
 
 
 def stored_time() -> datetime.datetime:

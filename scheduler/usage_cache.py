@@ -17,6 +17,7 @@ import datetime
 import time
 import typing
 
+from scheduler.db import instances
 from scheduler.db import usage
 
 #: How far behind the highest sequence number seen each refresh looks
@@ -28,19 +29,13 @@ from scheduler.db import usage
 #: order: no window there (``usage.commits_in_seq_order``).
 SEQ_LOOKBACK = 16
 
-#: A placement's status until its compute says it built it
-#: (``scheduler.db.instances.CLAIMED``).
-CLAIMED = 'claimed'
-#: Its status once the compute said it built it (``ACTIVE`` there).
-ACTIVE = 'active'
-
 
 @dataclasses.dataclass
 class Claim(usage.Placement):
     """Resources of one placed instance that no report includes yet."""
 
     claimed_at: float = dataclasses.field(default_factory=time.time)
-    status: str = 'claimed'
+    status: str = instances.CLAIMED
 
     @classmethod
     def from_row(cls, row: dict) -> 'Claim':
@@ -53,15 +48,14 @@ class Claim(usage.Placement):
                  for key, count in row.get('pci') or []],
             claimed_at=(timestamp(row['updated_at'])
                         if row.get('updated_at') else time.time()),
-            status=row.get('status', 'claimed'))
+            status=row.get('status', instances.CLAIMED))
 
 
 class UsageCache:
     """Usage rows and pending claims of every node, for one worker."""
 
-    def __init__(self, store: typing.Callable):
-        #: Returns the usage store (``scheduler.db.usage``), looked up
-        #: late.
+    def __init__(self, store):
+        #: The usage store (``scheduler.db.usage``).
         self._store = store
         #: key -> the node's usage row as last read (or as we changed it).
         self.rows: dict = {}
@@ -76,32 +70,22 @@ class UsageCache:
 
     def read_changed(self) -> list:
         """Rows changed since the last look, in sequence order."""
-        return self._store().changed_since(
+        return self._store.changed_since(
             max(0, self.high_water - self._seq_lookback()))
 
     def read_nodes(self, keys: set) -> list:
         """The usage rows of nodes ``keys``."""
-        store = self._store()
         # Every row when most nodes are wanted (a fleet's first flush);
         # else only theirs: a flush writes a batch at a time, and reading
         # every row per batch made loading a large fleet quadratic.
-        getter = getattr(store, 'usage_get_nodes', None)
-        if getter is None or (len(keys) > 50
-                              and 2 * len(keys) > len(self.rows)):
-            return [row for row in store.usage_get_all()
+        if len(keys) > 50 and 2 * len(keys) > len(self.rows):
+            return [row for row in self._store.usage_get_all()
                     if row_key(row) in keys]
-        return getter(sorted(keys))
-
-    def read_pending(self, keys: list | None = None) -> list:
-        """The pending claims of nodes ``keys`` (None: of all)."""
-        store = self._store()
-        return store.pending_claims() if keys is None \
-            else store.pending_claims(keys)
+        return self._store.usage_get_nodes(sorted(keys))
 
     def _seq_lookback(self) -> int:
         if self._lookback is None:
-            in_order = getattr(self._store(), 'commits_in_seq_order', None)
-            self._lookback = 0 if in_order is not None and in_order() \
+            self._lookback = 0 if self._store.commits_in_seq_order() \
                 else SEQ_LOOKBACK
         return self._lookback
 
@@ -181,9 +165,9 @@ class UsageCache:
         for key in keys:
             held = self.pending.get(key, {})
             for uuid in built.intersection(held):
-                if held[uuid].status == CLAIMED:
+                if held[uuid].status == instances.CLAIMED:
                     held[uuid] = dataclasses.replace(held[uuid],
-                                                     status=ACTIVE)
+                                                     status=instances.ACTIVE)
 
     def forget(self, key) -> None:
         self.rows.pop(key, None)
@@ -199,7 +183,7 @@ class UsageCache:
         # A placement the report lists stops pending; a built one it
         # does not list is unlisted, then dropped by a newer report
         # that still does not list it.
-        if any(uuid in listed or claim.status != CLAIMED
+        if any(uuid in listed or claim.status != instances.CLAIMED
                for uuid, claim in self.pending.get(key, {}).items()):
             return True
         return (row['reported_memory_mb'], row['reported_vcpus'],
@@ -217,7 +201,7 @@ class UsageCache:
             if report is None:
                 continue
             for claim in claims.values():
-                if (claim.status == CLAIMED
+                if (claim.status == instances.CLAIMED
                         and report.received_at - claim.claimed_at
                         > expiry):
                     candidates.append(claim.instance_uuid)
@@ -232,10 +216,15 @@ def _usage_after_claim(known: dict | None, after: dict | None,
     The row the claim's transaction read back is taken as is when this
     claim was its only change since the cached one (the generation
     moved by one): the next request then has nothing to reload.
-    Otherwise (another worker claimed there meanwhile) the claims are
-    added to the cached row, marked stale, so that the next refresh
-    reads the node's claims again.
+    A cached row as new as ``after`` or newer (a refresh read it after
+    the claim committed and cached it first) already counts these
+    claims: it is kept.  Otherwise (another worker claimed there
+    meanwhile) the claims are added to the cached row, marked stale, so
+    that the next refresh reads the node's claims again.
     """
+    if (known is not None and after is not None
+            and known['seq'] >= after['seq']):
+        return known
     if (known is not None and after is not None
             and known['generation'] >= 0
             and after['generation'] == known['generation'] + 1):

@@ -198,24 +198,27 @@ class FilterScheduler(driver.Scheduler):
         """Filter ``hosts`` for instance ``index``, then weigh: best first.
 
         ``hosts`` is a list of host views, or ``columns.Candidates``
-        (then the answer is a lazy ``columns.Ranked``).
+        (then the answer is a lazy ``columns.Ranked``).  Without
+        ``enabled_filters`` and ``weighers``, those of the running
+        pipeline, read once (a reload never mixes two).
         """
+        running = self.pipeline
+        if enabled_filters is None:
+            enabled_filters = running.filters
+        if weighers is None:
+            weighers = running.weighers
         if isinstance(hosts, columns.Candidates):
-            return columns.filter_and_weigh(
-                hosts, spec_obj, index, report,
-                self.enabled_filters if enabled_filters is None
-                else enabled_filters,
-                self.weighers if weighers is None else weighers)
+            return columns.filter_and_weigh(hosts, spec_obj, index, report,
+                                            enabled_filters, weighers)
         forced = self.forced_hosts(spec_obj, hosts)
         if forced is not None and pipeline.skips_filters(spec_obj):
             passed = forced
         else:
             passed = self.filter_handler.get_filtered_objects(
-                self.enabled_filters if enabled_filters is None
-                else enabled_filters, hosts if forced is None else forced,
+                enabled_filters, hosts if forced is None else forced,
                 spec_obj, index, report)
-        return self.weight_handler.get_weighed_objects(
-            self.weighers if weighers is None else weighers, passed, spec_obj)
+        return self.weight_handler.get_weighed_objects(weighers, passed,
+                                                       spec_obj)
 
     def select_destinations(self, context, spec_obj, instance_uuids: list,
                             return_alternates: bool = False,

@@ -27,6 +27,7 @@ from scheduler import host_view
 from scheduler import objects
 from scheduler import report_backlog
 from scheduler import report_writer
+from scheduler import usage_cache
 from scheduler.resources import liveness
 from tests.unit import fixtures
 
@@ -258,7 +259,7 @@ def _as_composed(manager, host):
     """Node ``host``'s view, checked slot by slot against the one
     ``_compose`` builds from the report, usage row and claims now."""
     view = manager.get_host_state(host)
-    composed = manager._composed((host, host))
+    composed = manager._views.composed((host, host))
     for name in host_view._SLOTS:
         assert host_view._equal(getattr(view, name),
                                 getattr(composed, name)), name
@@ -356,7 +357,7 @@ class _RecordingStore:
 
 @pytest.mark.parametrize('native, start', [(True, 100 - 16), (False, 100)])
 def test_only_a_native_sequence_is_read_again_a_window_back(native, start):
-    assert host_manager._SEQ_LOOKBACK == 16
+    assert usage_cache.SEQ_LOOKBACK == 16
     store = _RecordingStore(native)
     manager = fixtures.manager_with([fixtures.report('h1')])
     manager = host_manager.HostManager(inventory=manager.db,
@@ -521,7 +522,8 @@ def test_requests_arriving_during_a_freshness_read_share_it(monkeypatch):
     first = threading.Thread(target=manager.refresh_usage)
     first.start()
     assert reading.wait(30)
-    under_way = manager._refreshing = _CountedWaits(manager._refreshing)
+    under_way = manager._fresh.under_way = _CountedWaits(
+        manager._fresh.under_way)
     later = [threading.Thread(target=manager.refresh_usage)
              for _ in range(3)]
     for thread in later:
@@ -680,7 +682,7 @@ def test_a_view_gives_back_the_report_it_was_made_from():
 def _views_of(manager, host):
     """(the view filters see, the report view) of node ``host``."""
     key = (host, host)
-    return manager._states[key], manager._reports[key]
+    return manager._views.get(key), manager._reports.get(key)
 
 
 def test_a_node_without_claims_keeps_one_view_not_two():
@@ -776,7 +778,7 @@ def test_nodes_reporting_the_same_numa_topology_share_it():
     claimed = manager.get_host_state('h1')
     assert sum(c.cpu_usage for c in claimed.numa_topology.cells) == 2
     for view in (h1, manager.get_host_state('h2'),
-                 manager._reports[('h1', 'h1')]):
+                 manager._reports.get(('h1', 'h1'))):
         assert [c.cpu_usage for c in view.numa_topology.cells] == [0, 0]
     # A node that reports later shares it too.
     manager.update_from_report(_numa_report('h4'))
@@ -1126,6 +1128,46 @@ def test_an_older_usage_row_is_not_cached_over_a_newer_one():
     again = dict(older, generation=0, seq=newer['seq'] + 1)
     manager._reload_nodes([key], [again])
     assert manager._usage_cache.rows[key] is again
+
+
+class _RefreshAfterCommit:
+    """The usage store, where another request's refresh reads a node's
+    row and claims after a claim on it committed and caches them before
+    the claiming request takes the lock to cache its own."""
+
+    def __init__(self, manager=None):
+        self.manager = manager
+
+    def __getattr__(self, name):
+        return getattr(usage, name)
+
+    def claim_many(self, requests):
+        placed = usage.claim_many(requests)
+        manager, self.manager = self.manager, None
+        if manager is not None:
+            manager.refresh_nodes(sorted({(r.host, r.nodename)
+                                          for r in requests}))
+        return placed
+
+
+def test_a_claim_does_not_count_itself_again_over_a_newer_cached_row():
+    seeded = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
+    seeded.flush()
+    store = _RefreshAfterCommit()
+    manager = host_manager.HostManager(inventory=seeded.db,
+                                       usage_store=store)
+    manager.load_from_inventory()
+    manager.update_from_report(fixtures.report('h1', memory_mb=4096))
+    store.manager = manager
+    _claim(manager, 'h1', memory_mb=1024)
+    key = ('h1', 'h1')
+    # The row the refresh cached already counts the claim: the claim
+    # keeps it rather than adding itself to it a second time.
+    assert manager._usage_cache.rows[key]['claimed_memory_mb'] == 1024
+    assert manager.get_host_state('h1').free_ram_mb == 3072
+    # Nothing changed since, so the next look reads nothing new.
+    manager.refresh_usage()
+    assert manager.get_host_state('h1').free_ram_mb == 3072
 
 
 # --- reports another worker took (API 1.5 intake) ----------------------------

@@ -12,6 +12,7 @@ from scheduler.drivers import filter_scheduler
 from scheduler import host_manager
 from scheduler import host_view
 from scheduler import manager as manager_mod
+from scheduler import node_reports
 from scheduler import objects
 from scheduler import rejections
 from scheduler.objects import host_state as host_state_obj
@@ -62,7 +63,7 @@ def test_the_digest_is_alike_on_the_wire_in_a_view_and_in_the_inventory():
     view = host_view.HostView(_over_the_wire(state))
     row = report_backlog.report_row(view.report, report_backlog.stored_time())
     row.update(report=json.loads(json.dumps(row['report'])), changed_seq=1)
-    stored = host_manager._stored_view(row)
+    stored = node_reports.stored_view(row)
     version = objects.HostState.VERSION
     assert digest.startswith(version + ':')
     assert view.content_digest(version) == digest
@@ -126,7 +127,7 @@ def test_another_digest_an_unknown_node_or_a_down_one_want_the_report(
     assert ('h2', 'h2') in hm.check_down_hosts()
     assert hm.take_alive([(('h2', 'h2'), _digest(rich_report('h2')))]) \
         == [('h2', 'h2')]
-    assert ('h2', 'h2') in hm._down
+    assert hm._reports.is_down(('h2', 'h2'))
 
 
 def test_a_report_another_worker_took_is_read_before_it_is_asked_for(clock):

@@ -406,6 +406,57 @@ def test_a_reload_swaps_filters_and_weighers_in_one_assignment(
     assert seen and all(pair in (before, new) for pair in seen), seen
 
 
+@pytest.mark.parametrize('columnar', [True, False])
+def test_filter_and_weigh_runs_one_pipeline_across_a_reload(
+        conf, spread, monkeypatch, columnar):
+    # A caller that passes no filters and weighers (tools, out-of-tree
+    # drivers) gets those of one pipeline even if a reload lands while
+    # the call reads them.
+    conf.config(columnar=columnar, group='filter_scheduler')
+    driver = _driver()
+    old = driver.pipeline
+    new = filter_scheduler.Pipeline(list(old.filters), list(old.weighers))
+    spec = fixtures.request(memory_mb=1024)
+    hosts = (driver.column_candidates(spec, filters.FilterReport())
+             if columnar else driver.candidate_hosts(spec))
+    used = {}
+    real_columns = filter_scheduler.columns.filter_and_weigh
+
+    def columns_run(hosts, spec_obj, index, report, enabled, weighers):
+        used.update(filters=enabled, weighers=weighers)
+        return real_columns(hosts, spec_obj, index, report, enabled,
+                            weighers)
+
+    def filtered(enabled, *args):
+        used['filters'] = enabled
+        return list(args[0])
+
+    def weighed(weighers, *args, **kwargs):
+        used['weighers'] = weighers
+        return []
+
+    monkeypatch.setattr(filter_scheduler.columns, 'filter_and_weigh',
+                        columns_run)
+    monkeypatch.setattr(driver.filter_handler, 'get_filtered_objects',
+                        filtered)
+    monkeypatch.setattr(driver.weight_handler, 'get_weighed_objects',
+                        weighed)
+
+    def reading(self, name):
+        value = object.__getattribute__(self, name)
+        if name == 'pipeline' and self is driver:
+            # A reload lands right after each read.
+            object.__setattr__(self, 'pipeline', new)
+        return value
+
+    monkeypatch.setattr(type(driver), '__getattribute__', reading,
+                        raising=False)
+    driver.filter_and_weigh(spec, hosts)
+    monkeypatch.undo()
+    assert used['filters'] is old.filters
+    assert used['weighers'] is old.weighers
+
+
 def test_schedule_run_instance_casts_to_the_chosen_hosts(spread):
     driver = _driver()
     casts = []

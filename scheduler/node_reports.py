@@ -1,0 +1,160 @@
+"""Each node's last report, and how far the stored reports were read.
+
+``NodeReports`` and ``ReportMarks`` share the host manager's lock and
+are called with it held; a report view is replaced, never changed in
+place.
+"""
+
+import typing
+
+from oslo_log import log as logging
+
+from scheduler import host_view
+from scheduler import objects
+from scheduler.resources import liveness
+from scheduler import usage_cache
+
+LOG = logging.getLogger(__name__)
+
+
+class NodeReports:
+    """The last report of each node (a ``HostView`` without claims, its
+    host's aggregates attached), each host's nodes, and the nodes that
+    stopped reporting."""
+
+    def __init__(self):
+        #: key -> the node's last report view.
+        self._by_key: dict = {}
+        #: host -> its nodes' keys.
+        self._nodes_of: dict = {}
+        #: Keys of the nodes that stopped reporting.
+        self._down: set = set()
+
+    def get(self, key):
+        return self._by_key.get(key)
+
+    def items(self) -> typing.ItemsView:
+        return self._by_key.items()
+
+    def put(self, key, view) -> None:
+        self._by_key[key] = view
+        self._nodes_of.setdefault(key[0], set()).add(key)
+
+    def forget(self, key) -> None:
+        self._by_key.pop(key, None)
+        self._down.discard(key)
+        nodes = self._nodes_of.get(key[0], set())
+        nodes.discard(key)
+        if not nodes:
+            self._nodes_of.pop(key[0], None)
+
+    def nodes_of(self, host: str) -> list:
+        return sorted(self._nodes_of.get(host, ()))
+
+    def is_down(self, key) -> bool:
+        return key in self._down
+
+    def down(self) -> list:
+        return sorted(self._down)
+
+    def back(self, key) -> bool:
+        """Node ``key`` reports again: whether it was down."""
+        was = key in self._down
+        self._down.discard(key)
+        return was
+
+    def mark_down(self, now: float) -> list:
+        """Mark down the nodes whose last report is older than the
+        cut-off; return ``[(key, seconds since its report)]`` of those
+        newly down."""
+        cutoff = liveness.cutoff(now)
+        newly = [(key, view.seconds_since_report(now))
+                 for key, view in self._by_key.items()
+                 if view.received_at < cutoff and key not in self._down]
+        self._down.update(key for key, _age in newly)
+        return newly
+
+
+class ReportMarks:
+    """How far this worker has read the reports stored in the
+    inventory, and its own writes not read back yet."""
+
+    def __init__(self):
+        #: The highest report sequence number read (``refresh_reports``).
+        self.read = 0
+        #: The highest ``changed_seq`` up to which every changed report
+        #: was read (``refresh_changed_reports``).
+        self.changed = 0
+        #: key -> the ``changed_seq`` of the stored report this worker's
+        #: report of the node is (or is newer than).
+        self._held: dict = {}
+        #: Sequence numbers of this worker's own writes, not read yet.
+        self._own: set = set()
+
+    def holds(self, key, changed_seq: int) -> None:
+        """This worker holds node ``key``'s stored report of
+        ``changed_seq`` (or a newer one)."""
+        if self._held.get(key, -1) < changed_seq:
+            self._held[key] = changed_seq
+
+    def is_new(self, key, changed_seq: int) -> bool:
+        """Whether the stored report of ``changed_seq`` is newer than
+        the one held of node ``key``."""
+        return changed_seq > self._held.get(key, -1)
+
+    def written(self, keys: list, seq, changed: bool) -> None:
+        """This worker stored nodes ``keys``' reports (``changed``), or
+        only their times, at ``seq``: not to be read back."""
+        if not isinstance(seq, int):
+            return
+        self._own.add(seq)
+        if changed:
+            for key in keys:
+                self.holds(key, seq)
+
+    def is_own(self, seq: int) -> bool:
+        return seq in self._own
+
+    def changed_read(self, rows: list) -> list:
+        """The keys of changed report ``rows`` (in ``changed_seq``
+        order) newer than those held; moves the mark past them."""
+        keys = [(row['host'], row['nodename']) for row in rows
+                if self.is_new((row['host'], row['nodename']),
+                               row['changed_seq'])]
+        self.changed = max(self.changed, rows[-1]['changed_seq'])
+        return keys
+
+    def all_read(self, seq: int) -> None:
+        """Every stored report up to ``seq`` was read."""
+        self.read = max(self.read, seq)
+        # Every change up to the highest number read is known now
+        # (rows become visible in sequence order).
+        self.changed = max(self.changed, self.read)
+        self._own = {own for own in self._own if own > self.read}
+
+
+def stored_view(row: dict) -> host_view.HostView | None:
+    """The view of a report row of the inventory; None (logged) when
+    the saved report cannot be read."""
+    try:
+        # Written by a worker from a report it had checked: not checked
+        # and coerced again field by field.
+        state = objects.HostState.from_own_primitive(row['report'])
+    except Exception as e:
+        LOG.warning('Ignoring unreadable saved report of %s/%s: %s',
+                    row['host'], row['nodename'], e)
+        return None
+    updated = row.get('updated_at')
+    view = host_view.HostView(
+        state, usage_cache.timestamp(updated) if updated else None)
+    view.disabled = bool(row.get('disabled', view.disabled))
+    return view
+
+
+def newer_report(held, stored) -> bool:
+    """Whether the report view ``held`` was produced after ``stored``
+    (by the computes' own clock: the time each report carries)."""
+    mine, theirs = held.updated_at, stored.updated_at
+    if mine is None or theirs is None:
+        return False
+    return usage_cache.timestamp(mine) > usage_cache.timestamp(theirs)
