@@ -60,6 +60,9 @@ class Calls:
     def __init__(self):
         self._lock = threading.Lock()
         self.done: list = []
+        #: (instance uuid, cast began, cast ended) of every build whose
+        #: cast the broker took.
+        self.builds: list = []
         self.stopping = threading.Event()
 
     def add(self, who: str, started: float, ended: float,
@@ -93,16 +96,38 @@ def _in_process_caller(calls: Calls, name: str) -> None:
 
 def _builder(calls: Calls) -> None:
     """Builds through ``schedule_run_instance``: the computes' usage
-    changes, so that the service applies usage reports while it claims."""
+    changes, so that the service applies usage reports while it claims.
+    Every build whose cast the broker took is kept in ``calls.builds``
+    (with when its cast began), to be accounted for at the end."""
     ctxt = context.RequestContext(user_id='builder', project_id='functional')
     api = rpcapi.SchedulerAPI(timeout=CALL_TIMEOUT)
     while not calls.stopping.is_set():
+        build = str(uuid.uuid4())
+        started = time.monotonic()
         try:
-            api.schedule_run_instance(ctxt, make_spec(ram=64),
-                                      [str(uuid.uuid4())])
-        except Exception:  # a cast while the broker is down
+            api.schedule_run_instance(ctxt, make_spec(ram=64), [build])
+        except Exception:  # the sender knows: not a silent loss
             pass
+        else:
+            with calls._lock:
+                calls.builds.append((build, started, time.monotonic()))
         time.sleep(0.2)
+
+
+#: What the service logs about a build it could not place or deliver:
+#: an ERROR naming a build no compute took, a WARNING naming one no
+#: host fits (an answer, not a loss).
+NAMED_BUILD = ('Build of instance %s lost', 'Could not schedule instance %s',
+               'Failed to schedule instance %s')
+
+
+def _unaccounted_builds(builds: list, service_log: str,
+                        sim_log: str) -> list:
+    """The builds neither started by a compute nor named by the
+    service."""
+    return [b for b in builds
+            if 'started instance %s' % b[0] not in sim_log
+            and not any(line % b[0] in service_log for line in NAMED_BUILD)]
 
 
 def _child_caller(calls: Calls, name: str, child) -> None:
@@ -260,6 +285,32 @@ def test_restarts_under_load(own_cluster, broker, conf, tmp_path, executor):
         (c[0], _since_outage(c[1], outages), round(c[4], 2), c[3])
         for c in unanswered]
     assert answered > RESTARTS * 10
+
+    # No build lost without a line naming it.  A cast the broker took
+    # just as it went down (no publisher confirms: the sender cannot
+    # tell) may be lost with the broker's transient queue: counted
+    # apart, and only outside those moments is one a failure.
+    def settled() -> bool:
+        return not _unaccounted_builds(calls.builds, daemon.log(),
+                                       cluster.sim.log())
+    try:
+        daemons.wait_for(settled, 60, what='every build to be started '
+                                           'or named')
+    except Exception:  # the counts below say which
+        pass
+    lost = _unaccounted_builds(calls.builds, daemon.log(),
+                               cluster.sim.log())
+    in_outage = [b for b in lost
+                 if any(b[1] < ready and b[2] > down - 2
+                        for down, ready in outages)]
+    silent = [b for b in lost if b not in in_outage]
+    print('%s: %d builds taken by the broker, %d started or named, %d '
+          'unaccounted cast around a broker stop, %d unaccounted '
+          'otherwise' % (executor, len(calls.builds),
+                         len(calls.builds) - len(lost), len(in_outage),
+                         len(silent)))
+    assert not silent, 'builds lost without a line naming them: %s' % [
+        (b[0], _since_outage(b[1], outages)) for b in silent]
 
     daemon.terminate()
     started = time.monotonic()
@@ -539,4 +590,64 @@ def test_sigterm_while_the_broker_is_still_down(own_cluster, broker, conf,
     log = daemon.log()
     assert 'The message broker is unreachable' in log, log[-6000:]
     assert 'Cannot switch to a different thread' not in log
+    assert 'Could not save state at shutdown' not in log, log[-6000:]
+
+
+@pytest.mark.parametrize('executor, workers', [('eventlet', 1),
+                                               ('threading', 2)])
+def test_a_broker_gone_during_the_stop_ends_it_within_10s(
+        own_cluster, broker, conf, tmp_path, executor, workers):
+    """SIGTERM with the broker up and a call in flight, then the broker
+    goes (a node shutting down stops RabbitMQ and the service together)
+    before the call's reply: the service still ends with status 0
+    within 10 s.
+
+    The stop looked at the broker once, when it began: up, so the
+    servers got the whole stop grace (48 s), which the reply, retrying
+    the broker without a limit, used up.
+    """
+    cluster = own_cluster
+    db = 'sqlite:///%s' % (tmp_path / 'inventory.sqlite')
+    daemon = cluster.start_scheduler(
+        db, scheduler_opts={'executor': executor, 'workers': workers,
+                            'service_down_time': 300}, extra=SLOW_FILTER)
+    cluster.start_sim(hosts=4)
+    wait_for_hosts(conf, db, 4)
+    cluster.sim.stop()
+    api = rpcapi.SchedulerAPI(timeout=60)
+    ctxt = context.RequestContext(user_id='caller', project_id='functional')
+
+    def slow_call() -> None:
+        try:
+            api.select_destinations(
+                ctxt, make_spec(scheduler_hints={'slow_seconds': ['6']}))
+        except Exception:  # its reply cannot come: the broker is gone
+            pass
+
+    threading.Thread(target=slow_call, daemon=True).start()
+    daemons.wait_for(lambda: 'host(s) for SlowFilter' in daemon.log(), 60,
+                     what='the call to be in flight')
+    daemon.terminate()
+    started = time.monotonic()
+    try:
+        # The stop has looked at the broker (up) by then.
+        daemons.wait_for(lambda: 'Stopping' in daemon.log(), 10,
+                         interval=0.1, what='the stop to begin')
+        time.sleep(1.5)
+        broker.stop_app()
+        try:
+            status = daemon.wait_exit(max(0.0, 10 - (time.monotonic()
+                                                     - started)))
+        except Exception:
+            pytest.fail('the service did not stop within 10 s of SIGTERM '
+                        'once the broker went during the stop:\n%s'
+                        % daemon.log()[-6000:])
+        took = time.monotonic() - started
+    finally:
+        broker.start_app()
+    print('%s, %d worker(s): broker gone during the stop: exit status %s '
+          'in %.2f s' % (executor, workers, status, took))
+    assert status == 0, daemon.log()[-6000:]
+    log = daemon.log()
+    assert 'became unreachable during the stop' in log, log[-6000:]
     assert 'Could not save state at shutdown' not in log, log[-6000:]
