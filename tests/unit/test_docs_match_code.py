@@ -339,4 +339,3 @@ def test_retired_statements_stay_out_of_the_docs(sentence, truth):
             text = ' '.join(f.read().split())
         assert sentence not in text, '%s says %r; %s' % (
             os.path.relpath(path, REPO), sentence, truth)
-
