@@ -186,8 +186,10 @@ def _since_outage(when: float, outages: list) -> str:
     if not before:
         return 'before the first restart'
     down, ready = before[-1]
-    return '%.1fs after stop %d (service back at %.1fs)' % (
-        when - down, len(before), ready - down)
+    later = [d for d, _ in outages if d > when]
+    return '%.1fs after stop %d (service back at %.1fs)%s' % (
+        when - down, len(before), ready - down,
+        ', %.1fs before the next' % (later[0] - when) if later else '')
 
 
 @pytest.mark.parametrize('executor', ['eventlet', 'threading'])
@@ -324,6 +326,9 @@ def test_restarts_under_load(own_cluster, broker, conf, tmp_path, executor):
               executor, len(calls.builds), built, named_lost,
               len(calls.builds) - len(lost) - built - named_lost,
               len(in_outage), len(silent)))
+    for b in in_outage:
+        print('%s: build %s unaccounted, cast %s' % (
+            executor, b[0], _since_outage(b[1], outages)))
     assert not silent, 'builds lost without a line naming them: %s' % [
         (b[0], _since_outage(b[1], outages)) for b in silent]
 
