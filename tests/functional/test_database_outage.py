@@ -291,6 +291,73 @@ def test_connections_stay_within_the_budget(cluster, conf, postgresql_url,
     assert peak <= services * workers * budget, peak
 
 
+def _cast_builds(cluster, stop: threading.Event, sent: list) -> None:
+    """``schedule_run_instance`` casts one after the other until
+    ``stop``: a cast does not wait for its build, so they pile up in the
+    service as fast as it takes them."""
+    api = rpcapi.SchedulerAPI(timeout=30)
+    while not stop.is_set():
+        uuid = fixtures.uuid(800000 + len(sent))
+        api.schedule_run_instance(cluster.ctxt,
+                                  fixtures.request(memory_mb=64), [uuid])
+        sent.append(uuid)
+
+
+#: Builds cast before the peak is read (enough for every worker to hold
+#: as many at once as its executor takes).
+CAST_BUILDS = 400
+
+
+@pytest.mark.parametrize('executor', ['eventlet', 'threading'])
+def test_cast_builds_stay_within_the_budget(cluster, conf, postgresql_url,
+                                            executor):
+    """Issue 29, item 4: the ``schedule_run_instance`` path ran the
+    servers out of connections.  Casts flood one service of two workers
+    (a database a little slow to answer, so that each build holds its
+    connection longer): the connections stay within each worker's
+    budget, and every build is started.
+
+    One service only, and the load stops as soon as the budget is
+    passed: the PostgreSQL server is shared.
+    """
+    workers = 2
+    upstream = sa.make_url(postgresql_url)
+    proxy = tcp_proxy.TCPProxy(upstream=('127.0.0.1', upstream.port),
+                               delay=0.02).start()
+    stop = threading.Event()
+    sent: list = []
+    try:
+        (daemon,) = _start(cluster, _through(proxy, postgresql_url),
+                           workers=workers, executor=executor)
+        sampler = ConnectionSampler(postgresql_url)
+        senders = [threading.Thread(target=_cast_builds,
+                                    args=(cluster, stop, sent), daemon=True)
+                   for _ in range(4)]
+        for sender in senders:
+            sender.start()
+        try:
+            daemons.wait_for(
+                lambda: sampler.peak > workers * DEFAULT_WORKER_BUDGET
+                or cluster.sim.log().count('started instance')
+                >= CAST_BUILDS, 240, interval=0.1,
+                what='%d builds started' % CAST_BUILDS)
+        finally:
+            stop.set()
+            for sender in senders:
+                sender.join(60)
+            peak = sampler.stop()
+        log = daemon.log()
+    finally:
+        daemons.stop_daemons_first()
+        proxy.stop()
+    print('peak connections (%s, 1 service x %d workers, budget %d a '
+          'worker) under %d cast builds: %d' % (
+              executor, workers, DEFAULT_WORKER_BUDGET, len(sent), peak))
+    assert peak <= workers * DEFAULT_WORKER_BUDGET, peak
+    assert 'Traceback' not in log, log[-6000:]
+    assert 'Failed to schedule instance' not in log, log[-6000:]
+
+
 def _config_check(tmp_path, url: str, database: str, scheduler: str,
                   services: int) -> list:
     """The ``connections`` rows of ``config check`` against ``url``."""
