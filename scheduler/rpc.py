@@ -1,5 +1,6 @@
 """Transport, serializer, servers and clients: the bus, in one place."""
 
+from collections.abc import Iterable
 import os
 import queue
 import ssl
@@ -524,6 +525,60 @@ def alive_target(**kwargs) -> oslo_messaging.Target:
 def operator_topic(conf: cfg.ConfigOpts | None = None) -> str:
     """Topic and exchange of operator casts (aggregates)."""
     return '%s_ops' % (conf or cfg.CONF).scheduler.topic
+
+
+def service_names(topic: str, servers: Iterable[str] = ()
+                  ) -> tuple[list[str], list[str]]:
+    """The queues and exchanges scheduler services of ``topic`` declare.
+
+    oslo.messaging never deletes what it declares: the topic queues,
+    each server's own queue (``<topic>.<server>``) and the exchanges
+    named like a topic stay on the broker after the last service of a
+    test, benchmark or demo has stopped.  This is the one list of them,
+    for whoever must tidy up (``delete_names``).  The fanout queues,
+    whose names only the broker knows, go with their connections.
+    """
+    reports = '%s_reports' % topic
+    bases = [topic, reports, '%s_ops' % topic, '%s_intake' % reports,
+             '%s_alive' % reports]
+    queues = bases + ['%s.%s' % (base, server) for base in bases
+                      for server in servers]
+    exchanges = bases[1:3] + ['%s_fanout' % base for base in bases]
+    return queues, exchanges
+
+
+def delete_names(connection: kombu.Connection, queues: Iterable[str],
+                 exchanges: Iterable[str] = ()) -> None:
+    """Delete ``queues`` and then ``exchanges`` from the broker.
+
+    Deleting a name that does not exist is not an error for RabbitMQ.
+    """
+    channel = connection.default_channel
+    for name in queues:
+        channel.queue_delete(queue=name)
+    for name in exchanges:
+        channel.exchange_delete(exchange=name)
+
+
+def tidy_service(topic: str, servers: Iterable[str] = (),
+                 queues: Iterable[str] = (),
+                 conf: cfg.ConfigOpts | None = None) -> bool:
+    """Delete what services of ``topic`` (with ``servers``) declared,
+    and ``queues`` besides, from the broker of ``conf``.
+
+    For benchmarks and demos that end their own services.  Never raises:
+    a tidy-up must not hide what ran before it.  Returns whether it
+    could.
+    """
+    names, exchanges = service_names(topic, servers)
+    try:
+        with amqp_connection(conf, connect_timeout=5) as connection:
+            delete_names(connection, names + list(queues), exchanges)
+    except Exception as e:
+        LOG.warning('Could not delete the queues of %(topic)s: %(error)s',
+                    {'topic': topic, 'error': e})
+        return False
+    return True
 
 
 def own_exchange_target(topic: str, **kwargs) -> oslo_messaging.Target:

@@ -134,18 +134,22 @@ Related options:
 """),
     cfg.BoolOpt(
         'report_liveness',
-        default=False,
+        default=True,
         help="""
-Compute side (experimental): when this compute's state has not changed
-since its last full report, send a small liveness message (API 1.6: the
-host, the node and a digest of that report) instead of the full report.
-Schedulers renew such a host without decoding or writing a report, and
-ask the compute for its full report (compute API 1.1 ``send_report``)
-when the digest does not match what they hold.  Only computes that
-serve ``send_report`` may turn it on.  Needs ``report_intake``; used
-only when the schedulers speak 1.6 (the same cap and queue checks as
-the intake).  Off by default until it has been proven under the
-project's fault tests.
+Compute side: when this compute's state has not changed since its last
+full report, send a small liveness message (API 1.6: the host, the node
+and a digest of that report) instead of the full report.  Schedulers
+renew such a host without decoding or writing a report, and ask the
+compute for its full report (compute API 1.1 ``send_report``) when they
+cannot renew it: the digest is not that of the report they hold, the
+host was down, or the inventory's usage of the node differs from what
+its report says (an instance deleted or built behind the scheduler's
+back), so that reconciliation still runs on a full report.  Only a
+compute that serves ``send_report`` sends liveness messages (the
+simulator's hosts do once its RPC server runs); turn this off for a
+compute that reports without serving it.  Needs ``report_intake``;
+used only when the schedulers speak 1.6 (the same cap and queue checks
+as the intake), so an older scheduler still gets full reports.
 
 Related options:
 

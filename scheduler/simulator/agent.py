@@ -155,6 +155,12 @@ class SimulatedCompute:
         self.received: collections.deque = collections.deque(
             maxlen=RECEIVED_KEPT)
         self._lock = threading.Lock()
+        #: Whether an RPC server takes this host's ``send_report``
+        #: (compute API 1.1): only then may it send liveness messages,
+        #: because a scheduler that does not hold the report one names
+        #: asks for the full report that way, and renews nothing until
+        #: it comes.
+        self.serves_send_report = False
 
     @property
     def silent(self) -> bool:
@@ -175,14 +181,15 @@ class SimulatedCompute:
     def report(self, ctxt=None) -> bool:
         """Send the state to the scheduler; False when silenced.
 
-        Through ``SchedulerAPI.report`` when the api has it: a state
-        that says nothing new since the last full report goes as a
-        liveness message (API 1.6).
+        Through ``SchedulerAPI.report`` when the api has it and the
+        host serves ``send_report``: a state that says nothing new since
+        the last full report goes as a liveness message (API 1.6).
         """
         if self.silent:
             return False
         ctxt = ctxt or ctx_mod.get_admin_context()
-        report = getattr(self.api, 'report', None)
+        report = (getattr(self.api, 'report', None)
+                  if self.serves_send_report else None)
         if report is None:
             self.api.update_service_capabilities(ctxt, self.snapshot())
         else:
@@ -301,6 +308,7 @@ class ComputeEndpoint:
 
     def __init__(self, compute: SimulatedCompute):
         self._compute = compute
+        compute.serves_send_report = True
 
     @oslo_messaging.expose
     def send_report(self, ctxt, node=None):
@@ -333,6 +341,8 @@ class FleetEndpoint:
 
     def __init__(self, fleet: 'Fleet'):
         self._fleet = fleet
+        for compute in fleet.hosts.values():
+            compute.serves_send_report = True
 
     @oslo_messaging.expose
     def send_report(self, ctxt, node=None):
@@ -648,14 +658,16 @@ class Fleet:
     def _report_due(self, ctxt, names: list) -> None:
         """Report the hosts ``names`` (due now).
 
-        Through ``SchedulerAPI.report_many`` when the api has it: the
+        Through ``SchedulerAPI.report_many`` when the api has it (and
+        the hosts serve ``send_report``, as they do once started): the
         liveness of the quiet ones in one message (API 1.6), as a
         compute of many nodes sends it, and the full report of each
         changed one.  Otherwise host by host.  A host that cannot send
         (the bus is down for a while) sends at its next time.
         """
         report_many = getattr(self._api, 'report_many', None)
-        if report_many is None:
+        if report_many is None or not all(
+                self.hosts[name].serves_send_report for name in names):
             for name in names:
                 try:
                     if self.hosts[name].report(ctxt):

@@ -4,6 +4,7 @@ The test writes ``call`` on the child's stdin; the child makes one
 ``select_destinations`` call with ``SchedulerAPI(timeout=...)`` and
 writes the outcome as one JSON line: the chosen host, or the error's
 type, whether it is a ``MessagingTimeout``, and the seconds it took.
+``cast`` makes it cast one ``schedule_run_instance`` instead.
 The child chooses its runtime as the console scripts do
 (``SCHEDULER_EXECUTOR``, eventlet by default), before anything else.
 
@@ -35,10 +36,10 @@ class CallerProcess:
             stderr=subprocess.DEVNULL, text=True, env=env,
             cwd=daemons.REPO_ROOT, start_new_session=True)
 
-    def call(self, guard: float = 60) -> dict | None:
-        """The outcome of one call, or None if none came within ``guard``
-        seconds (the call hangs)."""
-        self.proc.stdin.write('call\n')
+    def call(self, guard: float = 60, what: str = 'call') -> dict | None:
+        """The outcome of one call (``what='cast'``: one cast), or None
+        if none came within ``guard`` seconds (the call hangs)."""
+        self.proc.stdin.write(what + '\n')
         self.proc.stdin.flush()
         line: list = []
         reader = threading.Thread(

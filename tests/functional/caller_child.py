@@ -11,6 +11,7 @@ concurrency.setup([])
 import json  # noqa: E402  (after the runtime is chosen)
 import sys  # noqa: E402
 import time  # noqa: E402
+import uuid  # noqa: E402
 
 import oslo_messaging  # noqa: E402
 
@@ -28,14 +29,18 @@ def main() -> int:
         default_config_files=[])
     api = rpcapi.SchedulerAPI(timeout=timeout)
     ctxt = context.RequestContext(user_id='caller', project_id='functional')
-    for _line in sys.stdin:
+    for line in sys.stdin:
         spec = objects.RequestSpec(
             flavor=objects.Flavor(memory_mb=64, vcpus=1, root_gb=1),
             num_instances=1, project_id='functional', user_id='caller')
         started = time.monotonic()
         try:
-            [[selection]] = api.select_destinations(ctxt, spec)
-            outcome = {'host': selection.service_host}
+            if line.strip() == 'cast':
+                api.schedule_run_instance(ctxt, spec, [str(uuid.uuid4())])
+                outcome = {'cast': 'sent'}
+            else:
+                [[selection]] = api.select_destinations(ctxt, spec)
+                outcome = {'host': selection.service_host}
         except Exception as e:  # the outcome the test looks at
             outcome = {'error': type(e).__name__,
                        'timeout': isinstance(

@@ -293,27 +293,18 @@ class Cluster:
         deletes its own queue when it stops cleanly; it is deleted here
         too in case it did not.
         """
-        bases = [self.topic + suffix for suffix in
-                 ('', '_reports', '_ops', '_reports_intake',
-                  '_reports_alive')]
-        queues = bases + ['%s.%s' % (base, server) for base in bases
-                          for server in self.server_names]
+        queues, exchanges = rpc.service_names(self.topic, self.server_names)
         queues.append(self.compute_topic)
         queues += ['%s.%s' % (self.compute_topic, fleet)
                    for fleet in self.fleet_names]
         queues += sorted(self.queues)
         # A fanout exchange goes with its last queue, unless a caller
         # declared it (to cast) when no queue was bound any more.
-        exchanges = bases[1:] + ['%s_fanout' % base for base in bases] \
-            + sorted(self.exchanges)
+        exchanges += sorted(self.exchanges)
         try:
             with kombu.Connection(self._broker_url,
                                   connect_timeout=5) as conn:
-                channel = conn.default_channel
-                for name in queues:
-                    channel.queue_delete(queue=name)
-                for name in exchanges:
-                    channel.exchange_delete(exchange=name)
+                rpc.delete_names(conn, queues, exchanges)
         except Exception as e:  # never fail a test on its clean-up
             print('could not delete the queues of %s: %s' % (self.topic, e))
 

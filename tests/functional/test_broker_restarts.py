@@ -14,13 +14,17 @@ import signal
 import sqlite3
 import threading
 import time
+from unittest.mock import ANY
 
 import pytest
 
 from scheduler import context
 from scheduler import exception
 from scheduler import rpcapi
+from tests.functional import caller
 from tests.functional import daemons
+from tests.functional.test_broker_restarts_load import SLACK
+from tests.functional.test_broker_restarts_load import _caller_config
 from tests.functional.test_scheduler_service import make_spec
 from tests.functional.test_scheduler_service import wait_for_hosts
 
@@ -353,3 +357,79 @@ def test_a_broker_gone_during_the_stop_ends_it_within_10s(
     log = daemon.log()
     assert 'became unreachable during the stop' in log, log[-6000:]
     assert 'Could not save state at shutdown' not in log, log[-6000:]
+
+
+#: The held caller's pause between two attempts to reach the broker:
+#: longer than its call's timeout and the broker's start together, so
+#: that a call made once the broker is back finds its pooled connection
+#: still held by the heartbeat thread's pause.
+HELD_PAUSE = 30
+#: The held caller's call timeout.
+HELD_TIMEOUT = 3
+#: The held caller's connections notice a lost broker at their next
+#: heartbeat, within a second or two.
+HELD_CALLER = ('[oslo_messaging_rabbit]\nrabbit_retry_interval = %d\n'
+               'rabbit_interval_max = %d\nheartbeat_timeout_threshold = 6\n'
+               % (HELD_PAUSE, HELD_PAUSE))
+
+
+def test_a_call_on_a_connection_being_re_established_ends_in_time(
+        own_cluster, broker, conf, tmp_path):
+    """Issue 28 item 6: a call ends within its timeout (and a little
+    slack) although the driver holds it before publishing.
+
+    A caller's pooled connection that lost the broker is re-established
+    by its heartbeat thread, which holds the connection's lock across
+    its pauses between attempts; a call that takes that connection from
+    the pool waits for the lock before it publishes, and oslo.messaging
+    starts the call's timeout only once published (10 s calls took 15 s
+    through the soak's broker stops).  Here the caller (a process of
+    its own, which casts and calls as a conductor does) pauses 30 s
+    between attempts, and calls with a 3 s timeout once the broker is
+    back and the service consumes again: its pooled connection is held
+    for seconds still.  Threading, as in the soak (an eventlet caller's
+    connection did not log its failed attempt here).
+    """
+    executor = 'threading'
+    cluster = own_cluster
+    conf.config(rabbit_interval_max=2, group='oslo_messaging_rabbit')
+    db = 'sqlite:///%s' % (tmp_path / 'inventory.sqlite')
+    cluster.start_scheduler(
+        db, scheduler_opts={'executor': executor, 'service_down_time': 300})
+    cluster.start_sim(hosts=2)
+    wait_for_hosts(conf, db, 2)
+    config_file = _caller_config(tmp_path, cluster, 'held', HELD_CALLER)
+    child = caller.CallerProcess(config_file, HELD_TIMEOUT,
+                                 executor=executor)
+    try:
+        # A cast opens the pooled connection, as a conductor's build
+        # does: its heartbeat thread then retries the broker without a
+        # limit (a call's own connection gives up at its first
+        # attempt).  The calls take the same connection from the pool.
+        assert child.call(what='cast') == {'cast': 'sent', 'elapsed': ANY}
+        daemons.wait_for(lambda: 'host' in (child.call() or {}), 60,
+                         interval=0.5, what='a first call answered')
+        tail = _LogTail(type('Log', (), {
+            'log_path': str(tmp_path / 'held.log')})())
+        failed: list = []
+
+        def reconnecting() -> bool:
+            failed.extend(line for line in tail.lines()
+                          if 'Connection failed' in line
+                          and 'retrying in' in line)
+            return bool(failed)
+        broker.stop_app()
+        daemons.wait_for(reconnecting, 60, interval=0.05,
+                         what='the caller to fail to reach the broker')
+        # Its other connection's heartbeat comes within the same few
+        # seconds: both are in their pause when the broker is back.
+        time.sleep(3)
+        broker.start_app()
+        daemons.wait_for(lambda: broker.consumers(cluster.topic), 60,
+                         interval=0.2, what='the service to consume again')
+        result = child.call(guard=HELD_PAUSE + 60)
+    finally:
+        child.stop()
+    assert result is not None, 'the call hung'
+    assert result['elapsed'] <= HELD_TIMEOUT + SLACK, result
+    assert 'host' in result or result['timeout'], result

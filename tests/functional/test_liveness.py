@@ -13,7 +13,11 @@ server, as a compute agent does.
   inventory;
 * a host whose full report was lost names, in its liveness messages, a
   report the scheduler does not hold: the scheduler asks for it
-  (``send_report``) and it lands.
+  (``send_report``) and it lands;
+* an instance deleted without the scheduler hearing of it: the host's
+  liveness messages cannot renew a node whose inventory usage differs
+  from its report, the scheduler asks for the full report, and the
+  placement goes (reconciliation runs on full reports).
 """
 
 import collections
@@ -25,6 +29,7 @@ import oslo_messaging
 from scheduler import concurrency
 from scheduler import context as ctx_mod
 from scheduler.db import hosts as hosts_db
+from scheduler.db import usage
 from scheduler import rpc
 from scheduler import rpcapi
 from scheduler.simulator import agent
@@ -48,6 +53,8 @@ class CountingAPI(rpcapi.SchedulerAPI):
         super().__init__(**kwargs)
         self.sent: collections.Counter = collections.Counter()
         self.lose_next_full: set = set()
+        #: Whether ``delete_instance_info`` is lost on the way.
+        self.lose_deletes = False
 
     def report(self, ctxt, host_state):
         alive = super().report(ctxt, host_state)
@@ -59,6 +66,10 @@ class CountingAPI(rpcapi.SchedulerAPI):
             self.lose_next_full.discard(host_state.host)
             return
         super().update_service_capabilities(ctxt, host_state)
+
+    def delete_instance_info(self, ctxt, host_name, instance_uuid):
+        if not self.lose_deletes:
+            super().delete_instance_info(ctxt, host_name, instance_uuid)
 
     def count(self, kind: str) -> int:
         return sum(n for (_host, k), n in self.sent.items() if k == kind)
@@ -94,29 +105,46 @@ def _stored(host: str) -> dict:
     return row['report']['versioned_object.data']
 
 
-def test_quiet_hosts_stay_up_on_liveness_and_changed_reports_land(
-        cluster, conf, postgresql_url, monkeypatch):
+def _report_all(computes) -> None:
+    ctxt = ctx_mod.get_admin_context()
+    for compute in computes:
+        compute.report(ctxt)
+
+
+def _start(cluster, conf, database_url: str, monkeypatch,
+           name: str) -> tuple:
+    """A two-worker service (threading executor) and HOSTS computes of
+    this process serving compute API 1.1, every host up on every
+    worker: ``(service, api, computes, servers)``."""
     monkeypatch.setattr(concurrency, 'EXECUTOR', 'threading')
-    # This process plays the computes: they send liveness messages.
-    conf.config(report_liveness=True, group='scheduler')
     service = cluster.start_scheduler(
-        postgresql_url, name='alive',
+        database_url, name=name,
         scheduler_opts={'workers': 2, 'service_down_time': DOWN_TIME})
-    test_claims._use_inventory(conf, postgresql_url)
+    test_claims._use_inventory(conf, database_url)
     api = CountingAPI(timeout=30)
     computes, servers = _computes(cluster, api)
+    try:
+        daemons.wait_for(lambda: _report_all(computes) or _all_up(cluster),
+                         90, interval=1,
+                         what='every worker to see %d hosts up' % HOSTS)
+    except BaseException:
+        rpc.stop_servers(servers)
+        raise
+    return service, api, computes, servers
+
+
+def test_quiet_hosts_stay_up_on_liveness_and_changed_reports_land(
+        cluster, conf, postgresql_url, monkeypatch):
+    # This process plays the computes: they send liveness messages.
+    conf.config(report_liveness=True, group='scheduler')
+    service, api, computes, servers = _start(cluster, conf, postgresql_url,
+                                             monkeypatch, 'alive')
     ctxt = ctx_mod.get_admin_context()
 
     def report_all() -> None:
-        for compute in computes:
-            compute.report(ctxt)
+        _report_all(computes)
 
     try:
-        def known() -> bool:
-            report_all()
-            return _all_up(cluster)
-        daemons.wait_for(known, 90, interval=1,
-                         what='every worker to see %d hosts up' % HOSTS)
         daemons.wait_for(lambda: report_all() or api.count('alive')
                          >= HOSTS, 60, interval=1,
                          what='the hosts to send liveness messages')
@@ -161,6 +189,51 @@ def test_quiet_hosts_stay_up_on_liveness_and_changed_reports_land(
         assert api.sent[(lost.name, 'full')] >= before + 2
         assert _all_up(cluster)
         assert DOWN_LINE not in service.log(), service.log()[-3000:]
+        assert 'Traceback' not in service.log(), service.log()[-3000:]
+    finally:
+        rpc.stop_servers(servers)
+
+
+def test_a_deletion_never_heard_of_is_reconciled_on_liveness(
+        cluster, conf, postgresql_url, monkeypatch):
+    # The default: liveness messages from computes that serve send_report.
+    service, api, computes, servers = _start(cluster, conf, postgresql_url,
+                                             monkeypatch, 'reconcile')
+    ctxt = ctx_mod.get_admin_context()
+
+    def report_all() -> None:
+        _report_all(computes)
+
+    try:
+        instance = str(uuid.uuid4())
+        spec = make_spec()
+        selections = cluster.api.select_destinations(cluster.ctxt, spec,
+                                                     [instance])
+        host = next(c for c in computes
+                    if c.name == selections[0][0].service_host)
+        assert host.run_instance(instance, spec, ctxt=ctxt)
+        daemons.wait_for(
+            lambda: usage.placements_get([instance])[instance]['status']
+            == 'active', 30, what='the build to be confirmed')
+        # Quiet from here on: liveness messages only.
+        daemons.wait_for(lambda: report_all() or api.count('alive')
+                         >= HOSTS, 30, interval=1,
+                         what='the hosts to send liveness messages')
+
+        api.lose_deletes = True
+        full = api.sent[(host.name, 'full')]
+        assert host.terminate_instance(instance, ctxt=ctxt)
+        assert api.sent[(host.name, 'full')] == full + 1
+
+        def gone() -> bool:
+            report_all()
+            return usage.placements_get([instance]) == {}
+        daemons.wait_for(gone, 30, interval=1,
+                         what='the placement of the deleted instance to go')
+        # The host's state never changed after the deletion: it sent its
+        # full report again only because the scheduler asked.
+        assert api.sent[(host.name, 'full')] >= full + 2, api.sent
+        assert _all_up(cluster)
         assert 'Traceback' not in service.log(), service.log()[-3000:]
     finally:
         rpc.stop_servers(servers)

@@ -822,3 +822,27 @@ def test_a_stop_during_start_up_leaves_no_server_consuming(
     stopped = {name for what, name in events if what == 'stop'}
     assert started == {'server0', 'server1'}, events
     assert stopped == started, events
+
+
+def test_the_tidy_up_list_names_every_queue_a_service_consumes(
+        start_service, monkeypatch, conf):
+    """Benchmarks, demos and tests delete what a service declared from
+    ``rpc.service_names``: a server it starts on a topic the list does
+    not name leaves a queue on the broker for good."""
+    targets = []
+    real = rpc.get_server
+
+    def recording(target, *args, **kwargs):
+        targets.append(target)
+        return real(target, *args, **kwargs)
+
+    monkeypatch.setattr(rpc, 'get_server', recording)
+    svc = start_service()
+    queues, exchanges = rpc.service_names(svc.topic, [svc.host])
+    assert targets
+    for target in targets:
+        assert target.topic in queues
+        assert '%s.%s' % (target.topic, target.server) in queues
+        assert '%s_fanout' % target.topic in exchanges
+        if target.exchange:
+            assert target.exchange in exchanges

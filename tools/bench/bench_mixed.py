@@ -464,23 +464,10 @@ class RabbitRun:
 
     def _delete_queues(self) -> None:
         from scheduler import rpc
-        queues = [self.topic, self.compute_topic,
-                  '%s.%s' % (self.compute_topic, self.fleet_server),
-                  rpc.reports_topic(), rpc.operator_topic(),
-                  rpc.intake_topic()]
-        queues += ['%s.bench-%d' % (name, n) for n in range(self.services)
-                   for name in (self.topic, rpc.reports_topic(),
-                                rpc.operator_topic(), rpc.intake_topic())]
-        try:
-            with rpc.amqp_connection() as connection:
-                channel = connection.default_channel
-                for name in queues:
-                    channel.queue_delete(queue=name)
-                for name in (rpc.reports_topic(), rpc.operator_topic()):
-                    channel.exchange_delete(exchange=name)
-        except Exception as e:  # a clean-up never hides the figures
-            print('could not delete the queues of %s: %s' % (self.topic, e),
-                  file=sys.stderr)
+        rpc.tidy_service(
+            self.topic, ['bench-%d' % n for n in range(self.services)],
+            [self.compute_topic,
+             '%s.%s' % (self.compute_topic, self.fleet_server)])
 
 
 def _callers(count: int, duration: float, limit: int, call) -> tuple:

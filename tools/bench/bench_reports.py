@@ -392,22 +392,7 @@ def rabbit_run(hosts: int, services: int, workers: int, path: str,
 
 
 def _delete_queues(topic: str, services: int) -> None:
-    CONF.set_override('topic', topic, group='scheduler')
-    queues = [topic, rpc.reports_topic(), rpc.operator_topic(),
-              rpc.intake_topic(), rpc.alive_topic()]
-    queues += ['%s.bench-%d' % (name, n) for n in range(services)
-               for name in (topic, rpc.reports_topic(),
-                            rpc.operator_topic())]
-    try:
-        with rpc.amqp_connection() as connection:
-            channel = connection.default_channel
-            for name in queues:
-                channel.queue_delete(queue=name)
-            for name in (rpc.reports_topic(), rpc.operator_topic()):
-                channel.exchange_delete(exchange=name)
-    except Exception as e:  # a clean-up never hides the figures
-        print('could not delete the queues of %s: %s' % (topic, e),
-              file=sys.stderr)
+    rpc.tidy_service(topic, ['bench-%d' % n for n in range(services)])
 
 
 def bench_rabbit(args) -> None:

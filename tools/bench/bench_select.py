@@ -480,21 +480,10 @@ def _message_bytes(hosts: int) -> int:
 
 def _delete_queues(topic: str) -> None:
     """Delete the queues and exchanges the service declared for
-    ``topic`` (this run's own): left behind, six queues and two
-    exchanges per run stayed on the broker for good."""
+    ``topic`` (this run's own): left behind, they stay on the broker
+    for good."""
     from scheduler import rpc
-    topics = [topic, rpc.reports_topic(), rpc.operator_topic()]
-    try:
-        with rpc.amqp_connection() as connection:
-            channel = connection.default_channel
-            for name in topics:
-                channel.queue_delete(queue=name)
-                channel.queue_delete(queue='%s.bench' % name)
-            for name in topics[1:]:
-                channel.exchange_delete(exchange=name)
-    except Exception as e:  # a clean-up never hides the figures
-        print('could not delete the queues of %s: %s' % (topic, e),
-              file=sys.stderr)
+    rpc.tidy_service(topic, ['bench'])
 
 
 def _service_rss_mb(pid: int) -> float:

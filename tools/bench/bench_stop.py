@@ -23,11 +23,11 @@ import tempfile
 import time
 import uuid
 
-import kombu
 from oslo_config import cfg
 
 from scheduler import config
 from scheduler import context
+from scheduler import rpc
 
 CONF = cfg.CONF
 RABBIT = 'rabbit://guest:guest@127.0.0.1:5672/'
@@ -77,12 +77,7 @@ def _term(proc: subprocess.Popen) -> float:
 
 
 def _delete_queues(topic: str, compute_topic: str) -> None:
-    bases = [topic + suffix for suffix in ('', '_reports', '_ops')]
-    names = bases + ['%s.bench' % base for base in bases] + [compute_topic]
-    with kombu.Connection('amqp://guest:guest@127.0.0.1:5672//',
-                          connect_timeout=5) as conn:
-        for name in names:
-            conn.default_channel.queue_delete(queue=name)
+    rpc.tidy_service(topic, ['bench'], [compute_topic])
 
 
 def _start_service(tmp: str, workers: int = 1) -> tuple:

@@ -603,3 +603,41 @@ def test_process_stops_on_a_signal_that_lands_inside_a_lock(tmp_path,
     text = log.read_text()
     assert 'Caught SIGTERM, stopping' in text
     assert 'Stopped 2 simulated host(s)' in text
+
+
+class _LivenessAPI(RecordingSchedulerAPI):
+    """A SchedulerAPI that can send liveness messages (API 1.6)."""
+
+    def report(self, ctxt, host_state):
+        self._record('report', host_state)
+        return True
+
+    def report_many(self, ctxt, host_states):
+        self._record('report_many', len(host_states))
+        return len(host_states)
+
+
+class TestLivenessOnlyWhenServed:
+    """A scheduler that cannot renew a host from its liveness message
+    asks the compute for its full report (``send_report``): a host no
+    RPC server serves would never hear it, and reconciliation (a
+    deletion lost, usage the inventory does not have) would stall."""
+
+    def test_a_host_no_server_serves_sends_full_reports(self, ctxt):
+        api = _LivenessAPI()
+        host = agent.SimulatedCompute(fleet.uniform(1).hosts[0], api)
+        host.report(ctxt)
+        assert api.methods() == ['update_service_capabilities']
+        agent.ComputeEndpoint(host)
+        host.report(ctxt)
+        assert api.methods()[-1] == 'report'
+
+    def test_a_fleet_reports_many_once_its_endpoint_serves_them(self, ctxt):
+        api = _LivenessAPI()
+        sim_fleet = agent.Fleet(fleet.uniform(2, prefix='lv'),
+                                scheduler_api=api)
+        sim_fleet._report_due(ctxt, ['lv-001', 'lv-002'])
+        assert api.methods() == ['update_service_capabilities'] * 2
+        agent.FleetEndpoint(sim_fleet)
+        sim_fleet._report_due(ctxt, ['lv-001', 'lv-002'])
+        assert api.methods()[-1] == 'report_many'
