@@ -17,7 +17,11 @@ executor.  After every restart:
   timeout and a little slack (15 s for 10 s with threading before);
 
 * every build whose cast the broker took is started by a compute or
-  named by the service (an ERROR for one no compute took);
+  named by the service (an ERROR for one no compute took or whose
+  claim expired unbuilt), except one the broker confirmed just before
+  it stopped and lost with the scheduler's queue: nobody can name
+  that one, and it is counted apart (doc/admin-guide.md, "Day-two
+  faults");
 
 and at the end SIGTERM stops the service with status 0 within 10 s.
 
