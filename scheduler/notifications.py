@@ -74,17 +74,20 @@ def select_error(ctxt, spec_obj, driver: str, error: Exception) -> None:
 
 
 def claim_expired(claim) -> None:
-    """A claim expired unfulfilled: warn, count and notify.
+    """A claim expired unfulfilled: log an ERROR, count and notify.
 
     The only trace of a build whose ``run_instance`` cast never reached
-    its compute; operators alert on the WARNING, the
-    ``scheduler_claims_expired_total`` counter or this notification.
+    its compute (one the broker took into the compute's queue and lost
+    with it in a restart, for one): a lost build, so an ERROR naming it,
+    like the builds no compute took (``driver``).  Operators alert on
+    the ERROR, the ``scheduler_claims_expired_total`` counter or this
+    notification.
     """
-    LOG.warning('Claim of instance %(uuid)s on %(host)s expired (node '
-                '%(node)s): the compute never reported it (build lost?); '
-                'its resources are released',
-                {'uuid': claim.instance_uuid, 'host': claim.host,
-                 'node': claim.nodename})
+    LOG.error('Claim of instance %(uuid)s on %(host)s expired (node '
+              '%(node)s): the compute never reported it (build lost?); '
+              'its resources are released',
+              {'uuid': claim.instance_uuid, 'host': claim.host,
+               'node': claim.nodename})
     metrics.record_claim_expired()
     if not _enabled():
         return

@@ -6,6 +6,7 @@ import queue
 import ssl
 import threading
 import time
+import typing
 import urllib.parse
 import weakref
 
@@ -349,8 +350,15 @@ def get_server(target: oslo_messaging.Target, endpoints: list,
 TAKEN_GRACE = 3.0
 
 
+#: Seconds between two looks at the broker while a stop waits for its
+#: servers (``stop_servers``' ``probe``).
+PROBE_EVERY = 2.0
+
+
 def stop_servers(servers: list, grace: float | None = None,
-                 broker_down: bool = False) -> bool:
+                 broker_down: bool = False,
+                 probe: typing.Callable[[], bool] | None = None,
+                 down_grace: float | None = None) -> bool:
     """Stop ``servers`` side by side, then let their calls in flight end.
 
     Each ``stop()`` returns when its consumer has let go (up to
@@ -371,8 +379,50 @@ def stop_servers(servers: list, grace: float | None = None,
     servers are then expected to be left behind at ``grace`` (their
     connections retry the broker without a limit), so that is one
     WARNING line, not an ERROR with stacks.
+
+    ``probe``: tells whether the broker takes a connection now.  While
+    the broker is not known to be down, it is asked every
+    ``PROBE_EVERY`` seconds of the wait: a broker that goes away during
+    the stop (a node shutting down stops RabbitMQ and the service
+    together) leaves the replies of the calls in flight retrying
+    without a limit, and the stop then waits ``down_grace`` seconds
+    more at most, not what is left of ``grace``.
     """
     deadline = None if not grace else time.monotonic() + grace
+    last_probe = time.monotonic()
+
+    def look_at_broker() -> None:
+        """Shorten the deadline once ``probe`` finds the broker gone."""
+        nonlocal broker_down, deadline, grace, last_probe
+        if probe is None or broker_down or down_grace is None:
+            return
+        if time.monotonic() - last_probe < PROBE_EVERY:
+            return
+        reachable = probe()
+        last_probe = time.monotonic()
+        if not reachable:
+            broker_down = True
+            cut = last_probe + down_grace
+            if deadline is None or cut < deadline:
+                deadline, grace = cut, down_grace
+            LOG.info('The message broker became unreachable during the '
+                     'stop: the RPC servers get %s s more', down_grace)
+
+    def join(threads: list, until_of: typing.Callable[[], float | None]
+             ) -> None:
+        """Join ``threads`` until ``until_of()``, looking at the broker
+        between slices of ``PROBE_EVERY`` seconds."""
+        for thread in threads:
+            while thread.is_alive():
+                until = until_of()
+                left = None if until is None else until - time.monotonic()
+                if left is not None and left <= 0:
+                    return
+                watching = probe is not None and not broker_down
+                slice_ = PROBE_EVERY if watching else None
+                thread.join(left if slice_ is None else
+                            slice_ if left is None else min(left, slice_))
+                look_at_broker()
 
     def run(action: str, server) -> None:
         try:
@@ -393,13 +443,14 @@ def stop_servers(servers: list, grace: float | None = None,
             thread.start()
         # Cancelling consumers is one exchange with the broker: one that
         # does not answer it must not hold the calls in flight.
-        until = deadline
-        if action == 'serve_taken':
-            until = time.monotonic() + TAKEN_GRACE if until is None \
-                else min(until, time.monotonic() + TAKEN_GRACE)
-        for thread in threads:
-            thread.join(None if until is None
-                        else max(0.0, until - time.monotonic()))
+        taken_until = time.monotonic() + TAKEN_GRACE
+
+        def until_of() -> float | None:
+            if action != 'serve_taken':
+                return deadline
+            return taken_until if deadline is None \
+                else min(deadline, taken_until)
+        join(threads, until_of)
         stuck = [thread for thread in threads if thread.is_alive()]
         if stuck and broker_down:
             LOG.warning('The message broker is unreachable: %(count)d RPC '

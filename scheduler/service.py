@@ -217,7 +217,12 @@ class Service(service.Service):
             # broker (a stop took the whole stop grace, 48 s).
             grace = BROKER_DOWN_GRACE if grace is None \
                 else min(grace, BROKER_DOWN_GRACE)
-        rpc.stop_servers(servers, grace=grace, broker_down=broker_down)
+        # The broker may also go while the stop waits (a node shutting
+        # down stops RabbitMQ too): the servers are asked about it again.
+        rpc.stop_servers(servers, grace=grace, broker_down=broker_down,
+                         probe=lambda: rpc.broker_reachable(
+                             timeout=BROKER_PROBE_TIMEOUT),
+                         down_grace=BROKER_DOWN_GRACE)
         try:
             self.manager.driver.host_manager.flush()
         except Exception:

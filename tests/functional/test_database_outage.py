@@ -291,6 +291,84 @@ def test_connections_stay_within_the_budget(cluster, conf, postgresql_url,
     assert peak <= services * workers * budget, peak
 
 
+def _cast_builds(cluster, stop: threading.Event, sent: list) -> None:
+    """``schedule_run_instance`` casts one after the other until
+    ``stop``: a cast does not wait for its build, so they pile up in the
+    service as fast as it takes them."""
+    api = rpcapi.SchedulerAPI(timeout=30)
+    while not stop.is_set() and len(sent) < MAX_CASTS:
+        uuid = fixtures.uuid(800000 + len(sent))
+        api.schedule_run_instance(cluster.ctxt,
+                                  fixtures.request(memory_mb=64), [uuid])
+        sent.append(uuid)
+
+
+#: Builds started before the peak is read (enough for every worker to
+#: hold as many at once as its executor takes).
+CAST_BUILDS = 400
+#: Casts sent at most (the senders outrun the service: the rest waits
+#: on the broker, which is shared).
+MAX_CASTS = 2000
+
+
+@pytest.mark.parametrize('executor', ['eventlet', 'threading'])
+def test_cast_builds_stay_within_the_budget(cluster, conf, postgresql_url,
+                                            executor):
+    """Issue 29, items 4 and 1: the ``schedule_run_instance`` path ran
+    the servers out of connections, and the eventlet service out of
+    its wits.  Casts flood one service of two workers (a database a
+    little slow to answer, so that each build holds its connection
+    longer): the connections stay within each worker's budget, builds
+    are started, and nothing fails.
+
+    On the code before the fix (2bdb970) a worker held its pool's whole
+    55 connections (``QueuePool limit of size 5 overflow 50 reached``),
+    the shared server refused the rest (``too many clients``) and
+    builds failed with a traceback; under eventlet the service printed
+    ``greenlet.error: Cannot switch to a different thread``.  One
+    service only, a bounded number of casts, and the load stops as soon
+    as the budget is passed: the PostgreSQL server is shared.
+    """
+    workers = 2
+    upstream = sa.make_url(postgresql_url)
+    proxy = tcp_proxy.TCPProxy(upstream=('127.0.0.1', upstream.port),
+                               delay=0.02).start()
+    stop = threading.Event()
+    sent: list = []
+    try:
+        (daemon,) = _start(cluster, _through(proxy, postgresql_url),
+                           workers=workers, executor=executor)
+        sampler = ConnectionSampler(postgresql_url)
+        senders = [threading.Thread(target=_cast_builds,
+                                    args=(cluster, stop, sent), daemon=True)
+                   for _ in range(4)]
+        for sender in senders:
+            sender.start()
+        try:
+            daemons.wait_for(
+                lambda: sampler.peak > workers * DEFAULT_WORKER_BUDGET
+                or cluster.sim.log().count('started instance')
+                >= CAST_BUILDS, 240, interval=0.1,
+                what='%d builds started' % CAST_BUILDS)
+        finally:
+            stop.set()
+            for sender in senders:
+                sender.join(60)
+            peak = sampler.stop()
+        log = daemon.log()
+    finally:
+        daemons.stop_daemons_first()
+        proxy.stop()
+    print('peak connections (%s, 1 service x %d workers, budget %d a '
+          'worker) under %d cast builds: %d' % (
+              executor, workers, DEFAULT_WORKER_BUDGET, len(sent), peak))
+    assert 'Cannot switch to a different thread' not in log
+    for sign in ('QueuePool limit', 'too many clients',
+                 'Failed to schedule instance', 'Traceback'):
+        assert sign not in log, log[log.find(sign) - 3000:][:6000]
+    assert peak <= workers * DEFAULT_WORKER_BUDGET, peak
+
+
 def _config_check(tmp_path, url: str, database: str, scheduler: str,
                   services: int) -> list:
     """The ``connections`` rows of ``config check`` against ``url``."""

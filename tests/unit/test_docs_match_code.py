@@ -313,3 +313,29 @@ def test_rpc_api_object_table_gives_the_versions_sent():
                 % (name, version, newest))
             checked += 1
     assert checked >= 10
+
+
+#: Sentences the docs once said that the code does not do (issue 29,
+#: item 9), each with what is true instead.  They must not come back.
+RETIRED = [
+    ('Claims are per process',
+     'claims are in the shared inventory database: every worker and '
+     'every service sees them'),
+    ('nothing deduplicates by uuid',
+     'a retry with the same instance uuids finds its pending claims'),
+    ('stevedore warns when that fails',
+     "the line to look for is the loader's own: Could not load "
+     "<namespace> '<name>': not importable: ...; no entry point (...)"),
+    ('WARNING stevedore.named [-] Could not load',
+     "the line to look for is the loader's own: Could not load "
+     "<namespace> '<name>': not importable: ...; no entry point (...)"),
+]
+
+
+@pytest.mark.parametrize('sentence, truth', RETIRED)
+def test_retired_statements_stay_out_of_the_docs(sentence, truth):
+    for path in DOCS:
+        with open(path, encoding='utf-8') as f:
+            text = ' '.join(f.read().split())
+        assert sentence not in text, '%s says %r; %s' % (
+            os.path.relpath(path, REPO), sentence, truth)

@@ -615,6 +615,56 @@ def test_servers_left_behind_while_the_broker_is_down_are_one_warning(
         stuck.release.set()
 
 
+def test_a_broker_gone_during_the_stop_cuts_the_grace(
+        monkeypatch, caplog):
+    """The broker answered when the stop began and went during it (a
+    node shutting down stops RabbitMQ too): the servers left waiting
+    for it get ``down_grace``, not what is left of the stop grace."""
+    monkeypatch.setattr(rpc, 'PROBE_EVERY', 0.05)
+    answers = iter([True, True])
+    probes = []
+
+    def probe() -> bool:
+        probes.append(1)
+        return next(answers, False)
+
+    stuck = _StuckServer()
+    try:
+        with caplog.at_level(logging.DEBUG, logger='scheduler.rpc'):
+            assert rpc.stop_servers([stuck], grace=60, probe=probe,
+                                    down_grace=0.2) is False
+        assert len(probes) == 3
+        errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+        assert errors == []
+        [warning] = [r for r in caplog.records
+                     if r.levelno == logging.WARNING]
+        assert 'The message broker is unreachable: 1 RPC server(s) still ' \
+            'in wait() after 0.2 s, left behind' in warning.getMessage()
+    finally:
+        stuck.release.set()
+
+
+def test_a_stop_asks_the_broker_again_while_it_waits(start_service,
+                                                     monkeypatch):
+    """The service hands its servers' stop a probe and the short grace
+    for a broker that goes during the stop."""
+    svc = start_service()
+    seen = []
+    real_stop_servers = rpc.stop_servers
+
+    def stop_servers(servers, **kwargs):
+        seen.append(kwargs)
+        return real_stop_servers(servers, **kwargs)
+
+    monkeypatch.setattr(rpc, 'stop_servers', stop_servers)
+    monkeypatch.setattr(rpc, 'broker_reachable',
+                        lambda conf=None, timeout=1.0: True)
+    svc.stop()
+    [kwargs] = seen
+    assert kwargs['down_grace'] == service_mod.BROKER_DOWN_GRACE
+    assert kwargs['probe']() is True
+
+
 @pytest.mark.parametrize('reachable, grace', [
     (False, service_mod.BROKER_DOWN_GRACE), (True, 48.0)])
 def test_a_stop_gives_the_servers_a_short_grace_only_with_the_broker_down(
@@ -626,10 +676,10 @@ def test_a_stop_gives_the_servers_a_short_grace_only_with_the_broker_down(
     seen = []
     real_stop_servers = rpc.stop_servers
 
-    def stop_servers(servers, grace=None, broker_down=False):
+    def stop_servers(servers, grace=None, broker_down=False, **kwargs):
         seen.append((grace, broker_down))
         return real_stop_servers(servers, grace=grace,
-                                 broker_down=broker_down)
+                                 broker_down=broker_down, **kwargs)
 
     monkeypatch.setattr(rpc, 'stop_servers', stop_servers)
     monkeypatch.setattr(rpc, 'broker_reachable',
