@@ -112,10 +112,10 @@ def replayed(taken: taken_casts.Cast) -> tuple:
     return ctxt, args
 
 
-def take_over(placements: Callable[[list], dict]
-              ) -> Iterator[taken_casts.Cast]:
+def take_over(placements: Callable[[list], dict]) -> Iterator[tuple]:
     """The overdue rows this worker took over, each with the instances
-    still to build; rows whose instances are all placed are deleted.
+    still to build, as ``(row, context, arguments)`` (``replayed``);
+    rows whose instances are all placed are deleted.
 
     ``placements``: uuid list -> the placements found (the inventory's,
     ``HostManager.placements``).
@@ -138,8 +138,10 @@ def take_over(placements: Callable[[list], dict]
                                     'at': seen.taken_at.isoformat()})
             continue
         taken.instance_uuids = left
+        # After the context is made: the line carries the cast's request.
+        ctxt, args = replayed(taken)
         LOG.info('Replaying the cast for instance(s) %(uuids)s taken by '
                  '%(by)s at %(at)s and not finished',
                  {'uuids': ', '.join(left), 'by': seen.taken_by,
                   'at': seen.taken_at.isoformat()})
-        yield taken
+        yield taken, ctxt, args

@@ -433,9 +433,8 @@ class SchedulerManager(periodic_task.PeriodicTasks):
         # Casts taken by a worker that died (or is stuck) before it
         # claimed their instances: the inventory gives each to exactly
         # one worker, which serves it as a fresh cast.
-        for taken in cast_ledger.take_over(
+        for taken, cast_ctxt, args in cast_ledger.take_over(
                 self.driver.host_manager.placements):
-            cast_ctxt, args = cast_ledger.replayed(taken)
             self._serve_cast(cast_ctxt, taken, **args)
 
     @periodic_task.periodic_task(spacing=0)
