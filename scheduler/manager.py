@@ -292,6 +292,13 @@ class SchedulerManager(periodic_task.PeriodicTasks):
             LOG.info('Stopped serving the cast for instance(s) %s: '
                      'another worker took it over', ', '.join(uuids))
             return
+        except Exception as e:
+            # A driver that raised: served again later only if the
+            # inventory was away (it may be back then), never a cast
+            # that fails the same way at every takeover.
+            if not availability.is_outage(e):
+                cast_ledger.forget(taken)
+            raise
         # Each instance claimed, or logged as not built (NoValidHost, no
         # compute took it, the inventory unavailable).
         cast_ledger.forget(taken)

@@ -175,3 +175,16 @@ def test_a_row_the_inventory_cannot_take_leaves_the_cast_served(
     manager.schedule_run_instance(CTX, spec_obj=fixtures.request(),
                                   instance_uuids=[fixtures.uuid(1)])
     assert manager.driver.compute_rpcapi.casts == [('big', fixtures.uuid(1))]
+
+
+def test_a_driver_that_raises_drops_the_row(monkeypatch):
+    """Replayed again, it would fail the same way at every takeover."""
+    manager = _manager()
+
+    def broken(ctxt, spec_obj, uuids):
+        raise RuntimeError('a driver bug')
+    monkeypatch.setattr(manager.driver, 'schedule_run_instance', broken)
+    with pytest.raises(RuntimeError):
+        manager.schedule_run_instance(CTX, spec_obj=fixtures.request(),
+                                      instance_uuids=[fixtures.uuid(1)])
+    assert _rows() == []
