@@ -98,24 +98,26 @@ def settle_in(conn: sa.Connection, taken: Cast,
     Raises ``TakenOver`` (the caller's transaction rolls back) when the
     row is no longer this worker's: another worker serves the cast now.
     """
-    left = [u for u in taken.instance_uuids if u not in set(claimed)]
+    done = set(claimed)
+    left = [u for u in taken.instance_uuids if u not in done]
     if left:
         # Renewed: a worker that makes progress is not taken over.
-        done = conn.execute(sa.update(_CAST).where(
+        changed = conn.execute(sa.update(_CAST).where(
             _CAST.id == taken.id, _CAST.token == taken.token).values(
             instance_uuids=jsonutils.dumps(left),
             taken_at=timeutils.utcnow())).rowcount
     else:
-        done = conn.execute(sa.delete(_CAST).where(
+        changed = conn.execute(sa.delete(_CAST).where(
             _CAST.id == taken.id, _CAST.token == taken.token)).rowcount
-    if done != 1:
+    if changed != 1:
         raise TakenOver(cast_id=taken.id)
 
 
 def settled(taken: Cast, claimed: Sequence[str]) -> None:
     """The claim's transaction committed: the held copy follows it."""
+    done = set(claimed)
     taken.instance_uuids = [u for u in taken.instance_uuids
-                            if u not in set(claimed)]
+                            if u not in done]
 
 
 def overdue(taken_before: datetime.datetime) -> list[Cast]:
