@@ -135,6 +135,10 @@ class Scheduler(metaclass=abc.ABCMeta):
             except exception.NoValidHost as e:
                 LOG.warning('Could not schedule instance %(uuid)s: %(err)s',
                             {'uuid': uuid, 'err': e})
+            except exception.CastTakenOver:
+                # Another worker serves the cast now, this instance
+                # included (its claim here was rolled back).
+                raise
             except Exception as e:
                 if not availability.is_outage(e):
                     LOG.exception('Failed to schedule instance %s', uuid)

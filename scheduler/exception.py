@@ -124,6 +124,17 @@ class InstanceAlreadyPlaced(InvalidRequest):
                'compute to confirm it) before placing it again.')
 
 
+class CastTakenOver(SchedulerException):
+    """Another worker took over a ``schedule_run_instance`` cast this
+    one was serving (``scheduler.db.taken_casts``): the claim that found
+    it out was rolled back, and this worker stops serving the cast.
+
+    Never sent to callers (a cast has none).
+    """
+
+    msg_fmt = 'Cast %(cast_id)s was taken over by another worker.'
+
+
 class ClaimConflict(SchedulerException):
     """A node filled up (or changed) between choosing it and claiming it.
 

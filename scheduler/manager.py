@@ -18,8 +18,10 @@ from oslo_log import log as logging
 import oslo_messaging
 from oslo_service import periodic_task
 
+from scheduler import cast_ledger
 from scheduler import concurrency
 from scheduler.db import availability
+from scheduler.db import taken_casts
 from scheduler import driver as driver_mod
 from scheduler import exception
 from scheduler import loader
@@ -242,7 +244,23 @@ class SchedulerManager(periodic_task.PeriodicTasks):
     def schedule_run_instance(self, ctxt, request_spec=None,
                               filter_properties=None, spec_obj=None,
                               instance_uuids=None):
-        """Cast: place each instance and cast run_instance to its host."""
+        """Cast: place each instance and cast run_instance to its host.
+
+        The broker forgot the cast when this worker's connection read
+        it: its row in the inventory (``cast_ledger.record``), written
+        first, lets another worker serve it if this one dies before
+        claiming its instances (``_take_over_casts``).
+        """
+        args = {'request_spec': request_spec,
+                'filter_properties': filter_properties,
+                'spec_obj': spec_obj, 'instance_uuids': instance_uuids}
+        taken = cast_ledger.record(ctxt, args)
+        self._serve_cast(ctxt, taken, **args)
+
+    def _serve_cast(self, ctxt, taken, request_spec=None,
+                    filter_properties=None, spec_obj=None,
+                    instance_uuids=None) -> None:
+        """A cast, fresh or taken over (``taken``: its row, if any)."""
         try:
             spec_obj = self._spec_from_args(request_spec, filter_properties,
                                             spec_obj)
@@ -254,13 +272,36 @@ class SchedulerManager(periodic_task.PeriodicTasks):
                                      self._instance_places)
         except exception.SchedulerException as e:
             rejections.reject('schedule_run_instance', e, what='cast')
+            cast_ledger.forget(taken)
             return
         if not uuids:
             rejections.reject('schedule_run_instance',
                               exception.InvalidRequest(
                                   reason='no instance uuids'), what='cast')
+            cast_ledger.forget(taken)
             return
-        self.driver.schedule_run_instance(ctxt, spec_obj, uuids)
+        if taken is not None and len(taken.instance_uuids) < len(uuids):
+            # Taken over: the instances placed meanwhile are not built
+            # again.
+            uuids = [u for u in uuids if u in taken.instance_uuids]
+            spec_obj.num_instances = len(uuids)
+        try:
+            with taken_casts.serving(taken):
+                self.driver.schedule_run_instance(ctxt, spec_obj, uuids)
+        except exception.CastTakenOver:
+            LOG.info('Stopped serving the cast for instance(s) %s: '
+                     'another worker took it over', ', '.join(uuids))
+            return
+        except Exception as e:
+            # A driver that raised: served again later only if the
+            # inventory was away (it may be back then), never a cast
+            # that fails the same way at every takeover.
+            if not availability.is_outage(e):
+                cast_ledger.forget(taken)
+            raise
+        # Each instance claimed, or logged as not built (NoValidHost, no
+        # compute took it, the inventory unavailable).
+        cast_ledger.forget(taken)
 
     @oslo_messaging.expose
     @oslo_messaging.expected_exceptions(*_EXPECTED)
@@ -392,6 +433,16 @@ class SchedulerManager(periodic_task.PeriodicTasks):
         for placement in self.driver.host_manager.expire_claims():
             # Never built: a replay frees it at this point too.
             trace.released(placement['host'], placement['instance_uuid'])
+
+    @periodic_task.periodic_task(spacing=0)
+    @_outage_quiet('taking over casts')
+    def _take_over_casts(self, ctxt):
+        # Casts taken by a worker that died (or is stuck) before it
+        # claimed their instances: the inventory gives each to exactly
+        # one worker, which serves it as a fresh cast.
+        for taken, cast_ctxt, args in cast_ledger.take_over(
+                self.driver.host_manager.placements):
+            self._serve_cast(cast_ctxt, taken, **args)
 
     @periodic_task.periodic_task(spacing=0)
     @_outage_quiet('refreshing aggregates')

@@ -185,6 +185,33 @@ Related options:
 * ``workers``
 """),
     cfg.IntOpt(
+        'cast_takeover_time',
+        default=0,
+        min=0,
+        help="""
+Seconds after which a ``schedule_run_instance`` cast that a worker took
+and has not finished with is served again by another worker (0: the
+value of ``service_down_time``).
+
+oslo.messaging acknowledges a cast before a worker serves it, so the
+broker cannot redeliver a cast whose worker was killed: each worker
+records every such cast in the inventory (table ``taken_casts``) until
+its instances are claimed or it ends otherwise, and every worker's
+periodic task (each ``periodic_task_interval``) takes over the rows
+older than this, one worker each, and serves them as fresh casts
+(logged at INFO with the instance uuids).  A row is renewed at each
+instance the worker claims.  The default is the age at which claims
+never confirmed expire: by then the worker that took the cast is dead
+or stuck.  A worker still serving a cast that was taken over stops at
+its next claim, which the inventory refuses, so a short value costs
+only work done twice, never an instance built twice.
+
+Related options:
+
+* ``service_down_time``
+* ``periodic_task_interval``
+"""),
+    cfg.IntOpt(
         'max_attempts',
         default=3,
         min=1,

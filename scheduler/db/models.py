@@ -264,3 +264,32 @@ class UsageCounter(Base):
 
     id: orm.Mapped[int] = orm.mapped_column(sa.Integer, primary_key=True)
     value: orm.Mapped[int] = orm.mapped_column(sa.BigInteger, default=0)
+
+
+class TakenCast(Base):
+    """A ``schedule_run_instance`` cast a worker took off the bus and
+    has not finished with (``scheduler.db.taken_casts``).
+
+    oslo.messaging acknowledges a cast before serving it, so the broker
+    cannot hand it to another worker if this one dies: this row can.
+    ``token`` changes each time a worker takes the row over, and the
+    claim that settles the row checks it (the claiming worker still
+    owns the cast).
+    """
+
+    __tablename__ = 'taken_casts'
+    __table_args__ = (
+        sa.Index('taken_casts_taken_at_idx', 'taken_at'),
+        MYSQL_TABLE_ARGS,
+    )
+
+    id: orm.Mapped[str] = orm.mapped_column(sa.String(36), primary_key=True)
+    token: orm.Mapped[str] = orm.mapped_column(sa.String(36))
+    #: The instances of the cast not claimed yet (a JSON list).
+    instance_uuids: orm.Mapped[str] = orm.mapped_column(LongText)
+    #: The cast as it came: its context, sender and serialized arguments
+    #: (a JSON document), to serve it again as a fresh cast.
+    message: orm.Mapped[str] = orm.mapped_column(LongText)
+    #: The worker that holds it (``host:pid:random``), for the logs.
+    taken_by: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    taken_at: orm.Mapped[datetime.datetime] = orm.mapped_column(DateTime)

@@ -81,6 +81,7 @@ from sqlalchemy import orm
 from scheduler.db import engine
 from scheduler.db import instances
 from scheduler.db import models
+from scheduler.db import taken_casts
 
 Key = tuple[str, str]
 
@@ -490,7 +491,14 @@ def _claim_many(requests: Sequence[ClaimRequest],
     for request in requests:
         by_node.setdefault((request.host, request.nodename),
                            []).append(request)
-    if (not look_first and len(by_node) == 1
+    # The taken cast these instances come from (if its row was written)
+    # goes, or shrinks, in this transaction: a crash after the commit
+    # leaves nothing to serve again, one before leaves the cast whole.
+    taken = taken_casts.current()
+    settles = [r.instance_uuid for r in requests
+               if taken is not None and r.instance_uuid in
+               taken.instance_uuids]
+    if (not look_first and not settles and len(by_node) == 1
             and len(requests) <= _ONE_STATEMENT_MOST
             and engine.statements_commit_alone()):
         return _claim_in_one_statement(requests, now)
@@ -516,11 +524,16 @@ def _claim_many(requests: Sequence[ClaimRequest],
                 after[key] = _usage_row(conn, *key)
         rows = [_pending_values(request, now) for request in requests]
         engine.insert_many(conn, _INSERT_PENDING, rows)
+        if settles:
+            taken_casts.settle_in(conn, taken, settles)
         return [dict(row, numa=request.numa, pci=request.pci,
                      usage=after[(request.host, request.nodename)])
                 for row, request in zip(rows, requests)]
 
-    return engine.run_in_transaction(claim_in)
+    placed = engine.run_in_transaction(claim_in)
+    if settles:
+        taken_casts.settled(taken, settles)
+    return placed
 
 
 #: The most instances a one-statement claim takes (its statement is

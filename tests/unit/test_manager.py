@@ -492,6 +492,7 @@ HOUSEKEEPING = {
     '_replay_instance_news': ['replay_deferred'],
     '_check_down_hosts': ['check_down_hosts', 'forget_deleted_nodes'],
     '_expire_claims': ['expire_claims'],
+    '_take_over_casts': ['cast_ledger.take_over'],
     '_refresh_aggregates': ['refresh_aggregates'],
     '_publish_metrics': ['set_hosts', 'metrics.flush'],
     '_return_freed_memory': ['trim'],
@@ -520,6 +521,7 @@ def _recorded_housekeeping(monkeypatch, manager, calls: list, fail=None):
     record(manager_mod.metrics, 'set_hosts')
     record(manager_mod.metrics, 'flush', 'metrics.flush')
     record(manager_mod.memory, 'trim')
+    record(manager_mod.cast_ledger, 'take_over', 'cast_ledger.take_over')
 
 
 def _outage():
@@ -560,6 +562,7 @@ def test_periodic_tasks_run_at_the_configured_interval(conf):
     ('_load_saved_state', 'ensure_loaded'),
     ('_check_down_hosts', 'check_down_hosts'),
     ('_expire_claims', 'expire_claims'),
+    ('_take_over_casts', 'cast_ledger.take_over'),
     ('_refresh_aggregates', 'refresh_aggregates')])
 def test_a_database_outage_skips_a_task_quietly(monkeypatch, task, call):
     """The task is tried again at its next run; the outage is counted

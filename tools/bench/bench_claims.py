@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
 """What claims cost: per database, and end to end over RabbitMQ.
 
-Two parts, each printing numbers (no thresholds):
+Three parts, each printing numbers (no thresholds):
 
 * ``--part claim``: the claim transaction alone (``scheduler.db.usage``)
   on SQLite, PostgreSQL and MariaDB: median and p95 of one claim, and of
   the freshness query every request makes (``changed_since``), over a
   table of ``--nodes`` nodes.  Throw-away databases, dropped after.
+* ``--part cast``: what a ``schedule_run_instance`` cast adds to the
+  inventory's work (``scheduler.cast_ledger``): the taken cast's row
+  written (its own commit, the spec serialized), and the claim that
+  settles it in its own transaction, next to the same claim without a
+  row, alternated on one table of ``--nodes`` nodes, ``--claims``
+  casts of one instance each.
 * ``--part rabbit``: placements per second at ``--hosts`` hosts with 8
   and 32 concurrent callers, for 1 worker, 2 workers and 2 daemons x 2
   workers on one PostgreSQL inventory, next to the rate of a no-op RPC
@@ -16,6 +22,7 @@ Two parts, each printing numbers (no thresholds):
 Only loopback addresses; every loop is bounded.
 
     python tools/bench/bench_claims.py --part claim
+    python tools/bench/bench_claims.py --part cast --nodes 1000
     python tools/bench/bench_claims.py --part rabbit --hosts 5000
 """
 
@@ -117,6 +124,65 @@ def bench_claim(kinds: list, nodes: int, claims: int, tmp: str) -> None:
                 print('  %-11s claim %s   freshness query %s   CPU %.0f us '
                       'a claim + read'
                       % (kind, _ms(claim_s), _ms(fresh_s), cpu_us))
+                api.reset_engine()
+        except Exception as e:  # a server that is down: say so, go on
+            print('  %-11s skipped: %s' % (kind, str(e).splitlines()[0]))
+
+
+def _cast_args() -> dict:
+    """A cast's arguments, as a conductor sends them."""
+    from scheduler import objects
+    objects.register_all()
+    spec = objects.RequestSpec(
+        flavor=objects.Flavor(memory_mb=512, vcpus=1, root_gb=10),
+        num_instances=1, project_id='bench', user_id='bench',
+        scheduler_hints={'group': ['anti-affinity-bench']})
+    return {'spec_obj': spec, 'instance_uuids': [str(uuid.uuid4())],
+            'request_spec': None, 'filter_properties': None}
+
+
+def bench_cast(kinds: list, nodes: int, claims: int, tmp: str) -> None:
+    from scheduler import cast_ledger
+    from scheduler.db import api
+    from scheduler.db import taken_casts
+    from scheduler.db import usage
+    from oslo_utils import timeutils
+    print('A taken cast\'s row (%d nodes, %d casts, one caller): written, '
+          'and settled by the claim' % (nodes, claims))
+    ctxt = context.RequestContext(user_id='bench', project_id='bench')
+    limits = {'memory_mb': 1 << 30, 'vcpu': 1 << 20, 'disk_gb': 1 << 30}
+    for kind in kinds:
+        try:
+            with throwaway_database(kind, tmp) as url:
+                _use(url)
+                usage.apply_reports([usage.NodeReport(
+                    'node%05d' % i, 'node%05d' % i, 0, 0, 0, 0,
+                    timeutils.utcnow(), frozenset()) for i in range(nodes)])
+                record_s, settled_s, plain_s = [], [], []
+                for i in range(claims):
+                    node = 'node%05d' % (i * 7919 % nodes)
+                    args = _cast_args()
+                    uuid_ = args['instance_uuids'][0]
+                    t0 = time.perf_counter()
+                    taken = cast_ledger.record(ctxt, args)
+                    t1 = time.perf_counter()
+                    with taken_casts.serving(taken):
+                        usage.claim(usage.ClaimRequest(
+                            uuid_, node, node, 512, 1, 10, limits=limits))
+                    t2 = time.perf_counter()
+                    usage.claim(usage.ClaimRequest(
+                        str(uuid.uuid4()), node, node, 512, 1, 10,
+                        limits=limits))
+                    t3 = time.perf_counter()
+                    record_s.append(t1 - t0)
+                    settled_s.append(t2 - t1)
+                    plain_s.append(t3 - t2)
+                added = [r + s - p for r, s, p in
+                         zip(record_s, settled_s, plain_s)]
+                print('  %-11s row written %s\n  %-11s claim + settle %s\n'
+                      '  %-11s claim alone    %s\n  %-11s added a cast '
+                      '%s' % (kind, _ms(record_s), '', _ms(settled_s), '',
+                              _ms(plain_s), '', _ms(added)))
                 api.reset_engine()
         except Exception as e:  # a server that is down: say so, go on
             print('  %-11s skipped: %s' % (kind, str(e).splitlines()[0]))
@@ -290,11 +356,12 @@ def bench_rabbit(hosts: int, calls: int, tmp: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--part', choices=['claim', 'rabbit', 'all'],
+    parser.add_argument('--part', choices=['claim', 'cast', 'rabbit', 'all'],
                         default='all')
     parser.add_argument('--db', action='append',
                         choices=['sqlite', 'postgresql', 'mariadb'],
-                        help='claim part: databases (default: all three)')
+                        help='claim and cast parts: databases (default: '
+                             'all three)')
     parser.add_argument('--nodes', type=int, default=5000)
     parser.add_argument('--claims', type=int, default=500)
     parser.add_argument('--hosts', type=int, default=5000)
@@ -310,6 +377,9 @@ def main() -> None:
     if args.part in ('claim', 'all'):
         bench_claim(args.db or ['sqlite', 'postgresql', 'mariadb'],
                     args.nodes, args.claims, tmp)
+    if args.part in ('cast', 'all'):
+        bench_cast(args.db or ['sqlite', 'postgresql', 'mariadb'],
+                   args.nodes, args.claims, tmp)
     if args.part in ('rabbit', 'all'):
         bench_rabbit(args.hosts, args.calls, tmp)
 

@@ -19,6 +19,7 @@ from scheduler.db import migration
 from scheduler.db import models
 from scheduler.db import usage
 from scheduler import exception
+from tests.unit.db import test_taken_casts
 from tests.unit.db import test_usage
 
 CONF = conf.CONF
@@ -122,20 +123,22 @@ def _host_reports():
     assert len(api.host_reports_get_all()) == 998
 
 
-def _claim_scenarios():
+def _claim_scenarios(module=test_usage):
     """Every claim-protocol scenario of the unit tests, on this server.
 
     Conditional UPDATEs, row locks, sequences and savepoints are where
     the backends differ; the scenarios run one after the other on the
-    same database, emptied in between.
+    same database, emptied in between.  ``module``: the unit tests'
+    module (the claims', or the taken casts' that claims settle).
     """
-    for name in sorted(dir(test_usage)):
-        scenario = getattr(test_usage, name)
+    for name in sorted(dir(module)):
+        scenario = getattr(module, name)
         if not (name.startswith('test_') and callable(scenario)):
             continue
         with engine.transaction() as session:
             session.execute(sa.delete(models.Instance))
             session.execute(sa.delete(models.NodeUsage))
+            session.execute(sa.delete(models.TakenCast))
         usage.apply_reports([test_usage._report()])
         try:
             scenario()
@@ -150,3 +153,4 @@ def test_inventory_scenario(backend):
     _aggregates()
     _host_reports()
     _claim_scenarios()
+    _claim_scenarios(test_taken_casts)

@@ -1,0 +1,178 @@
+"""Casts taken off the bus and not finished with: the inventory's side.
+
+oslo.messaging's RPC server acknowledges a message as its connection
+reads it, before a worker serves it: the broker cannot give a
+``schedule_run_instance`` cast to another worker once one took it.
+A worker killed -9 while it held casts lost them without a trace.
+
+So a worker writes one row per cast it takes, committed before it does
+anything else with the cast (``record``), and the row goes:
+
+* instance by instance, in the transaction that claims the instance
+  (``settle_in``, called by ``usage.claim_many`` for the cast this
+  thread serves, ``serving``): a crash after the claim's commit leaves
+  nothing to serve twice.  The claim checks the row's ``token``: if
+  another worker took the cast over meanwhile, the claim rolls back
+  (``TakenOver``) and that worker builds the instance;
+* when the cast ends otherwise: refused, NoValidHost, no compute took
+  it (``forget``; each is logged where it happens, as before).
+
+The database knows nothing of worker liveness: as claims expire by age
+(``usage.expire``), a row older than a cutoff is taken over by any
+worker (``take_over``).  A conditional UPDATE of the row's token gives
+each such row to exactly one worker, whose serving renews it.
+
+Functions return plain values, like ``scheduler.db.api``.
+"""
+
+import contextlib
+import contextvars
+import dataclasses
+import datetime
+from typing import Iterator, Sequence
+import uuid as uuid_mod
+
+from oslo_serialization import jsonutils
+from oslo_utils import timeutils
+import sqlalchemy as sa
+
+from scheduler.db import engine
+from scheduler.db import models
+from scheduler import exception
+
+_CAST = models.TakenCast
+
+
+#: Another worker took the cast over: this one must stop serving it
+#: (its claim was rolled back).
+TakenOver = exception.CastTakenOver
+
+
+@dataclasses.dataclass
+class Cast:
+    """A taken cast as the worker serving it holds it."""
+
+    id: str
+    token: str
+    instance_uuids: list
+    cast: dict
+    taken_by: str
+    taken_at: datetime.datetime
+
+
+def _row_cast(row) -> Cast:
+    return Cast(row.id, row.token, list(jsonutils.loads(row.instance_uuids)),
+                jsonutils.loads(row.message), row.taken_by, row.taken_at)
+
+
+def record(instance_uuids: Sequence[str], cast: dict, taken_by: str) -> Cast:
+    """Write the row of a cast just taken; committed when this returns."""
+    now = timeutils.utcnow()
+    taken = Cast(str(uuid_mod.uuid4()), str(uuid_mod.uuid4()),
+                 list(instance_uuids), cast, taken_by, now)
+
+    def insert(conn) -> None:
+        conn.execute(sa.insert(_CAST.__table__).values(
+            id=taken.id, token=taken.token,
+            instance_uuids=jsonutils.dumps(taken.instance_uuids),
+            message=jsonutils.dumps(cast), taken_by=taken_by, taken_at=now))
+
+    engine.run_in_transaction(insert)
+    return taken
+
+
+def forget(taken: Cast) -> bool:
+    """Delete the row, if this worker still holds it; whether it did."""
+    def delete(conn) -> int:
+        return conn.execute(sa.delete(_CAST).where(
+            _CAST.id == taken.id, _CAST.token == taken.token)).rowcount
+
+    return engine.run_in_transaction(delete) == 1
+
+
+def settle_in(conn: sa.Connection, taken: Cast,
+              claimed: Sequence[str]) -> None:
+    """In a claim's transaction: take ``claimed`` out of the cast's row,
+    or delete the row once nothing of it is left to claim.
+
+    Raises ``TakenOver`` (the caller's transaction rolls back) when the
+    row is no longer this worker's: another worker serves the cast now.
+    """
+    done = set(claimed)
+    left = [u for u in taken.instance_uuids if u not in done]
+    if left:
+        # Renewed: a worker that makes progress is not taken over.
+        changed = conn.execute(sa.update(_CAST).where(
+            _CAST.id == taken.id, _CAST.token == taken.token).values(
+            instance_uuids=jsonutils.dumps(left),
+            taken_at=timeutils.utcnow())).rowcount
+    else:
+        changed = conn.execute(sa.delete(_CAST).where(
+            _CAST.id == taken.id, _CAST.token == taken.token)).rowcount
+    if changed != 1:
+        raise TakenOver(cast_id=taken.id)
+
+
+def settled(taken: Cast, claimed: Sequence[str]) -> None:
+    """The claim's transaction committed: the held copy follows it."""
+    done = set(claimed)
+    taken.instance_uuids = [u for u in taken.instance_uuids
+                            if u not in done]
+
+
+def overdue(taken_before: datetime.datetime) -> list[Cast]:
+    """The rows taken (or last renewed) before ``taken_before``."""
+    def read(conn) -> list:
+        return [_row_cast(row) for row in conn.execute(
+            sa.select(_CAST).where(
+                _CAST.taken_at < timeutils.normalize_time(taken_before))
+            .order_by(_CAST.taken_at))]
+
+    return engine.run_read(read)
+
+
+def take_over(seen: Cast, taken_by: str) -> Cast | None:
+    """Take ``seen`` (read by ``overdue``) for this worker, or None if
+    another worker took it, or it went, since it was read.
+
+    The UPDATE is conditional on the token read: of the workers that
+    try at once, exactly one changes the row; the row as it is then
+    (its instances left) is returned with the new token.
+    """
+    token = str(uuid_mod.uuid4())
+    now = timeutils.utcnow()
+
+    def update(conn) -> Cast | None:
+        if conn.execute(sa.update(_CAST).where(
+                _CAST.id == seen.id, _CAST.token == seen.token).values(
+                token=token, taken_by=taken_by,
+                taken_at=now)).rowcount != 1:
+            return None
+        row = conn.execute(sa.select(_CAST).where(
+            _CAST.id == seen.id)).first()
+        return None if row is None else _row_cast(row)
+
+    return engine.run_in_transaction(update)
+
+
+_SERVING: contextvars.ContextVar = contextvars.ContextVar(
+    'scheduler_taken_cast', default=None)
+
+
+@contextlib.contextmanager
+def serving(taken: Cast | None) -> Iterator[None]:
+    """Claims made inside settle ``taken`` (``usage.claim_many``).
+
+    A context variable: each green thread (eventlet) and each native
+    thread (threading) that serves a message has its own.
+    """
+    reset = _SERVING.set(taken)
+    try:
+        yield
+    finally:
+        _SERVING.reset(reset)
+
+
+def current() -> Cast | None:
+    """The cast the running thread serves, if its row was written."""
+    return _SERVING.get()

@@ -1,0 +1,190 @@
+"""A ``schedule_run_instance`` cast a worker took is served even if the
+worker dies before claiming: its row (``scheduler.cast_ledger``) is
+taken over by another worker's periodic task and served again through
+the cast path, or dropped when its instances are already placed.
+"""
+
+import datetime
+import logging
+
+from oslo_utils import timeutils
+import pytest
+import sqlalchemy as sa
+
+from scheduler import cast_ledger
+from scheduler import context
+from scheduler.db import engine
+from scheduler.db import models
+from scheduler.db import taken_casts
+from scheduler.drivers import filter_scheduler
+from scheduler import manager as manager_mod
+from tests.unit import fixtures
+
+CTX = context.get_admin_context()
+
+
+class _Compute:
+    def __init__(self):
+        self.casts = []
+
+    def run_instance(self, context, host, node, instance_uuid, spec_obj,
+                     limits=None):
+        self.casts.append((host, instance_uuid))
+
+
+@pytest.fixture(autouse=True)
+def ram_decides(conf):
+    conf.config(weight_classes=['RAMWeigher'],
+                enabled_filters=fixtures.CORE_FILTERS,
+                group='filter_scheduler')
+
+
+def _manager():
+    driver = filter_scheduler.FilterScheduler(fixtures.manager_with([
+        fixtures.report('big', memory_mb=8192)]))
+    manager = manager_mod.SchedulerManager(driver=driver)
+    manager.driver.compute_rpcapi = _Compute()
+    return manager
+
+
+def _rows() -> list:
+    return engine.run_read(lambda conn: [
+        dict(r._mapping) for r in conn.execute(sa.select(
+            models.TakenCast.__table__))])
+
+
+def _taken(*uuids) -> taken_casts.Cast:
+    """The row a worker killed after taking the cast left behind."""
+    return cast_ledger.record(CTX, {
+        'spec_obj': fixtures.request(num_instances=len(uuids)),
+        'instance_uuids': list(uuids)})
+
+
+def _take_over_later(manager, monkeypatch) -> None:
+    """The periodic task, once the rows are older than the cutoff."""
+    monkeypatch.setattr(cast_ledger, 'takeover_time', lambda: -1)
+    manager._take_over_casts(CTX)
+
+
+def test_a_served_cast_leaves_no_row():
+    manager = _manager()
+    manager.schedule_run_instance(CTX, spec_obj=fixtures.request(),
+                                  instance_uuids=[fixtures.uuid(1)])
+    assert manager.driver.compute_rpcapi.casts == [('big', fixtures.uuid(1))]
+    assert _rows() == []
+
+
+def test_a_refused_cast_leaves_no_row():
+    manager = _manager()
+    manager.schedule_run_instance(CTX, spec_obj=fixtures.request(),
+                                  instance_uuids=[fixtures.uuid(1),
+                                                  fixtures.uuid(2)])
+    assert manager.driver.compute_rpcapi.casts == []
+    assert _rows() == []
+
+
+def test_a_cast_no_host_fits_leaves_no_row():
+    manager = _manager()
+    manager.schedule_run_instance(
+        CTX, spec_obj=fixtures.request(memory_mb=1 << 20),
+        instance_uuids=[fixtures.uuid(1)])
+    assert _rows() == []
+
+
+def test_a_dead_workers_cast_is_replayed_through_the_cast_path(
+        monkeypatch, caplog):
+    manager = _manager()
+    _taken(fixtures.uuid(1), fixtures.uuid(2))
+    served = []
+    real = manager._serve_cast
+
+    def spy(ctxt, taken, **args):
+        served.append(sorted(args))
+        return real(ctxt, taken, **args)
+    monkeypatch.setattr(manager, '_serve_cast', spy)
+    with caplog.at_level(logging.INFO, logger='scheduler.cast_ledger'):
+        _take_over_later(manager, monkeypatch)
+    assert served == [sorted(cast_ledger.ARGUMENTS)]
+    assert sorted(manager.driver.compute_rpcapi.casts) == [
+        ('big', fixtures.uuid(1)), ('big', fixtures.uuid(2))]
+    assert _rows() == []
+    [line] = [r.getMessage() for r in caplog.records
+              if r.getMessage().startswith('Replaying')]
+    assert fixtures.uuid(1) in line and fixtures.uuid(2) in line
+
+
+def test_only_the_instances_not_placed_are_replayed(monkeypatch):
+    manager = _manager()
+    _taken(fixtures.uuid(1), fixtures.uuid(2))
+    manager.select_destinations(CTX, spec_obj=fixtures.request(),
+                                instance_uuids=[fixtures.uuid(1)],
+                                return_objects=True)
+    _take_over_later(manager, monkeypatch)
+    assert manager.driver.compute_rpcapi.casts == [('big', fixtures.uuid(2))]
+    assert _rows() == []
+
+
+def test_a_cast_whose_instances_are_placed_is_only_dropped(
+        caplog, monkeypatch):
+    manager = _manager()
+    _taken(fixtures.uuid(1))
+    manager.select_destinations(CTX, spec_obj=fixtures.request(),
+                                instance_uuids=[fixtures.uuid(1)],
+                                return_objects=True)
+    with caplog.at_level(logging.INFO, logger='scheduler.cast_ledger'):
+        _take_over_later(manager, monkeypatch)
+    assert manager.driver.compute_rpcapi.casts == []
+    assert _rows() == []
+    assert any('already placed' in r.getMessage() for r in caplog.records)
+
+
+def test_a_young_row_is_left_to_its_worker():
+    manager = _manager()
+    _taken(fixtures.uuid(1))
+    manager._take_over_casts(CTX)
+    assert manager.driver.compute_rpcapi.casts == []
+    assert len(_rows()) == 1
+
+
+def test_a_worker_whose_cast_was_taken_over_stops_serving_it(caplog):
+    """Slow, not dead: the other worker builds the instance; this one's
+    claim is refused, and it builds nothing."""
+    manager = _manager()
+    taken = _taken(fixtures.uuid(1))
+    [seen] = taken_casts.overdue(timeutils.utcnow()
+                                 + datetime.timedelta(seconds=1))
+    assert taken_casts.take_over(seen, 'other:2') is not None
+    ctxt, args = cast_ledger.replayed(taken)
+    with caplog.at_level(logging.INFO, logger='scheduler.manager'):
+        manager._serve_cast(ctxt, taken, **args)
+    assert manager.driver.compute_rpcapi.casts == []
+    assert manager.driver.host_manager.placements([fixtures.uuid(1)]) == {}
+    assert any('took it over' in r.getMessage() for r in caplog.records)
+    assert [r['taken_by'] for r in _rows()] == ['other:2']
+
+
+def test_a_row_the_inventory_cannot_take_leaves_the_cast_served(
+        monkeypatch):
+    """The database away: the cast is served as before rows existed."""
+    def away(*args, **kwargs):
+        raise sa.exc.OperationalError(
+            'INSERT', {}, Exception('server closed the connection'),
+            connection_invalidated=True)
+    monkeypatch.setattr(taken_casts, 'record', away)
+    manager = _manager()
+    manager.schedule_run_instance(CTX, spec_obj=fixtures.request(),
+                                  instance_uuids=[fixtures.uuid(1)])
+    assert manager.driver.compute_rpcapi.casts == [('big', fixtures.uuid(1))]
+
+
+def test_a_driver_that_raises_drops_the_row(monkeypatch):
+    """Replayed again, it would fail the same way at every takeover."""
+    manager = _manager()
+
+    def broken(ctxt, spec_obj, uuids):
+        raise RuntimeError('a driver bug')
+    monkeypatch.setattr(manager.driver, 'schedule_run_instance', broken)
+    with pytest.raises(RuntimeError):
+        manager.schedule_run_instance(CTX, spec_obj=fixtures.request(),
+                                      instance_uuids=[fixtures.uuid(1)])
+    assert _rows() == []
