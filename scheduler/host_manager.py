@@ -39,7 +39,6 @@ from scheduler import concurrency
 from scheduler.db import availability
 from scheduler.db import usage
 from scheduler import exception
-from scheduler import group_commit
 from scheduler import host_aggregates
 from scheduler import host_view
 from scheduler import metrics
@@ -123,8 +122,6 @@ class HostManager:
         #: The highest ``changed_seq`` up to which every changed report
         #: was read (``refresh_changed_reports``).
         self._changed_mark = 0
-        #: Builds' confirmations, written together (``group_commit``).
-        self._confirms = group_commit.GroupCommit(self._confirm_many)
         #: Reports taken from the intake, written before they are used.
         self._writer = report_writer.ReportWriter(self._write_taken,
                                                   _newer_report)
@@ -1032,24 +1029,12 @@ class HostManager:
         includes it.  Nothing is read back: the confirmation changes
         only the claims' status, which this worker's cache takes as the
         inventory now has it (one build a placement: the re-read cost
-        two more round trips per placement).  The confirmations that
-        arrive while one is written are written together after it
-        (``group_commit``); each returns once its own is.
+        two more round trips per placement).
         """
-        if self._confirms.run((host, instance_uuids)):
+        if self.usage_db.confirm(host, instance_uuids):
             with self._lock:
                 self._usage_cache.confirmed(self._nodes_of.get(host, ()),
                                             instance_uuids)
-
-    def _confirm_many(self, builds: list) -> list:
-        """Write the confirmations of ``builds`` (``(host, uuids)``
-        pairs) that arrived together: one statement where the store can
-        (``confirm_many``), instead of a pooled connection each."""
-        many = getattr(self.usage_db, 'confirm_many', None)
-        if many is None:
-            return [self.usage_db.confirm(host, uuids)
-                    for host, uuids in builds]
-        return many(builds)
 
     def sync_instance_info(self, host: str, instance_uuids: list) -> list:
         """A compute's complete list of its instances, sent now and then.
