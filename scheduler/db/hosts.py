@@ -223,31 +223,18 @@ def host_reports_changed_since(changed_seq: int) -> list[dict]:
     return [dict(zip(_SINCE_NAMES, row)) for row in rows]
 
 
-_HOSTS_OF = sa.select(*models.Host.__table__.columns).where(
-    models.Host.__table__.c.host.in_(sa.bindparam('hosts', expanding=True)))
-
-
 def host_reports_get(keys: Sequence[tuple[str, str]]) -> list[dict]:
     """The stored nodes ``keys`` (``(host, nodename)``) with their
-    reports decoded, as ``host_reports_get_all`` gives them.
-
-    Read on the request path (the reports other workers wrote, before
-    a request): a plain read (``engine.run_read``), one round trip a
-    chunk of hosts, not BEGIN, SELECT and COMMIT through ORM objects.
-    Each statement of a transaction in READ COMMITTED sees its own
-    snapshot anyway, so the transaction added no consistency.
-    """
+    reports decoded, as ``host_reports_get_all`` gives them."""
     wanted = set(keys)
-    hosts = sorted({host for host, _node in wanted})
-
-    def read(conn) -> list[dict]:
-        found = []
-        for chunk in chunks(hosts):
-            for row in conn.execute(_HOSTS_OF, {'hosts': list(chunk)}):
+    found = []
+    with transaction() as session:
+        for chunk in chunks(sorted({host for host, _node in wanted})):
+            for row in session.scalars(sa.select(models.Host).where(
+                    models.Host.host.in_(chunk))):
                 if (row.host, row.nodename) in wanted:
                     found.append(_host_dict(row))
-        return found
-    return engine.run_read(read) if hosts else []
+    return found
 
 
 def report_seq() -> int:

@@ -187,33 +187,17 @@ def usage_get_all() -> list[dict]:
 
 
 def usage_get_nodes(keys: Sequence[Key]) -> list[dict]:
-    """The usage rows of the nodes ``keys`` that have one.
-
-    On the request path (a lost claim's node, the nodes a refresh
-    found changed): a plain read, as ``_read_of_hosts`` says.
-    """
-    return [_usage_dict(row) for row in _read_of_hosts(_USAGE_OF, keys)]
-
-
-def _read_of_hosts(stmt: sa.Select, keys: Iterable[Key]) -> list:
-    """The rows ``stmt`` (filtered by an expanding ``hosts`` parameter)
-    gives for nodes ``keys``, read outside any explicit transaction
-    (``engine.run_read``): one round trip a chunk of hosts, where a
-    session cost BEGIN and COMMIT around it and an ORM object a row.
-    In READ COMMITTED every statement sees a snapshot of its own, in a
-    transaction or not; elsewhere ``run_read`` keeps one connection
-    (and transaction) for every chunk."""
+    """The usage rows of the nodes ``keys`` that have one."""
     wanted = set(keys)
     hosts = sorted({host for host, _node in wanted})
-
-    def read(conn) -> list:
-        found = []
+    found = []
+    with engine.transaction() as session:
         for chunk in engine.chunks(hosts):
-            for row in conn.execute(stmt, {'hosts': list(chunk)}):
+            for row in session.execute(sa.select(_USAGE).where(
+                    _USAGE.host.in_(chunk))).scalars():
                 if (row.host, row.nodename) in wanted:
-                    found.append(row)
-        return found
-    return engine.run_read(read) if hosts else []
+                    found.append(_usage_dict(row))
+    return found
 
 
 def changed_since(seq: int) -> list[dict]:
@@ -233,24 +217,21 @@ _CHANGED_SINCE = sa.select(
 
 
 def pending_claims(keys: Iterable[Key] | None = None) -> list[dict]:
-    """Pending placements on the nodes ``keys`` (every node for None).
-
-    With ``keys`` it runs before requests (the nodes whose usage
-    changed): a plain read (``_read_of_hosts``)."""
-    if keys is not None:
-        return [_placement_dict(row)
-                for row in _read_of_hosts(_PENDING_OF, keys)]
+    """Pending placements on the nodes ``keys`` (every node for None)."""
     stmt = sa.select(_INST).where(_INST.pending.is_(True))
     with engine.transaction() as session:
-        return [_placement_dict(r)
-                for r in session.execute(stmt).scalars()]
-
-
-_USAGE_OF = sa.select(*_USAGE.__table__.columns).where(
-    _USAGE.__table__.c.host.in_(sa.bindparam('hosts', expanding=True)))
-_PENDING_OF = sa.select(*_INST.__table__.columns).where(
-    _INST.__table__.c.pending.is_(True),
-    _INST.__table__.c.host.in_(sa.bindparam('hosts', expanding=True)))
+        if keys is None:
+            return [_placement_dict(r)
+                    for r in session.execute(stmt).scalars()]
+        wanted = set(keys)
+        hosts = sorted({host for host, _node in wanted})
+        found = []
+        for chunk in engine.chunks(hosts):
+            for row in session.execute(
+                    stmt.where(_INST.host.in_(chunk))).scalars():
+                if (row.host, row.nodename) in wanted:
+                    found.append(_placement_dict(row))
+        return found
 
 
 def placements_get(instance_uuids: Sequence[str]) -> dict[str, dict]:
