@@ -26,8 +26,10 @@ SERVICESxWORKERS) over the shared RabbitMQ, fed by
 seconds, builds cast to it after each placement), on topics of the
 run's own, deleted after.  Printed: latency of select beside a no-op
 call (``get_version_info``) on the same service from one caller;
-no-op calls/s and placements/s from ``--callers`` callers against the
-same services in the same run; the services' CPU (cores busy) and RSS.
+no-op calls/s, placements/s, then no-op calls/s again from
+``--callers`` callers against the same services in the same run (the
+ratio against the mean of the two no-op rates, so that load moving on
+a shared machine shows); the services' CPU (cores busy) and RSS.
 """
 
 import argparse
@@ -589,12 +591,19 @@ def bench_rabbit(hosts: int, db: str, services: int, workers: int,
                   % ('', statistics.median(sel) / statistics.median(noop),
                      bench_select._percentile(sorted(sel), 0.99)
                      / bench_select._percentile(sorted(noop), 0.99)))
-            # Many callers: no-op calls/s, then placements/s.
+            # Many callers: no-op calls/s, placements/s, then no-op
+            # calls/s again: on a shared machine the load moves between
+            # phases, and the ratio is taken against the mean of the two
+            # no-op rates around the placements (both printed).
             rates = {}
             offset = 10 + args.requests
+
+            def noop(i):
+                return api.get_version_info(ctxt) or True
             for label, call in (
-                    ('no-op', lambda i: api.get_version_info(ctxt) or True),
-                    ('select', lambda i: select(offset + i)[0])):
+                    ('no-op', noop),
+                    ('select', lambda i: select(offset + i)[0]),
+                    ('no-op again', noop)):
                 pids = run.pids()
                 cpu0 = _cpu_seconds(pids)
                 side0 = _cpu_seconds([os.getpid(), run.sim.pid])
@@ -614,7 +623,7 @@ def bench_rabbit(hosts: int, db: str, services: int, workers: int,
                 print('%-44s %.1f %s/s; services CPU %.2f cores (%.1f ms a '
                       'call, %.1f ms above the no-call CPU), RSS %.0f MB; '
                       'callers + simulator %.1f ms a call'
-                      % ('', rates[label], 'calls' if label == 'no-op'
+                      % ('', rates[label], 'calls' if label != 'select'
                          else 'placements' if args.rabbit_k == 1
                          else 'requests placed', cpu,
                          cpu * wall / calls * 1e3,
@@ -629,9 +638,12 @@ def bench_rabbit(hosts: int, db: str, services: int, workers: int,
                 print('%-44s errors other than NoValidHost (counted as '
                       'failures above): %s' % ('', ', '.join(
                           '%s x%d' % kv for kv in sorted(errors.items()))))
-            print('%-44s placements/s = %.2f x no-op calls/s (%d callers)'
+            noop_rate = (rates['no-op'] + rates['no-op again']) / 2
+            print('%-44s placements/s = %.2f x no-op calls/s (%d callers; '
+                  'no-op %.0f/s before, %.0f/s after the placements)'
                   % ('over RabbitMQ, %s:' % where,
-                     rates['select'] / rates['no-op'], args.callers))
+                     rates['select'] / noop_rate, args.callers,
+                     rates['no-op'], rates['no-op again']))
             finished = True
         finally:
             run.stop()
