@@ -353,7 +353,7 @@ class FleetEndpoint:
             LOG.warning('send_report for node %r, which this fleet does '
                         'not simulate', node)
             return
-        compute.send_report(ctxt)
+        self._fleet.report_soon(compute)
 
     @oslo_messaging.expose
     def run_instance(self, ctxt, instance_uuid, node=None, spec_obj=None,
@@ -423,6 +423,9 @@ class Fleet:
     JITTER = 0.1
     #: The reporter sends what is due at most this often (seconds).
     TICK = 0.05
+    #: The reporter wakes at least this often (seconds), to send the
+    #: full reports schedulers asked for (``report_soon``).
+    ASKED_WAIT = 0.2
     #: Progress lines: every this many seconds while starting, then
     #: every PROGRESS_EVERY while running.
     STARTUP_PROGRESS_EVERY = 2.0
@@ -453,6 +456,10 @@ class Fleet:
         self.bindings: routing.BindingGuard | None = None
         self._stopping = threading.Event()
         self._threads: list = []
+        #: Hosts a scheduler asked to report in full (``report_soon``),
+        #: sent by the reporter at its next tick.
+        self._asked: set = set()
+        self._asked_lock = threading.Lock()
         self.progress = Progress(self.STARTUP_PROGRESS_EVERY)
         #: Why the fleet stopped by itself (a scheduler too old for
         #: this client's messages), for the command to exit non-zero.
@@ -627,16 +634,38 @@ class Fleet:
         heapq.heapify(heap)
         return heap
 
+    def report_soon(self, compute: SimulatedCompute) -> None:
+        """Send ``compute``'s full report at the reporter's next tick.
+
+        For ``send_report``, from the RPC server's threads: the reporter
+        sends it with the hosts due then, on the connection it already
+        holds.  Sent from each server thread instead, a burst of such
+        questions (workers that have not yet read a fleet's first
+        reports) took a pooled connection per concurrent answer.
+        """
+        want = getattr(self._api, 'want_full_report', None)
+        if want is not None:
+            want(compute.name, compute.name)
+        with self._asked_lock:
+            self._asked.add(compute.name)
+
+    def _take_asked(self) -> list:
+        with self._asked_lock:
+            asked, self._asked = self._asked, set()
+        return sorted(asked)
+
     def _report_loop(self, interval: float) -> None:
         rng = random.Random()
         heap = self._schedule(interval, rng)
         ctxt = ctx_mod.get_admin_context()
         while heap and not self.stopping:
             now = time.monotonic()
-            names = []
+            names = self._take_asked()
+            asked = set(names)
             while heap and heap[0][0] <= now and not self.stopping:
                 due, name = heapq.heappop(heap)
-                names.append(name)
+                if name not in asked:
+                    names.append(name)
                 spread = rng.uniform(1 - self.JITTER, 1 + self.JITTER)
                 heapq.heappush(heap, (max(due, now) + interval * spread,
                                       name))
@@ -653,7 +682,7 @@ class Fleet:
                          {'count': len(self.hosts),
                           'rate': self.progress.rate()})
             wait = heap[0][0] - time.monotonic() if heap else self.TICK
-            self._stopping.wait(min(max(wait, self.TICK), 1.0))
+            self._stopping.wait(min(max(wait, self.TICK), self.ASKED_WAIT))
 
     def _report_due(self, ctxt, names: list) -> None:
         """Report the hosts ``names`` (due now).

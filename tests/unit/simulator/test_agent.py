@@ -641,3 +641,39 @@ class TestLivenessOnlyWhenServed:
         agent.FleetEndpoint(sim_fleet)
         sim_fleet._report_due(ctxt, ['lv-001', 'lv-002'])
         assert api.methods()[-1] == 'report_many'
+
+
+class _AskingAPI(_LivenessAPI):
+    def __init__(self):
+        super().__init__()
+        self.wanted = []
+
+    def want_full_report(self, host, node):
+        self.wanted.append((host, node))
+
+
+def test_an_asked_report_goes_with_the_reporter_not_the_server_thread(
+        ctxt, monkeypatch):
+    """``send_report`` from a scheduler is answered by the reporter at
+    its next tick: answered on the RPC server's threads, a burst of
+    questions took a pooled broker connection per concurrent answer."""
+    api = _AskingAPI()
+    sim_fleet = agent.Fleet(fleet.uniform(3, prefix='ask'),
+                            scheduler_api=api)
+    endpoint = agent.FleetEndpoint(sim_fleet)
+    endpoint.send_report(ctxt, 'ask-002')
+    endpoint.send_report(ctxt, 'ask-002')
+    assert api.casts == [], 'nothing sent from the server thread'
+    assert api.wanted == [('ask-002', 'ask-002')] * 2
+
+    clock = _Clock()
+    monkeypatch.setattr(agent, 'time', clock)
+    sim_fleet._stopping = _StopAfter(clock, 0.01)
+    # Every host's next report is an interval away: only the asked one
+    # is due at the first tick, once.
+    monkeypatch.setattr(sim_fleet, '_schedule',
+                        lambda interval, rng: [(clock.now + 10, name)
+                                               for name in sim_fleet.hosts])
+    sim_fleet._report_loop(10.0)
+    assert api.casts == [('report_many', 1)]
+    assert sim_fleet._take_asked() == []
