@@ -13,7 +13,6 @@ scheduler that misses the cast re-reads aggregates on its next periodic
 task.
 """
 
-import argparse
 import sys
 
 from oslo_log import log as logging
@@ -180,42 +179,3 @@ def run(args) -> int:
     except exception.SchedulerException as e:
         sys.stderr.write(output.error_line(e) + '\n')
         return 1
-
-
-def register(subparsers, common: argparse.ArgumentParser) -> None:
-    agg = subparsers.add_parser('aggregate', help='manage host aggregates')
-    sub = agg.add_subparsers(dest='aggregate_command', required=True)
-
-    def command(name, func, help_text):
-        parser = sub.add_parser(name, parents=[common], help=help_text)
-        parser.set_defaults(func=run, aggregate_func=func)
-        return parser
-
-    p = command('create', cmd_create, 'create an aggregate')
-    p.add_argument('name')
-    p.add_argument('--zone', help='availability zone of its hosts')
-    p.add_argument('--property', action='append', metavar='KEY=VALUE')
-    p = command('set', cmd_set, 'rename, re-zone or set properties')
-    p.add_argument('aggregate', help='name, uuid or id')
-    p.add_argument('--name')
-    p.add_argument('--zone', help='new zone ("" removes it)')
-    p.add_argument('--property', action='append', metavar='KEY=VALUE')
-    p = command('unset', cmd_unset, 'remove properties')
-    p.add_argument('aggregate')
-    p.add_argument('--property', action='append', metavar='KEY',
-                   required=True)
-    p = command('add-host', cmd_add_host,
-                'add a host (refused if unknown, or if it would then be in '
-                'two availability zones)')
-    p.add_argument('aggregate')
-    p.add_argument('host')
-    p.add_argument('--allow-unknown', action='store_true',
-                   help='add a host that has not reported yet')
-    p = command('remove-host', cmd_remove_host, 'remove a host')
-    p.add_argument('aggregate')
-    p.add_argument('host')
-    p = command('delete', cmd_delete, 'delete an aggregate')
-    p.add_argument('aggregate')
-    command('list', cmd_list, 'list aggregates')
-    p = command('show', cmd_show, 'show one aggregate')
-    p.add_argument('aggregate')

@@ -9,7 +9,6 @@ detail.  ``fail`` rows make the exit code 1; ``warn`` rows point at
 settings the service accepts but that are probably not what was meant.
 """
 
-import argparse
 import dataclasses
 import ipaddress
 import math
@@ -30,6 +29,7 @@ import sqlalchemy as sa
 import stevedore
 
 from scheduler.cli import output
+from scheduler.cli import parsers
 from scheduler import config
 from scheduler.conf import nova_names
 from scheduler.db import engine
@@ -51,7 +51,7 @@ SKIP = 'skip'
 COLUMNS = ['check', 'result', 'detail']
 
 #: Seconds to wait for a database server or a broker to answer.
-DEFAULT_TIMEOUT = 3.0
+DEFAULT_TIMEOUT = parsers.CHECK_TIMEOUT
 
 #: oslo.messaging's transport drivers, by URL scheme.
 TRANSPORT_DRIVERS = 'oslo.messaging.drivers'
@@ -861,24 +861,3 @@ def cmd_check(args) -> int:
         sys.stdout.write('%s%s\n' % (
             verdict, ' (%d warning(s))' % warned if warned else ''))
     return 1 if failed else 0
-
-
-def register(subparsers, common: argparse.ArgumentParser) -> None:
-    config = subparsers.add_parser(
-        'config', help='check the configuration given by --config-file')
-    sub = config.add_subparsers(dest='config_command', required=True)
-    check = sub.add_parser(
-        'check', parents=[common],
-        help='load the driver, filters and weighers, reach the database, '
-             'parse the transport URL; every problem is listed; exit 1 if '
-             'any check fails')
-    check.add_argument('--check-bus', action='store_true',
-                       help='also log in to every broker of transport_url '
-                            '(AMQP login, TLS with the configured CA)')
-    check.add_argument('--services', type=int, default=1, metavar='N',
-                       help='how many scheduler services (each with the '
-                            'workers of this configuration) share the '
-                            'database: the connections check warns when '
-                            'they may need more connections than the '
-                            'server allows (default 1)')
-    check.set_defaults(func=cmd_check)

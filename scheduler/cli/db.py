@@ -6,7 +6,6 @@ Both name the database by its URL with the password masked: the output
 ends up in deployment logs and tickets.
 """
 
-import argparse
 import sys
 
 from oslo_config import cfg
@@ -79,19 +78,3 @@ def cmd_version(args) -> int:
                      for k in ('database', 'version', 'head', 'at_head')],
                     ['field', 'value'])
     return 0
-
-
-def register(subparsers, common: argparse.ArgumentParser) -> None:
-    db = subparsers.add_parser('db', help="the inventory's schema")
-    sub = db.add_subparsers(dest='db_command', required=True)
-    sync = sub.add_parser(
-        'sync', parents=[common],
-        help='upgrade the schema of [database] connection (run before '
-             'starting a new release)')
-    sync.add_argument('--version', metavar='REV',
-                      help='revision to upgrade to (default: the newest)')
-    sync.set_defaults(func=cmd_sync)
-    version = sub.add_parser(
-        'version', parents=[common],
-        help='the revision the schema is at, and the newest one')
-    version.set_defaults(func=cmd_version)

@@ -7,7 +7,6 @@ it, and the host aggregates.  ``hosts`` alone is ``hosts list``, as it
 was before ``show`` existed.
 """
 
-import argparse
 import datetime
 import fnmatch
 import sys
@@ -16,14 +15,13 @@ from oslo_db import exception as db_exc
 import sqlalchemy as sa
 
 from scheduler.cli import output
+from scheduler.cli import parsers
 from scheduler.db import api as db_api
 from scheduler import exception
 from scheduler.objects import host_state as host_state_obj
 from scheduler.resources import liveness
 
-COLUMNS = ['host', 'nodename', 'state', 'disabled', 'free_ram_mb',
-           'memory_mb', 'free_disk_gb', 'local_gb', 'free_vcpus', 'vcpus',
-           'instances', 'aggregates', 'last_report_s']
+COLUMNS = parsers.HOST_COLUMNS
 
 #: Field/value rows of one node in ``hosts show``'s table, in order.
 NODE_FIELDS = ['host', 'nodename', 'uuid', 'state', 'disabled',
@@ -248,7 +246,7 @@ def _print_detail(detail: dict) -> None:
 
 
 #: ``hosts list --state`` values: liveness states, and ``disabled``.
-STATES = ('up', 'down', 'forced down', 'disabled')
+STATES = parsers.HOST_STATES
 
 
 def select_rows(rows: list, host: str | None = None,
@@ -273,13 +271,6 @@ def select_rows(rows: list, host: str | None = None,
     rows = sorted(rows, key=lambda r: _sort_key(r[column]),
                   reverse=sort.startswith('-'))
     return rows if limit is None else rows[:limit]
-
-
-def _sort_column(value: str) -> str:
-    if value.lstrip('-') not in COLUMNS:
-        raise argparse.ArgumentTypeError(
-            'no column %r (one of %s)' % (value, ', '.join(COLUMNS)))
-    return value
 
 
 def _sort_key(value):
@@ -425,64 +416,3 @@ def run(args) -> int:
         sys.stderr.write('%s\n(is [database] connection right, and has '
                          '"scheduler-manage db sync" run?)\n' % line)
         return 1
-
-
-def _format_option(parser: argparse.ArgumentParser) -> None:
-    """``--format`` after ``list``/``show``, not resetting one given before.
-
-    argparse copies every default of a sub-command over the values parsed
-    before it, so ``hosts --format json list`` would print a table with
-    the shared option; this one sets nothing unless it is given.
-    """
-    parser.add_argument('--format', choices=output.FORMATS,
-                        default=argparse.SUPPRESS, help='output format')
-
-
-def register(subparsers, common: argparse.ArgumentParser) -> None:
-    hosts = subparsers.add_parser(
-        'hosts', parents=[common],
-        help='hosts known to the inventory (alone: "hosts list")')
-    hosts.set_defaults(func=run, hosts_func=cmd_list)
-    sub = hosts.add_subparsers(dest='hosts_command',
-                               metavar='{list,show,delete}')
-    listing = sub.add_parser(
-        'list', help='one row per node: up/down, free and total resources')
-    _format_option(listing)
-    listing.add_argument('--host', metavar='PATTERN',
-                         help='only hosts or nodes matching this shell '
-                              'pattern (compute-1*)')
-    listing.add_argument('--state', choices=STATES,
-                         help='only nodes in this state')
-    listing.add_argument('--aggregate', metavar='NAME',
-                         help='only hosts in this aggregate')
-    listing.add_argument('--sort', default='host', metavar='COLUMN',
-                         type=_sort_column,
-                         help='sort by this column, descending with a '
-                              'leading "-" (--sort=-free_ram_mb); default '
-                              'host')
-    listing.add_argument('--limit', type=int, metavar='N',
-                         help='at most N rows (0: all)')
-    listing.add_argument('--summary', action='store_true',
-                         help='only totals: nodes by state, free and total '
-                              'resources, instances')
-    listing.set_defaults(hosts_func=cmd_list)
-    show = sub.add_parser(
-        'show', help="everything known of one host's nodes, aggregates and "
-                     'instances')
-    show.add_argument('host')
-    _format_option(show)
-    show.set_defaults(hosts_func=cmd_show)
-    delete = sub.add_parser(
-        'delete', help='forget a host that stopped reporting (refused '
-                       'while it has placements or still reports, unless '
-                       '--force)')
-    delete.add_argument('host', nargs='*',
-                        help='the hosts to forget (any number)')
-    delete.add_argument('--all-down', action='store_true',
-                        help='also every host none of whose nodes '
-                             'reported within service_down_time')
-    delete.add_argument('--node', help='only this node of each host')
-    delete.add_argument('--force', action='store_true',
-                        help='also drop its placements, and delete it even '
-                             'if it reported recently')
-    delete.set_defaults(hosts_func=cmd_delete)

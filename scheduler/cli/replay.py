@@ -12,7 +12,6 @@ None of them needs the bus or a running service; ``snapshot`` and
 touches no inventory but its own.  See ``scheduler.replay``.
 """
 
-import argparse
 import json
 import os
 import sys
@@ -173,92 +172,3 @@ def cmd_capacity(args) -> int:
                        and args.format == 'table' else row['fits'])
     output.emit(rows, ['flavor', 'zone', 'fits'], args.format)
     return 0
-
-
-def _explain_count(text: str) -> int:
-    """``--explain``: a count, or ``all`` (every request)."""
-    if text == 'all':
-        return sys.maxsize
-    try:
-        count = int(text)
-    except ValueError:
-        count = -1
-    if count < 0:
-        raise argparse.ArgumentTypeError('a number of requests or "all", '
-                                         'not %r' % text)
-    return count
-
-
-REPLAY_HELP = ('replay a recorded trace offline against a fleet snapshot '
-               'under one or more configurations, and compare them '
-               '("replay demo": on a generated fleet and trace)')
-
-
-def register(subparsers, common: argparse.ArgumentParser) -> None:
-    from scheduler.replay import capacity
-    from scheduler.replay import runner
-    snap = subparsers.add_parser(
-        'snapshot', parents=[common],
-        help='write the fleet as the inventory has it now (hosts, usage, '
-             'aggregates, instances), for "replay --fleet"')
-    snap.add_argument('--output', '-o', required=True, metavar='FILE')
-    snap.set_defaults(func=cmd_snapshot)
-
-    rep = subparsers.add_parser('replay', parents=[common],
-                                help=REPLAY_HELP, description=REPLAY_HELP)
-    rep.add_argument('mode', nargs='?', choices=['demo'],
-                     help='"demo": a generated fleet and trace against the '
-                          'shipped spread and pack configurations')
-    rep.add_argument('--fleet', metavar='FILE',
-                     help='a fleet snapshot ("scheduler-manage snapshot") '
-                          'or a simulator fleet file')
-    rep.add_argument('--trace', action='append', metavar='FILE',
-                     help='trace file ([trace] path); repeat, or use a '
-                          'shell pattern, for several workers or rotated '
-                          'files: merged in time order')
-    rep.add_argument('--config', action='append', metavar='FILE',
-                     help='a configuration to replay under (repeat to '
-                          'compare); named after its file')
-    rep.add_argument('--json', metavar='FILE', help='write the comparison')
-    rep.add_argument('--html', metavar='FILE',
-                     help='write the self-contained HTML report')
-    rep.add_argument('--seed', type=int, default=0,
-                     help='seed of the random choices (host_subset_size, '
-                          'ties; the demo\'s fleet and trace)')
-    rep.add_argument('--explain', type=_explain_count,
-                     default=runner.DEFAULT_EXPLAINED, metavar='N|all',
-                     help='requests explained in full (per-host filter '
-                          'results and weights), sampled over the trace, '
-                          'besides up to %d refusals; "all": every request '
-                          '(about twice the time, and a report several '
-                          'times bigger); default %%(default)s'
-                          % runner.MAX_EXPLAINED_REFUSALS)
-    rep.add_argument('--hosts', type=int, default=100,
-                     help='demo: hosts in the generated fleet')
-    rep.add_argument('--requests', type=int, default=1500,
-                     help='demo: requests in the generated trace')
-    rep.add_argument('--quiet', action='store_true',
-                     help='no progress lines on stderr')
-    rep.set_defaults(func=cmd_replay)
-
-    cap = subparsers.add_parser(
-        'capacity', parents=[common],
-        help='how many more instances of each flavor fit now, per '
-             'availability zone and in total, through the configured '
-             'filters and weighers')
-    cap.add_argument('--flavor', action='append', metavar='NAME',
-                     help='NAME:MB:VCPUS:DISK_GB, or a flavor name of '
-                          'the trace (repeatable; default: every flavor of '
-                          'the trace)')
-    cap.add_argument('--trace', action='append', metavar='FILE',
-                     help='a trace to take flavors from (repeatable, shell '
-                          'patterns allowed); default: the files recorded '
-                          'at [trace] path, if any')
-    cap.add_argument('--fleet', metavar='FILE',
-                     help='count on this snapshot or fleet file instead of '
-                          'the inventory')
-    cap.add_argument('--limit', type=int, default=capacity.DEFAULT_LIMIT,
-                     help='stop counting a flavor and zone at this many '
-                          '(shown as ">= N")')
-    cap.add_argument('--quiet', action='store_true')
-    cap.set_defaults(func=cmd_capacity)

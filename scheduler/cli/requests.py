@@ -1,11 +1,11 @@
 """``select`` and ``explain``: ask the scheduler service, as a conductor does.
 """
 
-import argparse
 import sys
 import uuid
 
 from scheduler.cli import output
+from scheduler.cli import parsers
 from scheduler import context as ctx_mod
 from scheduler import exception
 from scheduler import objects
@@ -13,35 +13,8 @@ from scheduler import rpc
 from scheduler import rpcapi
 
 
-def add_request_options(parser: argparse.ArgumentParser) -> None:
-    """Options that describe the instances to place."""
-    parser.add_argument('--vcpus', type=int, default=1)
-    parser.add_argument('--ram', type=int, default=512, help='MiB')
-    parser.add_argument('--disk', type=int, default=1, help='root disk, GiB')
-    parser.add_argument('--ephemeral', type=int, default=0, help='GiB')
-    parser.add_argument('--swap', type=int, default=0, help='MiB')
-    parser.add_argument('--extra-spec', action='append', metavar='KEY=VALUE',
-                        help='flavor extra spec (repeatable)')
-    parser.add_argument('--image-property', action='append',
-                        metavar='KEY=VALUE', help='image property')
-    parser.add_argument('--hint', action='append', metavar='KEY=VALUE',
-                        help='scheduler hint; repeat a key for a list')
-    parser.add_argument('--availability-zone', '--az')
-    parser.add_argument('--num-instances', '-n', type=int, default=1)
-    parser.add_argument('--force-host', action='append')
-    parser.add_argument('--ignore-host', action='append')
-    parser.add_argument('--boot-from-volume', action='store_true',
-                        help='the root disk is a volume, not local disk')
-    parser.add_argument('--remote-address',
-                        help='source address of the request (ip_scheduler)')
-    parser.add_argument('--project', default='demo')
-    parser.add_argument('--user', default='demo')
-    parser.add_argument('--admin', action='store_true',
-                        help='call as admin (NoValidHost then names filters)')
-
-
 #: Seconds ``select`` and ``explain`` wait for an answer by default.
-DEFAULT_TIMEOUT = 30
+DEFAULT_TIMEOUT = parsers.REQUEST_TIMEOUT
 
 
 def scheduler_api(args) -> rpcapi.SchedulerAPI:
@@ -169,34 +142,3 @@ def cmd_explain(args) -> int:
         out.write('\n(per-host reasons and the ranking are shown to admins: '
                   'add --admin)\n')
     return 0
-
-
-SELECT_HELP = ('select destinations (a conductor-style '
-               'select_destinations call). This RESERVES capacity: the '
-               'chosen hosts hold a claim until their compute reports the '
-               'instance or the claim expires ([scheduler] '
-               'service_down_time); use --dry-run (or "explain") to look '
-               'without reserving')
-
-
-def register(subparsers, common: argparse.ArgumentParser) -> None:
-    sel = subparsers.add_parser('select', parents=[common], help=SELECT_HELP,
-                                description=SELECT_HELP)
-    add_request_options(sel)
-    sel.add_argument('--alternates', action='store_true',
-                     help='also return alternate hosts')
-    sel.add_argument('--dry-run', action='store_true',
-                     help='claim nothing: run "explain" for this request '
-                          'instead')
-    sel.add_argument('--max-hosts', type=int, default=50,
-                     help='with --dry-run: rejected and ranked hosts to '
-                          'list (each)')
-    sel.set_defaults(func=cmd_select)
-
-    exp = subparsers.add_parser(
-        'explain', parents=[common],
-        help='why each host passes or fails a request; nothing is claimed')
-    add_request_options(exp)
-    exp.add_argument('--max-hosts', type=int, default=50,
-                     help='rejected and ranked hosts to list (each)')
-    exp.set_defaults(func=cmd_explain)

@@ -23,17 +23,12 @@ import argparse
 import sys
 import traceback
 
-from scheduler.cli import aggregates
-from scheduler.cli import config_check
-from scheduler.cli import db
-from scheduler.cli import errors
-from scheduler.cli import hosts
-from scheduler.cli import output
-from scheduler.cli import replay
-from scheduler.cli import requests
-from scheduler import config
-
-COMMAND_MODULES = (requests, hosts, aggregates, db, config_check, replay)
+# Only the parser here: each command's module (and the database, the
+# driver and filters, oslo.messaging it needs) is imported when that
+# command runs, by scheduler.cli.parsers.Command.  Importing this module
+# greens the process first (scheduler.cmd: eventlet's monkey patching),
+# which has to come before anything else imports threading or socket.
+from scheduler.cli import parsers
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -49,20 +44,9 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument('--debug', action='store_true',
                         help='debug logging, and the traceback of an error')
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument('--format', choices=output.FORMATS,
-                        default='table',
-                        help='output format: a table fitted to the '
-                             'terminal, json, yaml, or value (cells only, '
-                             'for scripts)')
-    common.add_argument('--timeout', type=float, metavar='SECONDS',
-                        help='how long to wait for the scheduler service '
-                             '(select, explain; default %d) or for the '
-                             'database and brokers (config check; default '
-                             '%g)' % (requests.DEFAULT_TIMEOUT,
-                                      config_check.DEFAULT_TIMEOUT))
+    parsers.add_common_options(common)
     sub = parser.add_subparsers(dest='command', required=True)
-    for module in COMMAND_MODULES:
-        module.register(sub, common)
+    parsers.register_all(sub, common)
     return parser
 
 
@@ -76,6 +60,7 @@ def main(argv: list | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as e:
+        from scheduler.cli import errors
         if args.debug:
             traceback.print_exc()
         sys.stderr.write('scheduler-manage: %s\n'
@@ -85,6 +70,7 @@ def main(argv: list | None = None) -> int:
 
 
 def _main(args) -> int:
+    from scheduler import config
     conf_args = []
     for path in args.config_file:
         conf_args += ['--config-file', path]

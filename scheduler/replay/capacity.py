@@ -16,14 +16,14 @@ from oslo_config import cfg
 from scheduler import exception
 from scheduler import filters
 from scheduler import objects
+from scheduler.replay import limits
 from scheduler.replay import runner
 
 CONF = cfg.CONF
 
 #: Instances placed per request while counting (fewer near the end).
 BATCH = 50
-#: Instances counted per flavor and zone at most; beyond, "at least".
-DEFAULT_LIMIT = 10000
+DEFAULT_LIMIT = limits.DEFAULT_LIMIT
 
 
 def flavor_spec(name: str, memory_mb: int, vcpus: int, disk_gb: int,

@@ -27,6 +27,7 @@ from oslo_utils import timeutils
 from scheduler import context as ctx_mod
 from scheduler import exception
 from scheduler import filters
+from scheduler.replay import limits
 from scheduler.replay import metrics as replay_metrics
 from scheduler.replay import trace as trace_mod
 
@@ -37,11 +38,8 @@ CONF = cfg.CONF
 _OVERRIDES = (('service_down_time', 10 ** 7, 'scheduler'),
               ('enabled', False, 'trace'))
 
-#: Requests explained in full (filter walk per host, ranking), at most,
-#: besides the refusals: sampled evenly over the trace.
-DEFAULT_EXPLAINED = 100
-#: Refusals explained in full, at most.
-MAX_EXPLAINED_REFUSALS = 100
+DEFAULT_EXPLAINED = limits.DEFAULT_EXPLAINED
+MAX_EXPLAINED_REFUSALS = limits.MAX_EXPLAINED_REFUSALS
 #: Hosts listed per explained request (rejected and ranked, each).
 EXPLAIN_HOSTS = 8
 #: Points of the timeline the plots draw.
