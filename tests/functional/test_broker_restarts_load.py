@@ -230,6 +230,13 @@ def test_restarts_under_load(own_cluster, broker, conf, tmp_path, executor,
                                                          executor})
     cluster.start_sim(hosts=HOSTS)
     wait_for_hosts(conf, db, HOSTS)
+    if QUEUES[queues] is not None:
+        # The configuration under test is the one the broker holds.
+        kinds = dict(line.split('\t')[:2] for line in broker.ctl(
+            'list_queues', 'name', 'type').stdout.splitlines()
+            if '\t' in line)
+        for name in (cluster.topic, cluster.compute_topic):
+            assert kinds.get(name) == 'quorum', (name, kinds.get(name))
 
     calls = Calls()
     threads = [threading.Thread(target=_in_process_caller,
