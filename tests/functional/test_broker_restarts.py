@@ -14,6 +14,7 @@ import signal
 import sqlite3
 import threading
 import time
+import uuid
 from unittest.mock import ANY
 
 import pytest
@@ -24,7 +25,9 @@ from scheduler import rpcapi
 from tests.functional import caller
 from tests.functional import daemons
 from tests.functional.test_broker_restarts_load import SLACK
+from tests.functional.test_broker_restarts_load import QUEUES
 from tests.functional.test_broker_restarts_load import _caller_config
+from tests.functional.test_broker_restarts_load import _unaccounted_builds
 from tests.functional.test_scheduler_service import make_spec
 from tests.functional.test_scheduler_service import wait_for_hosts
 
@@ -433,3 +436,35 @@ def test_a_call_on_a_connection_being_re_established_ends_in_time(
     assert result is not None, 'the call hung'
     assert result['elapsed'] <= HELD_TIMEOUT + SLACK, result
     assert 'host' in result or result['timeout'], result
+
+
+def test_a_build_queued_across_a_restart_is_kept_by_quorum_queues(
+        own_cluster, broker, conf, tmp_path):
+    """A ``schedule_run_instance`` cast the broker confirmed and still
+    held when it stopped: with transient queues it is gone with the
+    scheduler's queue and nobody can name it (the restart load test
+    counts those apart); with quorum queues, the production setting of
+    doc/admin-guide.md, the queue and the cast survive the restart and
+    the next service builds it.  Here deterministic: no service
+    consumes while the cast waits in the queue."""
+    cluster = own_cluster
+    cluster.private_exchange(QUEUES['quorum'])
+    db = 'sqlite:///%s' % (tmp_path / 'inventory.sqlite')
+    first = cluster.start_scheduler(db)
+    cluster.start_sim(hosts=2)
+    wait_for_hosts(conf, db, 2)
+    assert first.stop() == 0
+    build = str(uuid.uuid4())
+    cluster.api.schedule_run_instance(cluster.ctxt, make_spec(ram=64),
+                                      [build])
+    broker.stop_app()
+    broker.start_app()
+    second = cluster.start_scheduler(db, name='sched2', wait=False)
+
+    def accounted() -> bool:
+        return not _unaccounted_builds([(build,)], second.log(),
+                                       cluster.sim.log())
+    daemons.wait_for(accounted, 60,
+                     what='the build queued across the restart to be '
+                          'started or named')
+    assert 'started instance %s' % build in cluster.sim.log()
