@@ -236,6 +236,34 @@ SLOW_FILTER = ('\n[filter_scheduler]\n'
                'enabled_filters = ComputeFilter,SlowFilter,RamFilter\n')
 
 
+def _a_call_in_flight(cluster, conf, tmp_path, executor: str, workers: int,
+                      seconds: int) -> daemons.Daemon:
+    """A service on ``cluster``'s own broker, its fleet known and gone,
+    serving one call that ``SlowFilter`` holds ``seconds``; its reply
+    may never come (the tests take the broker away)."""
+    db = 'sqlite:///%s' % (tmp_path / 'inventory.sqlite')
+    daemon = cluster.start_scheduler(
+        db, scheduler_opts={'executor': executor, 'workers': workers,
+                            'service_down_time': 300}, extra=SLOW_FILTER)
+    cluster.start_sim(hosts=4)
+    wait_for_hosts(conf, db, 4)
+    cluster.sim.stop()
+    api = rpcapi.SchedulerAPI(timeout=60)
+    ctxt = context.RequestContext(user_id='caller', project_id='functional')
+
+    def slow_call() -> None:
+        try:
+            api.select_destinations(ctxt, make_spec(
+                scheduler_hints={'slow_seconds': [str(seconds)]}))
+        except Exception:  # its reply cannot come: the broker is away
+            pass
+
+    threading.Thread(target=slow_call, daemon=True).start()
+    daemons.wait_for(lambda: 'host(s) for SlowFilter' in daemon.log(), 60,
+                     what='the call to be in flight')
+    return daemon
+
+
 def _reconnection_attempts(daemon) -> int:
     return sum(1 for line in daemon.log().splitlines()
                if any(mark in line for mark in _RECONNECTING))
@@ -255,26 +283,8 @@ def test_sigterm_while_the_broker_is_still_down(own_cluster, broker, conf,
     whole stop grace (48 s, measured), then exited 0.
     """
     cluster = own_cluster
-    db = 'sqlite:///%s' % (tmp_path / 'inventory.sqlite')
-    daemon = cluster.start_scheduler(
-        db, scheduler_opts={'executor': executor, 'workers': workers,
-                            'service_down_time': 300}, extra=SLOW_FILTER)
-    cluster.start_sim(hosts=4)
-    wait_for_hosts(conf, db, 4)
-    cluster.sim.stop()
-    api = rpcapi.SchedulerAPI(timeout=60)
-    ctxt = context.RequestContext(user_id='caller', project_id='functional')
-
-    def slow_call() -> None:
-        try:
-            api.select_destinations(
-                ctxt, make_spec(scheduler_hints={'slow_seconds': ['5']}))
-        except Exception:  # its reply cannot come: the broker is down
-            pass
-
-    threading.Thread(target=slow_call, daemon=True).start()
-    daemons.wait_for(lambda: 'host(s) for SlowFilter' in daemon.log(), 60,
-                     what='the call to be in flight')
+    daemon = _a_call_in_flight(cluster, conf, tmp_path, executor, workers,
+                               seconds=5)
     before = _reconnection_attempts(daemon)
     broker.stop_app()
     try:
@@ -316,26 +326,8 @@ def test_a_broker_gone_during_the_stop_ends_it_within_10s(
     the broker without a limit, used up.
     """
     cluster = own_cluster
-    db = 'sqlite:///%s' % (tmp_path / 'inventory.sqlite')
-    daemon = cluster.start_scheduler(
-        db, scheduler_opts={'executor': executor, 'workers': workers,
-                            'service_down_time': 300}, extra=SLOW_FILTER)
-    cluster.start_sim(hosts=4)
-    wait_for_hosts(conf, db, 4)
-    cluster.sim.stop()
-    api = rpcapi.SchedulerAPI(timeout=60)
-    ctxt = context.RequestContext(user_id='caller', project_id='functional')
-
-    def slow_call() -> None:
-        try:
-            api.select_destinations(
-                ctxt, make_spec(scheduler_hints={'slow_seconds': ['6']}))
-        except Exception:  # its reply cannot come: the broker is gone
-            pass
-
-    threading.Thread(target=slow_call, daemon=True).start()
-    daemons.wait_for(lambda: 'host(s) for SlowFilter' in daemon.log(), 60,
-                     what='the call to be in flight')
+    daemon = _a_call_in_flight(cluster, conf, tmp_path, executor, workers,
+                               seconds=6)
     daemon.terminate()
     started = time.monotonic()
     try:

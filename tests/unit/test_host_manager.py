@@ -1095,14 +1095,21 @@ class _ClaimWhileReading:
         return rows
 
 
-def test_a_row_read_before_a_claim_does_not_replace_the_claims_row():
+def _h1_over(store) -> host_manager.HostManager:
+    """A manager over usage store ``store``, node h1 (4,096 MB) in the
+    inventory and reported."""
     seeded = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
     seeded.flush()
-    store = _ClaimWhileReading()
     manager = host_manager.HostManager(inventory=seeded.db,
                                        usage_store=store)
     manager.load_from_inventory()
     manager.update_from_report(fixtures.report('h1', memory_mb=4096))
+    return manager
+
+
+def test_a_row_read_before_a_claim_does_not_replace_the_claims_row():
+    store = _ClaimWhileReading()
+    manager = _h1_over(store)
     key = ('h1', 'h1')
     store.during_read = lambda: _claim(manager, 'h1', memory_mb=1024)
     manager.refresh_nodes([key])
@@ -1155,13 +1162,8 @@ class _RefreshAfterCommit:
 
 
 def test_a_claim_does_not_count_itself_again_over_a_newer_cached_row():
-    seeded = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
-    seeded.flush()
     store = _RefreshAfterCommit()
-    manager = host_manager.HostManager(inventory=seeded.db,
-                                       usage_store=store)
-    manager.load_from_inventory()
-    manager.update_from_report(fixtures.report('h1', memory_mb=4096))
+    manager = _h1_over(store)
     store.manager = manager
     _claim(manager, 'h1', memory_mb=1024)
     key = ('h1', 'h1')
