@@ -249,8 +249,9 @@ RETRYING = ('Connection failed: [Errno N] ECONNREFUSED (retrying in N.N '
             'seconds): ConnectionRefusedError: [Errno N] ECONNREFUSED')
 
 
-def _logs_line(lines, faults=()):
-    checker = invariants.Checker(CAPS, grace=GRACE, settle=5)
+def _logs_line(lines, faults=(), expiry_window=(0.0, 0.0)):
+    checker = invariants.Checker(CAPS, grace=GRACE, settle=5,
+                                 expiry_window=expiry_window)
     checker.finish(invariants.Evidence(log_lines=lines, faults=list(faults)),
                    drained_before=100)
     return [(held, x) for n, held, x in checker.results() if n == 'logs'][0]
@@ -270,6 +271,33 @@ def test_broker_errors_while_the_broker_is_down_are_set_apart():
     assert held, line
     assert '4 ERROR lines expected: broker down' in line
     held, line = _logs_line([_err(130, lost)], [broker])
+    assert not held
+
+
+EXPIRED = ('Claim of instance <uuid> on big-N expired (node big-N): the '
+           'compute never reported it (build lost?); its resources are '
+           'released')
+
+
+@pytest.mark.parametrize('kind', ['broker', 'kill9'])
+def test_a_lost_builds_claim_expiring_after_its_fault_is_set_apart(kind):
+    """A build the broker or a killed worker lost is named when its claim
+    expires, a service_down_time later: explained by that fault then,
+    and only then."""
+    fault = invariants.Fault(kind, 'x', 100.0, 110.0)
+    window = (30.0, 45.0)
+    held, line = _logs_line([_err(135, EXPIRED), _err(158, EXPIRED)],
+                            [fault], expiry_window=window)
+    assert held, line
+    assert '2 ERROR lines expected: build lost with' in line
+    # Too early to be that fault's, too late, or after another fault.
+    for at in (105, 170):
+        held, _line = _logs_line([_err(at, EXPIRED)], [fault],
+                                 expiry_window=window)
+        assert not held, at
+    held, _line = _logs_line(
+        [_err(135, EXPIRED)], [invariants.Fault('sighup', 'x', 100, 110)],
+        expiry_window=window)
     assert not held
 
 

@@ -153,9 +153,9 @@ def soak(args: argparse.Namespace, workdir: str) -> int:
 def _run(args, cluster, spec) -> int:
     evidence = invariants.Evidence()
     sim_log = logs.SimLog(cluster.sim_log)
-    checker = invariants.Checker(fleet_mod.capacities(spec),
-                                 grace=cluster.report_interval,
-                                 settle=SETTLE)
+    checker = invariants.Checker(
+        fleet_mod.capacities(spec), grace=cluster.report_interval,
+        settle=SETTLE, expiry_window=cluster.claim_expiry_window())
     traffic = traffic_mod.Traffic(evidence, sim_log, callers=args.callers,
                                   target_running=int(args.hosts * 3.5),
                                   seed=args.seed)

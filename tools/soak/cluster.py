@@ -124,6 +124,19 @@ class Cluster:
         self.sim: daemons.Daemon | None = None
         self.engine: sa.Engine | None = None
 
+    def claim_expiry_window(self) -> tuple:
+        """(earliest, latest) seconds after a claim at which the services
+        log its expiry when no report ever lists its instance: once it is
+        ``service_down_time`` old, at a worker's next periodic check
+        (``[scheduler] periodic_task_interval``, left at its default),
+        after a report that still leaves it out."""
+        from scheduler.conf import scheduler as scheduler_opts
+        periodic = next(o.default
+                        for opts in scheduler_opts.list_opts().values()
+                        for o in opts if o.name == 'periodic_task_interval')
+        return (self.service_down_time,
+                self.service_down_time + periodic + self.report_interval)
+
     @property
     def proxied_db_url(self) -> str:
         url = sa.make_url(self.db_url)

@@ -58,6 +58,22 @@ EXPECTED_ERRORS = {
 }
 
 
+#: ERROR lines that name a build a fault lost, written only once its
+#: claim expires: ``service_down_time`` after the claim, at a worker's
+#: next periodic check (the checker's ``expiry_window``).  The broker
+#: loses a ``run_instance`` cast it held in a compute's transient queue;
+#: a worker killed between its claim and the cast never sends it.  Each
+#: names its instance (the ``casts`` invariant counts it refused
+#: visibly): fault kind -> (label, pattern of the normalised message).
+LATE_ERRORS = {
+    'broker': ('expected: build lost with the broker, its claim expired',
+               re.compile(r'^Claim of instance <uuid> on \S+ expired ')),
+    'kill9': ('expected: build lost with a killed worker, its claim '
+              'expired',
+              re.compile(r'^Claim of instance <uuid> on \S+ expired ')),
+}
+
+
 def clock(when: float) -> str:
     """Wall-clock time of day, to match examples with the logs."""
     return time.strftime('%H:%M:%S', time.localtime(when))
@@ -225,12 +241,16 @@ INVARIANTS = (
 class Checker:
     """Holds every invariant's violations over the whole soak."""
 
-    def __init__(self, capacities: dict, grace: float, settle: float = 0.0):
+    def __init__(self, capacities: dict, grace: float, settle: float = 0.0,
+                 expiry_window: tuple = (0.0, 0.0)):
         """``grace``: one report interval; ``settle``: seconds after a
-        fault ends during which it still counts as active for calls."""
+        fault ends during which it still counts as active for calls;
+        ``expiry_window``: (earliest, latest) seconds after a fault at
+        which the expiry of a claim it lost is logged (``LATE_ERRORS``)."""
         self.capacities = capacities
         self.grace = grace
         self.settle = settle
+        self.expiry_window = expiry_window
         self.samples = 0
         self.broken = {name: _Violations() for name, _ in INVARIANTS}
         #: name -> what its line adds, held or broken (counts set apart).
@@ -410,10 +430,16 @@ class Checker:
         """The label of the active fault that explains an ERROR line."""
         if line.kind != 'ERROR' or line.at is None:
             return None
+        earliest, latest = self.expiry_window
         for fault in evidence.faults:
             label, patterns = EXPECTED_ERRORS.get(fault.kind, (None, ()))
             if (fault.start <= line.at <= fault.end + self.settle
                     and any(p.search(line.message) for p in patterns)):
+                return label
+            label, pattern = LATE_ERRORS.get(fault.kind, (None, None))
+            if (pattern is not None and fault.start + earliest <= line.at
+                    <= fault.end + self.settle + latest
+                    and pattern.search(line.message)):
                 return label
         return None
 
