@@ -102,11 +102,23 @@ class _Outage:
         self.counts: dict = {}
         #: Why the outage began (the first error), until it is logged.
         self.untold: str | None = None
+        #: monotonic time the last outage ended.
+        self.ended: float | None = None
 
-    def down(self, reason: str) -> None:
-        """Note a failure; begins an outage if there is none."""
+    def down(self, reason: str, began: float | None = None) -> None:
+        """Note a failure of work that began at ``began`` (monotonic;
+        None: unknown); begins an outage if there is none.
+
+        Only work that began after the last outage ended begins a new
+        one: an operation that met the cut, but whose failure comes in
+        just after another found the database back, belongs to the
+        outage that ended, whose line is already written.
+        """
         with self._lock:
             if self.since is None:
+                if (began is not None and self.ended is not None
+                        and began <= self.ended):
+                    return
                 self.since = time.monotonic()
                 self.counts = {}
                 self.untold = reason
@@ -130,7 +142,8 @@ class _Outage:
         with self._lock:
             if self.since is None or began <= self.since:
                 return None
-            ended = time.monotonic() - self.since, self.counts
+            self.ended = time.monotonic()
+            ended = self.ended - self.since, self.counts
             self.since, self.counts = None, {}
             return ended
 
@@ -146,16 +159,19 @@ def _describe(error: BaseException) -> str:
     return '%s: %s' % (type(inner).__name__, text[0] if text else '')
 
 
-def unavailable(error: BaseException) -> exception.InventoryUnavailable:
-    """The typed error for ``error`` (an outage, see ``is_outage``).
+def unavailable(error: BaseException, began: float | None = None
+                ) -> exception.InventoryUnavailable:
+    """The typed error for ``error`` (an outage, see ``is_outage``), met
+    by work that began at ``began`` (``time.monotonic()``, when known).
 
-    Begins an outage if there is none; the caller raises the result
-    ``from error``, and whoever catches it ``count``s it.
+    Begins an outage if there is none, unless that work began before the
+    last outage ended (see ``_Outage.down``); the caller raises the
+    result ``from error``, and whoever catches it ``count``s it.
     """
     if isinstance(error, exception.InventoryUnavailable):
         return error
     reason = _describe(error)
-    _OUTAGE.down(reason)
+    _OUTAGE.down(reason, began)
     return exception.InventoryUnavailable(reason=reason)
 
 

@@ -273,7 +273,7 @@ def transaction() -> Iterator[orm.Session]:
             yield session
     except Exception as e:
         if availability.is_outage(e):
-            raise availability.unavailable(e) from e
+            raise availability.unavailable(e, began) from e
         raise
     availability.available(began)
 
@@ -328,7 +328,7 @@ def _on_connection(work, write: bool, autocommit: bool = False):
                                         first=False)
     except Exception as e:
         if availability.is_outage(e):
-            raise availability.unavailable(e) from e
+            raise availability.unavailable(e, began) from e
         raise
     availability.available(began)
     return result

@@ -102,6 +102,34 @@ def test_an_outage_is_told_once_and_its_end_once(caplog, outage_over):
             '(select_destinations: 50, saving host reports: 1)') in lines[1]
 
 
+def test_work_that_met_the_cut_but_fails_after_the_end_opens_no_outage(
+        caplog, outage_over):
+    """Under load a failure can come in just after another worker's
+    commit ended the outage (a connect refused before the server came
+    back, logged late): it belongs to the outage that ended, whose line
+    is written, and must not begin a second one."""
+    caplog.set_level(logging.INFO, logger='scheduler.db.availability')
+    error = _wrapped(OperationalError('server closed the connection', None))
+    straggler = time.monotonic()
+    availability.unavailable(error, straggler)
+    availability.count('select_destinations')
+    availability.available(time.monotonic())
+    typed = availability.unavailable(error, straggler)
+    assert isinstance(typed, exception.InventoryUnavailable)
+    availability.count('saving host reports (kept, retried)')
+    assert not availability.in_outage()
+    # Work that began after the end does begin a new outage.
+    availability.unavailable(error, time.monotonic())
+    availability.count('select_destinations')
+    assert availability.in_outage()
+    lines = [r.getMessage() for r in caplog.records]
+    assert [line.split(':')[0] for line in lines] == [
+        'Inventory database unavailable',
+        'Inventory database is back after 0.0 s; 1 operation(s) failed or '
+        'were put off meanwhile (select_destinations',
+        'Inventory database unavailable'], lines
+
+
 def test_a_lost_connection_returned_to_its_pool_logs_no_traceback():
     lost = _wrapped(OperationalError('server closed the connection', None))
     records = []
