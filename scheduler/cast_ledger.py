@@ -89,8 +89,12 @@ def record(ctxt, args: dict) -> taken_casts.Cast | None:
 
 def forget(taken: taken_casts.Cast | None) -> None:
     """The cast is over: its row goes (kept through an outage, it is
-    taken over later, and finds its instances placed or serves them)."""
-    if taken is None:
+    taken over later, and finds its instances placed or serves them).
+
+    Nothing to do once every instance was claimed: the last claim's
+    transaction deleted the row (``taken_casts.settle_in``).
+    """
+    if taken is None or not taken.instance_uuids:
         return
     try:
         taken_casts.forget(taken)
