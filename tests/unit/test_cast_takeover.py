@@ -23,13 +23,7 @@ from tests.unit import fixtures
 CTX = context.get_admin_context()
 
 
-class _Compute:
-    def __init__(self):
-        self.casts = []
-
-    def run_instance(self, context, host, node, instance_uuid, spec_obj,
-                     limits=None):
-        self.casts.append((host, instance_uuid))
+_Compute = fixtures.RecordingCompute
 
 
 @pytest.fixture(autouse=True)

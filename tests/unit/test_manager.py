@@ -238,13 +238,7 @@ def test_max_instances_per_request_is_accepted():
 
 # --- schedule_run_instance ---------------------------------------------------
 
-class _Compute:
-    def __init__(self):
-        self.casts = []
-
-    def run_instance(self, context, host, node, instance_uuid, spec_obj,
-                     limits=None):
-        self.casts.append((host, instance_uuid))
+_Compute = fixtures.RecordingCompute
 
 
 def test_schedule_run_instance_legacy_and_objects():
