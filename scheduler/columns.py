@@ -1,25 +1,20 @@
 """Hosts as columns: the filter scheduler's vectorised fast path.
 
-Walking ten thousand ``HostView`` objects per filter and per weigher
-costs Python work per host; the same tests over numpy arrays cost a few
-machine instructions per host.  This module keeps, next to the views,
-one array per number the in-tree filters and weighers read (RAM, disk
-and vCPU totals and usage, effective allocation ratios, instance and IO
-counts, failed builds, liveness...) and integer codes for categorical
-values (the host's zones, its supported instance types), and runs the
-filter walk and the weighing over them.
+Walking every ``HostView`` per filter and per weigher costs Python work
+per host; the same tests over numpy arrays cost a few machine
+instructions per host.  This module keeps, next to the views, one array
+per number the in-tree filters and weighers read and integer codes for
+categorical values (zones, supported instance types), and runs the
+filter walk and the weighing over them, with exactly the decisions of
+the per-host path (``filters.HostFilterHandler`` then
+``weights.HostWeightHandler``):
 
-Exactly the same decisions as the per-host path
-(``filters.HostFilterHandler`` then ``weights.HostWeightHandler``):
-
-* the arithmetic is the per-host arithmetic, operation for operation,
-  in float64 (every integer a report carries is exact there), so masks
-  are equal and weights are equal to the bit;
-* the filter walk (counts per filter, log lines) is the handler's;
-* the ranking is the per-host stable sort (ties keep the candidates'
-  order, which for the second instance of a request is the first
-  instance's ranking), found by partial selection: only the best few
-  hosts are ever sorted.
+* the per-host arithmetic, operation for operation, in float64 (every
+  integer a report carries is exact there): masks and weights are
+  equal to the bit;
+* the handler's filter walk (counts per filter, log lines);
+* the per-host stable sort (ties keep the candidates' order), found by
+  partial selection: only the best few hosts are ever sorted.
 
 The authoring API for plugins (``scheduler/filters/base.py``,
 ``scheduler/weights/base.py``):
@@ -140,10 +135,9 @@ class _Interner:
 
 #: A change waits for the snapshots reading the store's arrays
 #: (``ColumnStore._waits``) while fewer than the larger of these wait:
-#: a count, and a fraction (1/n) of the rows.  Writing a waiting change
-#: costs as much as copying a few hundred rows of the arrays: past a
-#: small fraction of the rows, a copy now is cheaper than making the
-#: request that releases the snapshot write them all.
+#: a count, and a fraction (1/n) of the rows.  Past that, a copy now is
+#: cheaper than making the request that releases the snapshot write
+#: them all.
 _WAIT_MIN = 64
 _WAIT_FRACTION = 128
 #: Instance entries a dropped view left (``ColumnStore._unlisted``)
@@ -777,9 +771,8 @@ FILTER_METHODS = ('host_passes', 'filter_all', 'prepare', 'passes')
 WEIGH_METHODS = ('_weigh_object', 'weigh_objects')
 MULTIPLIER_METHODS = ('weight_multiplier', 'weight_multipliers')
 #: Up to this many changed hosts, a row-local plugin is asked about
-#: them by its per-host form (which its vector form stands for): a few
-#: microseconds a host, against some twenty for gathering columns and
-#: running array operations over a handful of rows.
+#: them by its per-host form (which its vector form stands for): cheaper
+#: than gathering columns for a handful of rows.
 _PER_HOST_MAX = 4
 
 
@@ -874,8 +867,7 @@ class Candidates:
         if self.memo is None:
             return np.arange(len(self))
         if self._changed is None:
-            # Nearly always one row: compared, not ``np.isin``, which
-            # costs more than the rest of a row-local weigher's work.
+            # Nearly always one row: compared, not ``np.isin``.
             found = [np.flatnonzero(self.rows == row)
                      for row in self.memo.changed.tolist()]
             self._changed = np.concatenate(found) if len(found) > 1 else \
@@ -968,8 +960,7 @@ def filter_candidates(cands: Candidates, spec_obj, filters: list,
     rebuild = filters_base.request_is_rebuild(spec_obj)
     memo = cands.memo
     checked = set()
-    # Asked once a walk: a call that logs nothing still costs a
-    # microsecond, twice per filter and instance.
+    # Asked once a walk, not twice per filter.
     debug = filters_base.LOG.isEnabledFor(logging.DEBUG)
     for flt in filters:
         if not filters_base.should_run(flt, index, rebuild):

@@ -192,8 +192,7 @@ def _same_or_new(known: dict, agg):
 
 def _known_or_new(known: dict, row: dict):
     """The known aggregate inventory ``row`` describes, else a new one
-    (no versioned object is made for an aggregate that did not change:
-    at 100,000 hosts, one per host name)."""
+    (no versioned object is made for an aggregate that did not change)."""
     old = _known_equal(known, row['name'], row.get('uuid'), row['hosts'],
                        row['metadata'])
     return _aggregate_obj(row) if old is None else old
