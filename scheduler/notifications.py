@@ -27,17 +27,13 @@ CONF = cfg.CONF
 EVENT_PREFIX = 'scheduler.select_destinations'
 
 
-def _notifier():
-    return rpc.get_notifier('scheduler:%s' % CONF.host)
-
-
 def _enabled() -> bool:
     return bool(CONF.oslo_messaging_notifications.driver)
 
 
 def _send(ctxt, priority: str, event: str, payload) -> None:
     try:
-        notifier = _notifier()
+        notifier = rpc.get_notifier('scheduler:%s' % CONF.host)
         getattr(notifier, priority)(ctxt, event, payload)
     except Exception as e:  # notifications must never fail a request
         LOG.warning('Could not send notification %s: %s', event, e)

@@ -45,10 +45,7 @@ class CheckOnIdle(CreateEnginePlugin):
         kwargs.pop('pool_pre_ping', None)
         # The connection checked in last is handed out first: the few a
         # worker's steady load needs stay in use (no ping), the others
-        # idle until a burst needs them.  First in, first out, every
-        # checkout took the connection idle longest, and at a few
-        # requests a second each of them had idled past the ping's
-        # threshold.
+        # idle until a burst needs them.
         kwargs['pool_use_lifo'] = True
 
     def update_url(self, url: sa.URL) -> sa.URL:

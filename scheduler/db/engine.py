@@ -46,15 +46,12 @@ _ENGINE: sa.Engine | None = None
 _SESSION_MAKER: orm.sessionmaker | None = None
 
 
-def _is_duplicate(exc: Exception) -> bool:
-    return isinstance(exc, db_exc.DBDuplicateEntry)
-
-
 # Writers that insert-or-update race with their twins in other
 # schedulers: on a duplicate key the retry finds the row and updates it.
 retry_on_conflict = oslo_db_api.wrap_db_retry(
     max_retries=5, retry_interval=0.1, max_retry_interval=1,
-    retry_on_deadlock=True, exception_checker=_is_duplicate)
+    retry_on_deadlock=True,
+    exception_checker=lambda e: isinstance(e, db_exc.DBDuplicateEntry))
 retry_on_deadlock = oslo_db_api.wrap_db_retry(
     max_retries=5, retry_interval=0.1, max_retry_interval=1,
     retry_on_deadlock=True)
