@@ -52,13 +52,10 @@ class HostAggregates:
     def refresh(self) -> None:
         """Re-read aggregates from the inventory (other workers change them).
 
-        Host views are re-attached only when something changed: with ten
-        thousand hosts that is the expensive part, and aggregates rarely
-        change.  Nothing is read while this worker writes aggregates it
-        was sent: memory is ahead of the inventory then, and what a read
-        found mid-write (a zone of tens of thousands of hosts takes
-        seconds to write) would put the old aggregates back until the
-        next read.
+        Host views are re-attached only when something changed (the
+        expensive part).  Nothing is read while this worker writes
+        aggregates it was sent: memory is ahead of the inventory then, and
+        a read mid-write would put the old aggregates back until the next.
         """
         with self._lock:
             if self._writes:
