@@ -192,7 +192,7 @@ def _known_or_new(known: dict, row: dict):
     (no versioned object is made for an aggregate that did not change)."""
     old = _known_equal(known, row['name'], row.get('uuid'), row['hosts'],
                        row['metadata'])
-    return _aggregate_obj(row) if old is None else old
+    return objects.Aggregate.from_row(row) if old is None else old
 
 
 def _known_equal(known: dict, name: str, uuid: str | None, hosts,
@@ -209,9 +209,3 @@ def _known_equal(known: dict, name: str, uuid: str | None, hosts,
             and dict(old.metadata) == dict(metadata)):
         return old
     return None
-
-
-def _aggregate_obj(row: dict):
-    return objects.Aggregate(id=row.get('id'), uuid=row.get('uuid'),
-                             name=row['name'], hosts=list(row['hosts']),
-                             metadata=dict(row['metadata']))

@@ -149,10 +149,6 @@ def configured(path: str | None):
         yield
 
 
-def config_name(path: str) -> str:
-    return os.path.splitext(os.path.basename(path))[0]
-
-
 class Replay:
     """The simulated cloud of one replay: scheduler, inventory, computes."""
 
