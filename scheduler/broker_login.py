@@ -1,17 +1,12 @@
 """A broker that refuses our login: a configuration error, not a fault.
 
 oslo.messaging retries an unreachable broker for ever, which is right
-for a broker that restarts.  A broker that answers and refuses the
-user or password (``ACCESS_REFUSED``), or the virtual host
-(``NOT_ALLOWED``), will refuse it again: the service then logged a
-traceback and sat there, told systemd it was ready and served nothing.
-
-A process that is about to join the bus (``scheduler-service`` before
-it launches its workers, ``scheduler-compute-sim`` before its fleet
-starts) logs in once with ``check()``.  A refusal is tried again a few
-times, for a user that is being created while the service starts,
-then ends the process with one line naming the broker and the user
-(``LoginRefused``); any other failure (a broker down) is left to
+for a broker that restarts, but a broker that refuses the user,
+password (``ACCESS_REFUSED``) or virtual host (``NOT_ALLOWED``) will
+refuse it again.  A process about to join the bus logs in once with
+``check()``: a refusal is tried again a few times (a user being
+created), then ends the process with one line naming the broker and
+the user (``LoginRefused``); any other failure is left to
 oslo.messaging's own retries.
 """
 

@@ -1,25 +1,20 @@
 """Hosts as columns: the filter scheduler's vectorised fast path.
 
-Walking ten thousand ``HostView`` objects per filter and per weigher
-costs Python work per host; the same tests over numpy arrays cost a few
-machine instructions per host.  This module keeps, next to the views,
-one array per number the in-tree filters and weighers read (RAM, disk
-and vCPU totals and usage, effective allocation ratios, instance and IO
-counts, failed builds, liveness...) and integer codes for categorical
-values (the host's zones, its supported instance types), and runs the
-filter walk and the weighing over them.
+Walking every ``HostView`` per filter and per weigher costs Python work
+per host; the same tests over numpy arrays cost a few machine
+instructions per host.  This module keeps, next to the views, one array
+per number the in-tree filters and weighers read and integer codes for
+categorical values (zones, supported instance types), and runs the
+filter walk and the weighing over them, with exactly the decisions of
+the per-host path (``filters.HostFilterHandler`` then
+``weights.HostWeightHandler``):
 
-Exactly the same decisions as the per-host path
-(``filters.HostFilterHandler`` then ``weights.HostWeightHandler``):
-
-* the arithmetic is the per-host arithmetic, operation for operation,
-  in float64 (every integer a report carries is exact there), so masks
-  are equal and weights are equal to the bit;
-* the filter walk (counts per filter, log lines) is the handler's;
-* the ranking is the per-host stable sort (ties keep the candidates'
-  order, which for the second instance of a request is the first
-  instance's ranking), found by partial selection: only the best few
-  hosts are ever sorted.
+* the per-host arithmetic, operation for operation, in float64 (every
+  integer a report carries is exact there): masks and weights are
+  equal to the bit;
+* the handler's filter walk (counts per filter, log lines);
+* the per-host stable sort (ties keep the candidates' order), found by
+  partial selection: only the best few hosts are ever sorted.
 
 The authoring API for plugins (``scheduler/filters/base.py``,
 ``scheduler/weights/base.py``):
@@ -140,10 +135,9 @@ class _Interner:
 
 #: A change waits for the snapshots reading the store's arrays
 #: (``ColumnStore._waits``) while fewer than the larger of these wait:
-#: a count, and a fraction (1/n) of the rows.  Writing a waiting change
-#: costs as much as copying a few hundred rows of the arrays: past a
-#: small fraction of the rows, a copy now is cheaper than making the
-#: request that releases the snapshot write them all.
+#: a count, and a fraction (1/n) of the rows.  Past that, a copy now is
+#: cheaper than making the request that releases the snapshot write
+#: them all.
 _WAIT_MIN = 64
 _WAIT_FRACTION = 128
 #: Instance entries a dropped view left (``ColumnStore._unlisted``)
@@ -245,21 +239,17 @@ def _read_only(array: np.ndarray) -> np.ndarray:
 class ColumnStore:
     """The columns of every host view the HostManager composed.
 
-    A watcher of ``HostManager.watch_views``: ``view_changed`` and
-    ``view_removed`` are O(1) (one row).  Rows of removed views are
-    reused; the candidates' order (the HostManager's, which decides
-    ties) is kept as an insertion sequence number per row.
+    A watcher of ``HostManager.watch_views``: a change is one row.  Rows
+    of removed views are reused; the candidates' order (the
+    HostManager's, which decides ties) is an insertion sequence number
+    per row.
 
-    A snapshot reads the store's own arrays and view list until it is
-    ``release``d (a row it changes itself is its own).  A change
-    arriving meanwhile waits (``_pending``) until the last snapshot
-    reading the arrays is released, then is written in place: a claim
-    or a report that overtakes a request copies nothing.  Only a new
-    snapshot taken while another still reads, with changes waiting,
-    copies the arrays to see them (as does a burst of changes too
-    large to wait, an aggregate's); one decision at a time
-    (``FilterScheduler``'s ``max_concurrent_decisions``) makes that
-    rare.
+    A snapshot reads the store's own arrays until it is ``release``d.  A
+    change arriving meanwhile waits (``_pending``) until the last
+    snapshot reading the arrays is released, then is written in place.
+    Only a new snapshot taken while another still reads, with changes
+    waiting, copies the arrays (as does a burst of changes too large to
+    wait); ``max_concurrent_decisions`` makes that rare.
     """
 
     def __init__(self, capacity: int = 1024):
@@ -506,13 +496,10 @@ class Snapshot:
     """The columns one request works on; only the request changes them
     (the chosen host's row, after a claim).
 
-    Until ``release`` it reads the store's own arrays, whose changes
-    wait for it (``ColumnStore``).  ``release`` it once it reads no
-    more: a snapshot never released makes the store copy at its next
-    burst of changes, nothing else.  A row the request changes
-    (``put``) is kept aside, and a column read after that is copied
-    with it: a request of many instances copies the few columns its
-    later instances read, not every column.
+    Until ``release`` it reads the store's own arrays, whose changes wait
+    for it (``ColumnStore``).  A row the request changes (``put``) is
+    kept aside, and a column read after that is copied with it: only the
+    columns later instances read are copied.
     """
 
     def __init__(self, store: ColumnStore, arrays: _Arrays, views: list,
@@ -602,11 +589,9 @@ class Snapshot:
 
     def instance_counts(self, uuids: frozenset) -> dict:
         """Row -> how many of ``uuids`` its view lists (rows with none
-        left out), as ``len(uuids.intersection(view.instance_uuids))``
-        would say for every row, without walking them: the store's
-        index names the rows that may list each uuid, the views this
-        snapshot reads decide, and the rows it changed itself (its
-        request's planned claims) are counted directly."""
+        left out), without walking every row: the store's index names
+        the rows that may list each uuid, this snapshot's views decide,
+        and the rows it changed itself are counted directly."""
         views = self.views
         counts: dict = {}
         for uuid in uuids:
@@ -777,9 +762,8 @@ FILTER_METHODS = ('host_passes', 'filter_all', 'prepare', 'passes')
 WEIGH_METHODS = ('_weigh_object', 'weigh_objects')
 MULTIPLIER_METHODS = ('weight_multiplier', 'weight_multipliers')
 #: Up to this many changed hosts, a row-local plugin is asked about
-#: them by its per-host form (which its vector form stands for): a few
-#: microseconds a host, against some twenty for gathering columns and
-#: running array operations over a handful of rows.
+#: them by its per-host form (which its vector form stands for): cheaper
+#: than gathering columns for a handful of rows.
 _PER_HOST_MAX = 4
 
 
@@ -787,15 +771,12 @@ class Candidates:
     """The hosts one instance of a request may go to.
 
     ``rows`` in the snapshot, in a base order; ``previous`` the weights
-    the earlier instances of the request gave them (aligned with
-    ``rows``), which order ties as the per-host path's re-sorted list
-    does: the true order is by (-last weights, ..., -first weights,
-    base order).
-
-    For a later instance of a request, ``memo`` is what the previous
-    instance's walk left (``_Memo``) and ``origin`` the positions of
-    these hosts in its arrays.  ``checked`` holds the row-local filters
-    every one of these hosts passed.
+    the earlier instances gave them, which order ties as the per-host
+    path's re-sorted list does: the true order is by (-last weights,
+    ..., -first weights, base order).  For a later instance, ``memo`` is
+    what the previous instance's walk left (``_Memo``), ``origin`` these
+    hosts' positions in its arrays, and ``checked`` the row-local
+    filters every one of them passed.
     """
 
     def __init__(self, snapshot: Snapshot, rows: np.ndarray,
@@ -874,8 +855,7 @@ class Candidates:
         if self.memo is None:
             return np.arange(len(self))
         if self._changed is None:
-            # Nearly always one row: compared, not ``np.isin``, which
-            # costs more than the rest of a row-local weigher's work.
+            # Nearly always one row: compared, not ``np.isin``.
             found = [np.flatnonzero(self.rows == row)
                      for row in self.memo.changed.tolist()]
             self._changed = np.concatenate(found) if len(found) > 1 else \
@@ -929,12 +909,9 @@ def _order(keys: list, n: int, among: np.ndarray | None = None
 def _kth_largest(values: np.ndarray, k: int) -> float:
     """The ``k``-th largest of ``values`` (``0 < k <= len(values) // 2``).
 
-    ``np.partition`` over every host grows with the fleet, and runs for
-    every request.  The smallest of the maxima of ``k`` blocks is no
-    larger than the ``k``-th largest value (those ``k`` maxima are
-    distinct entries), and usually few values reach it: only those are
-    partitioned.  Ties and adversarial orders
-    cost at most one pass more than partitioning everything.
+    The smallest of the maxima of ``k`` blocks is no larger than the
+    ``k``-th largest value, and usually few values reach it: only those
+    are partitioned, not every host.
     """
     n = len(values)
     floor = values[:n - n % k].reshape(k, -1).max(axis=1).min()
@@ -968,8 +945,7 @@ def filter_candidates(cands: Candidates, spec_obj, filters: list,
     rebuild = filters_base.request_is_rebuild(spec_obj)
     memo = cands.memo
     checked = set()
-    # Asked once a walk: a call that logs nothing still costs a
-    # microsecond, twice per filter and instance.
+    # Asked once a walk, not twice per filter.
     debug = filters_base.LOG.isEnabledFor(logging.DEBUG)
     for flt in filters:
         if not filters_base.should_run(flt, index, rebuild):
@@ -1290,13 +1266,11 @@ class _Stack:
     each, in the weighers' order: clamped, normalised, multiplied and
     summed in a few array operations instead of a few per weigher.
 
-    The arithmetic is ``normalized`` row by row and the rows are summed
-    in order (numpy reduces the first axis of a C-ordered array row
-    after row), so totals equal the weigher-by-weigher ones to the bit.
-    Kept in the ``_Memo``: the next instance of the request, over the
-    same hosts, writes its changed rows into it instead of stacking
-    again.  Raw weights are kept clamped (clamping twice changes
-    nothing): whoever writes into ``raw`` calls ``clamp`` after.
+    ``normalized`` row by row, the rows summed in order (numpy reduces
+    the first axis of a C-ordered array row after row): totals equal
+    the weigher-by-weigher ones to the bit.  Kept in the ``_Memo`` for
+    the next instance, which writes its changed rows into it; whoever
+    writes into ``raw`` calls ``clamp`` after.
     """
 
     def __init__(self, terms: list):
@@ -1397,11 +1371,8 @@ class _Stack:
         host's total changes; else None (call ``total()``).
 
         When no weigher's lowest or highest raw weight moved, every
-        other host normalises as it did and keeps its total: only this
-        host's is computed, by the same operations in the same order
-        as ``total()`` (so to the same bits).  A later instance of a
-        request usually changes one host, rarely the only one at a
-        bound (or to a NaN weight).
+        other host keeps its total: only this host's is computed, by the
+        same operations in the same order as ``total()``.
         """
         last = self._last
         if last is None:

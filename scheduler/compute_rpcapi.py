@@ -48,15 +48,12 @@ class ComputeAPI:
                      spec_obj, limits=None) -> None:
         """Cast the build to ``host``; raises if the broker cannot route it.
 
-        Published with the AMQP mandatory flag (oslo.messaging's
-        ``TransportOptions(at_least_once=True)``) and, as oslo.messaging
-        always does, with publisher confirms: a cast to a host whose
-        queue does not exist (the compute is gone, or has not re-declared
-        its queue since a broker restart) raises
-        ``oslo_messaging.MessageUndeliverable`` instead of vanishing;
-        the broker being unreachable blocks until it is back (oslo's
-        ``retry=None``).  The driver then tries another host
-        (``Scheduler.schedule_each``).
+        Published with the AMQP mandatory flag and publisher confirms: a
+        cast to a host whose queue does not exist (the compute is gone,
+        or has not re-declared it since a broker restart) raises
+        ``oslo_messaging.MessageUndeliverable`` instead of vanishing, and
+        the driver tries another host (``Scheduler.schedule_each``).  An
+        unreachable broker blocks until it is back (``retry=None``).
         """
         cctxt = self.client.prepare(server=host, version='1.0',
                                     transport_options=MANDATORY)

@@ -21,9 +21,8 @@ _DEFAULT_LOG_LEVELS = [
 ]
 
 #: A command-line tool's loggers without ``--debug``: its own warnings
-#: only, and none of oslo.messaging's connection retries (ERROR lines
-#: while a broker is unreachable), which the command's one-line error
-#: already sums up.
+#: only, and none of oslo.messaging's connection retries, which the
+#: command's one-line error already sums up.
 _LIBRARY_LOGGERS = ('oslo.messaging', 'oslo_messaging')
 _QUIET_TOOL_LEVELS = ['scheduler=WARN'] + [
     '%s=CRITICAL' % name for name in _LIBRARY_LOGGERS]
@@ -50,13 +49,9 @@ STOP_WITHIN = 10
 
 #: The highest ``rabbit_interval_max`` that keeps that promise, in
 #: seconds: after a broker outage a stop may wait out one whole
-#: reconnection pause (a reply in flight waits for the pooled connection
-#: whose heartbeat thread pauses under its lock), then the reply's retry
-#: for a missing queue (``REPLY_RETRY_SECONDS`` while stopping), and
-#: each RPC consumer notices the stop within half a second.  5 + 2 + 0.5
-#: leaves 2.5 of the 10 s to save the state and exit on a loaded host.
-#: A higher value also delays every reply and build cast by as much
-#: after the broker is back.
+#: reconnection pause (the pooled connection's heartbeat thread pauses
+#: under its lock), then a reply's retry for a missing queue
+#: (``REPLY_RETRY_SECONDS``), leaving time to save the state and exit.
 RECONNECT_INTERVAL_WARN_ABOVE = 5
 
 
@@ -89,29 +84,21 @@ def parse_args(argv: list, default_config_files: list | None = None,
     # them and our code may read them before any transport exists.
     for group, opts in messaging_opts.list_opts():
         CONF.register_opts(opts, group=group)
-    # A reply whose caller died (its reply queue is gone) is retried for
-    # this long while holding the worker that served the call; the
-    # library's 60 s let a few dozen dead calls stall every caller.
+    # A reply whose caller died is retried for this long while holding
+    # the worker that served the call: the library's 60 s let a few
+    # dozen dead calls stall every caller.
     CONF.set_default('kombu_missing_consumer_retry_timeout',
                      REPLY_RETRY_SECONDS, group='oslo_messaging_rabbit')
     # oslo's 0 lets the broker push a server every message queued for
-    # it, into its socket buffers, and of two daemons on one topic one
-    # took a backlog the other could have served.  This bounds only
-    # what is delivered and not yet acknowledged: oslo.messaging
-    # acknowledges an RPC message on receipt, and what the server's
-    # workers cannot take yet is bounded by ``rpc.bound_intake``.
+    # it: of two daemons on one topic one took a backlog the other
+    # could have served.  (oslo.messaging acknowledges an RPC message on
+    # receipt; what the workers cannot take yet is ``rpc.bound_intake``'s.)
     CONF.set_default('rabbit_qos_prefetch_count', PREFETCH_COUNT,
                      group='oslo_messaging_rabbit')
     # A connection that lost the broker is re-established by its
-    # heartbeat thread, which holds the connection's lock from the first
-    # attempt to the one that succeeds, pauses between attempts
-    # included (1, 3, 5 ... s, up to oslo's 30).  A reply or a build
-    # cast that takes that connection from the pool waits for the lock:
-    # after a broker restart it waited out a pause that began while the
-    # broker was down, up to 30 s with the broker back, and a stopping
-    # service waited for it (SIGTERM took more than 10 s).  With short
-    # pauses the connection comes back, and lets go of its lock, within
-    # about two seconds of the broker.
+    # heartbeat thread under the connection's lock, pauses between
+    # attempts included: a reply, a build cast or a stop that needs the
+    # connection waits out a pause that began while the broker was down.
     CONF.set_default('rabbit_interval_max', RECONNECT_INTERVAL_MAX,
                      group='oslo_messaging_rabbit')
     try:
@@ -140,14 +127,8 @@ def parse_args(argv: list, default_config_files: list | None = None,
 
 def reconnect_interval_problem(opts: cfg.ConfigOpts = CONF) -> str | None:
     """Why ``[oslo_messaging_rabbit] rabbit_interval_max`` is too high
-    for a prompt stop and prompt replies after a broker outage, or None.
-
-    oslo.messaging re-establishes a connection under its lock, pauses
-    between attempts included: for as long as that pause, after the
-    broker is back, a reply, a build cast and a stopping service wait
-    for the connection (``RECONNECT_INTERVAL_WARN_ABOVE`` says how much
-    of the stop's budget one pause may take).
-    """
+    for a prompt stop and prompt replies after a broker outage
+    (``RECONNECT_INTERVAL_WARN_ABOVE``), or None."""
     if 'oslo_messaging_rabbit' not in opts:
         return None
     try:

@@ -52,13 +52,10 @@ class HostAggregates:
     def refresh(self) -> None:
         """Re-read aggregates from the inventory (other workers change them).
 
-        Host views are re-attached only when something changed: with ten
-        thousand hosts that is the expensive part, and aggregates rarely
-        change.  Nothing is read while this worker writes aggregates it
-        was sent: memory is ahead of the inventory then, and what a read
-        found mid-write (a zone of tens of thousands of hosts takes
-        seconds to write) would put the old aggregates back until the
-        next read.
+        Host views are re-attached only when something changed (the
+        expensive part).  Nothing is read while this worker writes
+        aggregates it was sent: memory is ahead of the inventory then, and
+        a read mid-write would put the old aggregates back until the next.
         """
         with self._lock:
             if self._writes:
@@ -192,11 +189,10 @@ def _same_or_new(known: dict, agg):
 
 def _known_or_new(known: dict, row: dict):
     """The known aggregate inventory ``row`` describes, else a new one
-    (no versioned object is made for an aggregate that did not change:
-    at 100,000 hosts, one per host name)."""
+    (no versioned object is made for an aggregate that did not change)."""
     old = _known_equal(known, row['name'], row.get('uuid'), row['hosts'],
                        row['metadata'])
-    return _aggregate_obj(row) if old is None else old
+    return objects.Aggregate.from_row(row) if old is None else old
 
 
 def _known_equal(known: dict, name: str, uuid: str | None, hosts,
@@ -213,9 +209,3 @@ def _known_equal(known: dict, name: str, uuid: str | None, hosts,
             and dict(old.metadata) == dict(metadata)):
         return old
     return None
-
-
-def _aggregate_obj(row: dict):
-    return objects.Aggregate(id=row.get('id'), uuid=row.get('uuid'),
-                             name=row['name'], hosts=list(row['hosts']),
-                             metadata=dict(row['metadata']))

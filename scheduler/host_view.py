@@ -1,13 +1,11 @@
 """HostView: the scheduler's working copy of one compute node.
 
-Filters and weighers run over thousands of hosts per request, so they
-must not pay the versioned-object machinery on every attribute read.
-The HostManager turns each ``objects.HostState`` report into a
-HostView: the same fields as plain attributes, plus what only the
-scheduler knows (aggregates, when the report
-arrived) and the claims it made since.  Both classes share their
-resource arithmetic (``objects.host_state.HostResources``), so a filter
-works on either.
+Filters and weighers read thousands of hosts per request, so they must
+not pay the versioned-object machinery on every attribute read.  A
+HostView has a ``objects.HostState`` report's fields as plain
+attributes, plus what only the scheduler knows (aggregates, when the
+report arrived) and the claims it made since.  Both share their
+resource arithmetic (``HostResources``), so a filter works on either.
 """
 
 import copy
@@ -99,11 +97,9 @@ def _value_or_default(obj, name: str):
 
 
 #: A NUMA topology's value -> the one object views with that value
-#: share.  A topology object takes as much memory as the rest of a
-#: node, and nodes of one hardware model with nothing
-#: pinned report the same one.  Safe to share because no view changes
-#: its topology once made: what claims lay over a view is laid over a
-#: copy with cloned cells (``HostView.copy``).
+#: share (nodes of one hardware model report the same one).  Safe: no
+#: view changes its topology once made; claims are laid over a copy
+#: with cloned cells (``HostView.copy``).
 _TOPOLOGIES: 'weakref.WeakValueDictionary' = weakref.WeakValueDictionary()
 
 
@@ -128,12 +124,9 @@ _SLOTS = tuple(host_state_obj.HostState.fields) + _OWN
 
 
 def _slot_copier():
-    """A function copying every slot of one view onto another.
-
-    Written out as one assignment per slot: claims copy a view per
-    instance placed, and a loop of ``getattr``/``setattr`` over the
-    slots costs several times as much.
-    """
+    """A function copying every slot of one view onto another, one
+    assignment per slot (claims copy a view per instance placed: a
+    ``getattr``/``setattr`` loop costs several times as much)."""
     lines = ['def copy_slots(source, target):']
     lines += ['    target.%s = source.%s' % (name, name) for name in _SLOTS]
     namespace: dict = {}
@@ -161,10 +154,9 @@ def _derived(aggregates: list, own_ratios: tuple) -> tuple:
 
 
 #: (ids of the aggregates, the node's own allocation ratios) -> what
-#: ``_derived`` made of them, shared by every view with both, rather
-#: than copied into each view of each node.  Never changed once made
-#: (views are replaced); emptied when full, as aggregate changes
-#: leave old entries behind.
+#: ``_derived`` made of them, shared by every view with both.  Never
+#: changed once made; emptied when full (aggregate changes leave old
+#: entries behind).
 _ATTACHED: dict = {}
 _ATTACHED_MAX = 4096
 
@@ -173,18 +165,12 @@ class HostView(host_state_obj.HostResources):
     """One node as the scheduler sees it right now.
 
     What the mixin computes on demand (zones, aggregate keys, effective
-    allocation ratios) is computed here once per report or aggregate
-    change and kept as plain attributes: filters and weighers read them
-    for every host of every request.
-
+    allocation ratios) is computed once per report or aggregate change.
     A view holds plain values in slots, not the versioned object it was
-    made from: at 100,000 nodes the wire objects alone would cost most
-    of a gigabyte.  A node has one view, its report's, and a second
-    only while claims the compute has not reported yet are laid over
-    it (``HostManager``); nodes reporting the same NUMA topology share
-    one topology object.
-    ``report`` rebuilds the compute's report when something asks for
-    it.  Attributes a plugin sets of its own still work (the mixin
+    made from (the wire objects of a large fleet would cost far more
+    memory); ``report`` rebuilds that when asked.  A node has one view,
+    and a second while claims the compute has not reported yet are laid
+    over it.  Attributes a plugin sets of its own still work (the mixin
     gives every view a ``__dict__``).
     """
 
@@ -223,11 +209,8 @@ class HostView(host_state_obj.HostResources):
     def content_digest(self, version: str) -> str:
         """``objects.host_state.content_digest`` of this view's report
         at HostState ``version``: what a quiet compute's liveness
-        message (API 1.6) must carry for the node to be renewed.
-
-        Kept once made (a liveness message every report interval asks
-        it again); successors share it, as they share the values.
-        """
+        message (API 1.6) must carry.  Kept once made, shared with the
+        successors."""
         source = self.reported_view()
         held = source._digest
         if held is not None and held[0] == version:
@@ -254,8 +237,7 @@ class HostView(host_state_obj.HostResources):
             elif name == 'numa_topology' and value is not None:
                 value = value.obj_clone()
             values[name] = value
-        # Coerced when the report arrived: not again (coercion was
-        # most of what a flush spent on each node).
+        # Coerced when the report arrived: not again.
         return host_state_obj.HostState.from_coerced(values)
 
     def set_aggregates(self, aggregates: list,
@@ -294,15 +276,10 @@ class HostView(host_state_obj.HostResources):
             for resource in host_state_obj.RESOURCES)
 
     def copy(self) -> 'HostView':
-        """A view of the same report that may be changed independently:
-        what claims and usage are laid over.
-
-        Cheap: containers are shared until replaced (the claim code
-        replaces, never mutates, instance lists and PCI pools); only the
-        NUMA cells, whose usage is changed in place, are cloned.  The
-        copy's report is this view's (``reported_view``), whichever of
-        the two this one is.
-        """
+        """A view of the same report that claims and usage are laid
+        over.  Containers are shared (claims replace, never mutate,
+        instance lists and PCI pools); only the NUMA cells, changed in
+        place, are cloned."""
         new = self._same_slots()
         new._reported = self.reported_view()
         if self.numa_topology is not None:
@@ -311,12 +288,9 @@ class HostView(host_state_obj.HostResources):
 
     def successor(self, received_at: float | None = None) -> 'HostView':
         """The next version of this view, for a change that leaves its
-        values as they are: a report that said nothing new (its time),
-        aggregates to attach again.  Views are replaced, never changed
-        once a request may see them, so the NUMA cells are shared, not
-        cloned (a quiet node's report cloned them twice), and the
-        successor has this view's report, or is the report itself.
-        """
+        values as they are (a report that said nothing new, aggregates
+        to attach again): views are never changed once a request may see
+        them, so the NUMA cells are shared, not cloned."""
         new = self._same_slots()
         if received_at is not None:
             new.received_at = received_at

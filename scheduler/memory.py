@@ -1,15 +1,12 @@
 """Giving memory that a burst of work freed back to the operating system.
 
-A service that took a whole fleet's reports at once, wrote them to the
-inventory or explained a request over every host frees what that work
-allocated, but glibc's allocator keeps most of it: it hands memory back
+After a burst (a whole fleet's reports, an explain over every host)
+glibc's allocator keeps most of what was freed: it hands memory back
 only from the top of its heap, and the long-lived objects made during
-the burst (host views, usage rows) sit above the freed ones: at large
-fleets that is a good part of the service's resident memory
-(doc/performance.md).  ``malloc_trim`` gives the free pages back
-wherever they are, and is only worth its cost (it walks the heap)
-when much is free, which ``mallinfo2`` says cheaply.  Elsewhere than
-on glibc (musl, macOS) this does nothing.
+the burst sit above the freed ones.  ``malloc_trim`` gives the free
+pages back wherever they are, and is only worth its cost (it walks the
+heap) when much is free, which ``mallinfo2`` says cheaply.  Elsewhere
+than on glibc this does nothing.
 """
 
 import ctypes
@@ -24,9 +21,8 @@ import typing
 FREE_HELD_MAX = 64 << 20
 
 #: Seconds between two trims at least: pages given back stay free
-#: chunks in the allocator's books, so what it says is held free does
-#: not fall after a trim, and a trim every periodic round (each walks
-#: the whole heap) would mostly find nothing to give.
+#: chunks in the allocator's books (what it says is held free does not
+#: fall), so a trim every periodic round would mostly find nothing.
 MIN_INTERVAL = 60.0
 
 _last_trim = [float('-inf')]
@@ -67,12 +63,9 @@ def limit_arenas(arenas: int = ARENAS) -> bool:
     nothing done: not glibc, or ``MALLOC_ARENA_MAX`` in the environment,
     which wins).  Call it before threads start.
 
-    glibc gives a thread that finds the heaps busy a heap of its own, up
-    to eight a core, and keeps what is freed in each for that heap.  A
-    service whose native threads take turns (the GIL) gains nothing from
-    that and holds each heap's freed memory apart, which under the
-    threading executor made the service's memory grow with the number
-    of callers (doc/performance.md, "Memory").
+    glibc gives a thread that finds the heaps busy a heap of its own and
+    keeps what is freed in each apart: threads that take turns (the GIL)
+    gain nothing from that, and memory grew with the number of callers.
     """
     if 'MALLOC_ARENA_MAX' in os.environ:
         return False
@@ -122,9 +115,8 @@ def trim(free_held_max: int = FREE_HELD_MAX,
     held = mallinfo2().fordblks
     if held <= free_held_max:
         return None
-    # The pages given back stay free chunks in the allocator's books
-    # (fordblks does not change): what they were shows in the resident
-    # memory only.
+    # fordblks does not change: what was given back shows in the
+    # resident memory only.
     before, started = resident(), time.monotonic()
     malloc_trim(0)
     _last_trim[0] = time.monotonic()

@@ -142,16 +142,11 @@ def full_walk(args: dict, ctxt: dict, max_depth: int, max_items: int
 
 def _within_limits(args: dict, ctxt: dict, max_depth: int,
                    max_items: int) -> bool:
-    """Whether ``check_arguments`` would find nothing wrong.
-
-    The same conditions over the same values (no more than
-    ``max_items`` values, no non-empty container at ``max_depth``, no
-    integer beyond 64 bits), answered quicker for the usual arguments:
-    strings and None, most of the values, are passed over where they
-    are found, only containers go on the stack, and the walk stops at
-    the first problem (``check_arguments`` then walks again to name
-    it).  A request's arguments and context are 150 to 200 values.
-    """
+    """Whether ``check_arguments`` would find nothing wrong: the same
+    conditions, answered quicker for the usual arguments (strings and
+    None are passed over where they are found, only containers go on the
+    stack) and stopping at the first problem (``check_arguments`` then
+    walks again to name it)."""
     stack = [(args, 1), (ctxt, 1)]
     count = 2
     while stack:

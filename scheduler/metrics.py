@@ -1,23 +1,12 @@
 """The scheduler's own metrics, served by prometheus_client.
 
-The metrics and their names are this module's; counting, the
-multi-process aggregation and the exposition are prometheus_client's:
-
-* with ``[prometheus] enabled``, ``prepare()`` (the service calls it in
-  the parent, before oslo.service forks its workers) points
-  prometheus_client's multiprocess mode at ``<state_path>/metrics``,
-  emptied first: every process then writes each change to its own
-  memory-mapped file there;
-* every worker serves ``/metrics`` on the same port (SO_REUSEPORT, so
-  the kernel hands each scrape to one of them); the worker that answers
-  reads every process's files (``MultiProcessCollector``), so a scrape
-  shows the whole service whichever worker answers;
-* a worker that stops is marked dead, so its ``scheduler_hosts`` gauge
-  no longer counts; its counters stay in the totals, as they should.
-
-Disabled, the metrics are counted in memory and nothing is written or
-served.  The endpoint binds to ``[prometheus] bind_host``, loopback by
-default.
+With ``[prometheus] enabled``, ``prepare()`` (in the parent, before the
+workers fork) points prometheus_client's multiprocess mode at
+``<state_path>/metrics``; every worker serves ``/metrics`` on the same
+port (SO_REUSEPORT) and reads every process's files, so a scrape shows
+the whole service whichever worker answers.  A stopped worker is marked
+dead: its gauges no longer count, its counters stay in the totals.
+Disabled, the metrics are counted in memory and nothing is served.
 """
 
 import os
@@ -75,8 +64,7 @@ METRICS = {
                    'the instance (a build that was probably lost).', ()),
 }
 
-# Counters get no "_created" samples: they were not part of the
-# exposition before and multiprocess mode cannot give them.
+# No "_created" samples: multiprocess mode cannot give them.
 prometheus_client.disable_created_metrics()
 
 
@@ -110,13 +98,9 @@ class _Metrics:
         self._children: dict = {}
 
     def child(self, name: str, *labels: str):
-        """``by_name[name].labels(*labels)``, looked up once.
-
-        prometheus_client keeps a metric's children itself, and hands
-        the same one back each time, after taking a lock and checking
-        the labels; a request recorded three to thirty of them (every
-        filter's two counters).  Nothing here removes a child, so the
-        one kept is the one prometheus_client would give.
+        """``by_name[name].labels(*labels)``, looked up once (a request
+        records two per filter; ``labels`` takes a lock each time).
+        Nothing removes a child, so it is the one ``labels`` would give.
         """
         key = (name, labels)
         found = self._children.get(key)
@@ -147,13 +131,8 @@ def record_selections(driver: str, count: int) -> None:
 
 
 def record_filter_steps(steps: typing.Iterable) -> None:
-    """Count runs and eliminations per filter, from a FilterReport's steps.
-
-    Shows which filters do the work of turning hosts away, so an
-    operator can tell capacity shortage from a too strict filter.
-    """
-    # Summed per filter first: a request of ten instances walks most
-    # filters ten times.
+    """Count runs and eliminations per filter, from a FilterReport's
+    steps (summed per filter first: each instance walks the filters)."""
     runs: dict = {}
     removed: dict = {}
     for step in steps:
@@ -206,12 +185,8 @@ def record_claim_expired() -> None:
 # -- serving ------------------------------------------------------------
 
 def prepare(conf) -> None:
-    """Choose multiprocess mode before the workers fork (the parent).
-
-    Empties ``<state_path>/metrics`` of a previous run's files, and
-    makes this process and its children write there.  Does nothing
-    unless ``[prometheus] enabled``.
-    """
+    """With ``[prometheus] enabled``, in the parent before the workers
+    fork: empty ``<state_path>/metrics`` and write there from now on."""
     global _metrics, _directory
     if not conf.prometheus.enabled:
         return
@@ -226,12 +201,9 @@ def prepare(conf) -> None:
 
 
 def start(conf) -> None:
-    """Serve ``/metrics`` when ``[prometheus] enabled``; call after fork.
-
-    Each worker calls this in its own process.  A port that cannot be
-    bound is logged and the service carries on without the endpoint:
-    metrics must never keep the scheduler from scheduling.
-    """
+    """Serve ``/metrics`` when ``[prometheus] enabled``; each worker
+    calls it after the fork.  A port that cannot be bound is logged:
+    metrics must never keep the scheduler from scheduling."""
     global _metrics, _server
     group = conf.prometheus
     if not group.enabled:
@@ -277,12 +249,8 @@ def _join_or_prepare(conf) -> None:
 
 
 def flush() -> None:
-    """Make this process's values visible to the worker answering scrapes.
-
-    Nothing to do: in multiprocess mode prometheus_client writes each
-    change to this process's memory-mapped file as it happens.  Kept so
-    that callers (the periodic task) need not know the mode.
-    """
+    """Nothing to do: prometheus_client writes each change as it
+    happens.  Kept so that callers need not know the mode."""
 
 
 def stop() -> None:

@@ -27,50 +27,42 @@ CONF = cfg.CONF
 EVENT_PREFIX = 'scheduler.select_destinations'
 
 
-def _notifier():
-    return rpc.get_notifier('scheduler:%s' % CONF.host)
-
-
 def _enabled() -> bool:
     return bool(CONF.oslo_messaging_notifications.driver)
 
 
 def _send(ctxt, priority: str, event: str, payload) -> None:
     try:
-        notifier = _notifier()
+        notifier = rpc.get_notifier('scheduler:%s' % CONF.host)
         getattr(notifier, priority)(ctxt, event, payload)
     except Exception as e:  # notifications must never fail a request
         LOG.warning('Could not send notification %s: %s', event, e)
 
 
+def _send_select(ctxt, priority: str, suffix: str, payload_cls, spec_obj,
+                 **fields) -> None:
+    if _enabled():
+        _send(ctxt, priority, EVENT_PREFIX + suffix, payload_cls(
+            request_spec=payloads.RequestSpecPayload.from_spec(spec_obj),
+            **fields))
+
+
 def select_start(ctxt, spec_obj, driver: str) -> None:
-    if not _enabled():
-        return
-    _send(ctxt, 'info', EVENT_PREFIX + '.start',
-          payloads.SelectDestinationsPayload(
-              request_spec=payloads.RequestSpecPayload.from_spec(spec_obj),
-              destinations=[], driver=driver))
+    _send_select(ctxt, 'info', '.start', payloads.SelectDestinationsPayload,
+                 spec_obj, destinations=[], driver=driver)
 
 
 def select_end(ctxt, spec_obj, driver: str, selections: list) -> None:
-    if not _enabled():
-        return
-    _send(ctxt, 'info', EVENT_PREFIX + '.end',
-          payloads.SelectDestinationsPayload(
-              request_spec=payloads.RequestSpecPayload.from_spec(spec_obj),
-              destinations=[[alts[0].service_host, alts[0].nodename]
-                            for alts in selections],
-              driver=driver))
+    _send_select(ctxt, 'info', '.end', payloads.SelectDestinationsPayload,
+                 spec_obj, driver=driver,
+                 destinations=[[alts[0].service_host, alts[0].nodename]
+                               for alts in selections])
 
 
 def select_error(ctxt, spec_obj, driver: str, error: Exception) -> None:
-    if not _enabled():
-        return
-    _send(ctxt, 'error', EVENT_PREFIX + '.error',
-          payloads.ExceptionPayload(
-              request_spec=payloads.RequestSpecPayload.from_spec(spec_obj),
-              exception=type(error).__name__,
-              exception_message=str(error), driver=driver))
+    _send_select(ctxt, 'error', '.error', payloads.ExceptionPayload,
+                 spec_obj, exception=type(error).__name__,
+                 exception_message=str(error), driver=driver)
 
 
 def claim_expired(claim) -> None:

@@ -1,25 +1,16 @@
 """When the service tells systemd it is ready, and when start-up failed.
 
-``READY=1`` (``Type=notify``) means "serving": systemd orders the
-units that need the scheduler after it, and ``systemctl start`` returns.
-oslo.service (and cotyledon, its threading launcher) send it as soon as
-the launcher runs, before a worker has even connected to the broker: a
-service that could never log in was "started" all the same.
-
-So the launching process takes ``NOTIFY_SOCKET`` out of its environment
-before it launches (the launchers then have nothing to notify, and the
-workers it forks never see it), and keeps it here.  Each worker, once
-its RPC servers consume their queues (a call sent from then on is
-answered), writes ``READY <pid>`` on a pipe made before the fork; the
-launching process sends ``READY=1`` once as many workers as it
-launched have done so.  A worker that cannot start for a reason no
-restart will cure (the broker refused its login) writes ``FATAL <pid>
-<one line>`` instead: the launching process logs that line, stops the
-service as SIGTERM would and exits non-zero with it, rather than respawn
-workers that fail the same way.
-
-The pipe carries one short line per write, which POSIX keeps whole
-however many workers write at once (below ``PIPE_BUF``).
+``READY=1`` (``Type=notify``) means "serving".  oslo.service and
+cotyledon send it as soon as the launcher runs, before a worker has even
+connected to the broker, so the launching process takes
+``NOTIFY_SOCKET`` out of its environment (the launchers and workers
+never see it) and keeps it here.  Each worker, once its RPC servers
+consume their queues, writes ``READY <pid>`` on a pipe made before the
+fork; ``READY=1`` goes once every worker has.  A worker that no restart
+will cure (the broker refused its login) writes ``FATAL <pid> <one
+line>``: the launching process logs it, stops the service as SIGTERM
+would and exits non-zero, rather than respawn workers that fail alike.
+One short line per write: POSIX keeps it whole (below ``PIPE_BUF``).
 """
 
 import os

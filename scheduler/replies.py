@@ -1,45 +1,29 @@
 """How long a reply waits for its caller's reply queue.
 
-oslo.messaging's rabbit driver publishes a reply with the mandatory flag
-(``[oslo_messaging_rabbit] direct_mandatory_flag``, which can no longer
-be turned off): when the caller's ``reply_<uuid>`` queue does not exist
-the broker returns the reply, and the driver publishes it again every
-quarter second for ``kombu_missing_consumer_retry_timeout`` seconds,
-holding the worker that served the call; then it drops the reply, and
-every other reply to that queue for a minute.
+oslo.messaging's rabbit driver publishes a reply with the mandatory
+flag: when the caller's ``reply_<uuid>`` queue does not exist it
+publishes it again every quarter second for
+``kombu_missing_consumer_retry_timeout`` seconds, holding the worker
+that served the call, then drops it and every other reply to that queue
+for a minute.  Two kinds of callers have no queue:
 
-Two kinds of callers have no queue:
+* a dead one, whose replies must cost little: the service waits
+  ``config.REPLY_RETRY_SECONDS``;
+* a live one just after a broker restart, which declares its reply
+  queue again only after its reconnection back-off, and the service may
+  be back first: dropped, its calls would each wait their whole timeout.
 
-* a dead one, which never comes back: each of its replies must cost
-  little.  With the library's 60 s a few dozen of them stalled every
-  caller, so the service waits 2 s (``config.REPLY_RETRY_SECONDS``):
-  64 dead replies then cost the 64 workers about 2 s;
-* a live one just after a broker restart, which deleted every
-  non-durable queue: it declares its reply queue again when its
-  listener reconnects, which takes its reconnection back-off (1, 3,
-  5 ... s, up to ``rabbit_interval_max``) after the broker is back, and
-  the service may be back first.  Its reply used to be dropped after
-  2 s, and its next replies for a minute: each call then waited its
-  whole timeout.
-
-The missing queue alone does not tell them apart; when the service last
-lost the broker does.  Just after a broker restart every caller whose
-call the service serves has just published it, so it is alive; so a
+When the service last lost the broker tells them apart: every caller it
+serves just after a restart has just published its call, so is alive.
+For ``RECOVERY_SECONDS`` after this process last lost the broker a
 reply waits longer (``RECOVERY_WAIT``, counted from the broker's last
-trouble: a broker restarted again meanwhile starts it anew) for
-``RECOVERY_SECONDS`` after
-this process last lost its connection to the broker, and never has its
-queue dropped for a minute then.  The cost of a dead caller is bounded
-in aggregate too: at most half the executor's workers wait longer than
-the short retry at a time (``_LONG_WAITS``); the others give up after
-it, as they do away from a restart.
+trouble), and its queue is never dropped for a minute.  At most half
+the executor's workers wait longer than the short retry at a time
+(``_LONG_WAITS``).
 
-A stopping service waits the short retry only (``stopping()``): the
-calls it serves then were sent before the stop by callers that may
-have given up since, and a reply waiting the long wait held the
-worker's exit for that long, past the launcher's stop budget.  A live
-caller whose reply is lost that way times out and tries again, as it
-would with a service that had died.
+A stopping service waits the short retry only (``stopping()``): its
+callers may have given up, and a long wait would hold the worker's exit
+past the stop budget; a live caller times out and tries again.
 """
 
 import functools

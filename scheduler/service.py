@@ -46,10 +46,9 @@ class Service(service.Service):
         self.servers: list = []
         #: Set by ``launch()``: where a worker says it serves.
         self.readiness: readiness_mod.Readiness | None = None
-        # A SIGTERM may come while start() is still connecting (systemd
-        # stopping a unit that is starting, a test tearing down at
-        # once): stop() then waits for start() to reach a safe point,
-        # and start() starts nothing once a stop was asked for.
+        # A SIGTERM may come while start() is still connecting: stop()
+        # then waits for start() to reach a safe point, and start()
+        # starts nothing once a stop was asked for.
         self._lifecycle = threading.Lock()
         self._stop_asked = False
         self._start_done = threading.Event()
@@ -123,12 +122,10 @@ class Service(service.Service):
     def _load_saved_state(self) -> None:
         """Load what the inventory holds; put off during an outage.
 
-        A worker the launcher forks while the database is away (one
-        died, or a reload) must still start: dying here made the
-        launcher fork it again at once, over and over, each time with a
-        traceback.  It serves ``InventoryUnavailable`` instead, as the
-        other workers do, and loads at its first request or periodic
-        run once the database is back (``HostManager.ensure_loaded``).
+        A worker forked while the database is away must still start
+        (else the launcher forks it again and again): it serves
+        ``InventoryUnavailable`` as the others do, and loads once the
+        database is back (``HostManager.ensure_loaded``).
         """
         try:
             self.manager.driver.host_manager.load_from_inventory()
@@ -213,8 +210,7 @@ class Service(service.Service):
             timeout=BROKER_PROBE_TIMEOUT)
         if broker_down:
             # Every connection of the servers retries the broker without
-            # a limit, under its lock: waiting for them waited for the
-            # broker (a stop took the whole stop grace, 48 s).
+            # a limit, under its lock: waiting for them waits for it.
             grace = BROKER_DOWN_GRACE if grace is None \
                 else min(grace, BROKER_DOWN_GRACE)
         # The broker may also go while the stop waits (a node shutting
@@ -245,21 +241,11 @@ class Service(service.Service):
 
 
 #: Host reports a server of a worker holds taken off the bus and not
-#: yet served, at most (``rpc.get_server``'s ``at_once``).
-#:
-#: A report only computes (decode, compare, keep): taking more at once
-#: serves none sooner.  Taken by the executor's 64 workers, as every
-#: other cast, a worker that fell behind its fleet's reports (its CPU
-#: shared with other processes) held 128 of them, and under eventlet a
-#: request got the worker's one thread back after each of its database
-#: and broker round trips only once the reports ready to run had run,
-#: while a flush's transaction held its row locks across each of its
-#: own round trips as long: claims and deletions waited on the locks,
-#: the database connections ran out and calls timed out, with the CPU
-#: spent on reports.  Reports a worker cannot keep up with now wait on
-#: the bus, which the report lag accounts for (``scheduler.report_lag``:
-#: no host is judged down for it); instance news on the same server is
-#: not bounded this way (it waits on the database, side by side).
+#: yet served, at most (``rpc.get_server``'s ``at_once``).  A report
+#: only computes: taking more at once serves none sooner, and a worker
+#: behind on reports would make every request wait for them between its
+#: round trips.  Reports wait on the bus instead, which the report lag
+#: accounts for (``scheduler.report_lag``).
 REPORTS_AT_ONCE = 4
 
 

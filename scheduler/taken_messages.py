@@ -1,16 +1,11 @@
 """What a stopping RPC server took off the bus is served, not dropped.
 
-oslo.messaging's RabbitMQ listener acknowledges a call or cast as soon
-as its connection receives it, before a worker takes it.  ``stop()``
-ends the listener's poll loop but leaves its consumer registered at the
-broker (``stop_consuming`` only sets a flag) until ``wait()`` closes
-the connection; meanwhile the connection's heartbeat thread keeps
-reading, so every message the broker pushes is acknowledged into a
-list nobody polls any more (``rabbit_qos_prefetch_count`` bounds only
-what is unacknowledged: these are acknowledged as they arrive).
-A service sent SIGTERM thus swallowed every ``schedule_run_instance``
-cast queued while its calls in flight finished: never built, never
-logged.
+oslo.messaging's RabbitMQ listener acknowledges a message as soon as
+its connection receives it.  ``stop()`` ends the listener's poll loop
+but leaves its consumer registered at the broker until ``wait()``
+closes the connection; meanwhile the heartbeat thread keeps reading, so
+every message pushed is acknowledged into a list nobody polls: casts
+queued during a stop would be lost without a trace.
 
 ``serve_taken(server)``, between ``stop()`` and ``wait()``: cancels the
 listener's consumers at the broker (whatever is still queued stays

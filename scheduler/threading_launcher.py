@@ -1,21 +1,12 @@
 """The service's workers under the threading runtime, reloaded in place.
 
-oslo.service's threading backend runs workers with cotyledon.  On
-SIGHUP its parent re-reads the configuration files and forwards the
-signal to every worker, but its worker class has no ``reload``: each
-worker then ends itself with SIGTERM (cotyledon's default) and a new
-one is forked.  Every worker restarted on each SIGHUP (requests in
-flight finished, new ones waited for a fresh connection and a reload
-of the inventory), where the eventlet launcher mutates the
-configuration and calls ``Service.reset()`` in the same processes.
-
-This launcher drives cotyledon (a public API) directly, with a worker
-that reloads as the eventlet launcher does (``restart_method
-='mutate'``): the parent mutates its configuration (cotyledon's
-oslo.config glue), each worker mutates its own and resets the service.
-Everything else is cotyledon's, as under oslo.service: one process
-group, a SIGTERM drains every worker for at most
-``graceful_shutdown_timeout``, a dead worker is forked again.
+oslo.service's threading backend runs workers with cotyledon, whose
+worker class has no ``reload``: on SIGHUP each worker would end itself
+and a new one be forked.  This launcher drives cotyledon (a public API)
+directly, with a worker that reloads as the eventlet launcher does
+(``restart_method='mutate'``): the parent mutates its configuration,
+each worker mutates its own and resets the service.  Everything else
+is cotyledon's, as under oslo.service.
 """
 
 import cotyledon

@@ -66,14 +66,11 @@ FAKE_DRIVER_MODULE = 'oslo_messaging._drivers.impl_fake'
 def stamp_published_messages() -> None:
     """Make every kombu publish of this process carry ``user_id``.
 
-    oslo.messaging's rabbit driver publishes through
-    ``kombu.messaging.Producer.publish`` (public kombu API) and offers
-    no way to add message properties.  Wrapped here, once per process:
-    a publish that does not name a ``user_id`` gets the login of the
-    connection it goes out on, which is the only value the broker
-    accepts, so nothing that was delivered before is refused now.  A
-    connection without a login name (TLS client certificates, the
-    EXTERNAL mechanism) leaves it out.
+    oslo.messaging offers no way to add message properties, so kombu's
+    public ``Producer.publish`` is wrapped, once per process: a publish
+    without ``user_id`` gets the login of its connection, the only value
+    the broker accepts.  A connection without a login name (EXTERNAL)
+    leaves it out.
     """
     publish = kombu.messaging.Producer.publish
     if getattr(publish, 'stamps_user_id', False):
@@ -186,21 +183,13 @@ def is_admin(ctxt) -> bool:
     return getattr(ctxt, 'is_admin', False) is True and is_operator(ctxt)
 
 
-def binding_enabled() -> bool:
-    """Whether ``[trust] compute_users`` binds computes to hosts."""
-    return bool(CONF.trust.compute_users)
-
-
 @functools.lru_cache(maxsize=1024)
 def _matcher(value: str, user: str):
-    """The compiled patterns of one ``compute_users`` entry for
-    ``user`` (asked for every report: compiled once).
+    """The compiled patterns of one ``compute_users`` entry for ``user``.
 
     ``{user}`` stands for the name itself, never a pattern: a broker
-    user named ``c*`` or ``rack[0-9]`` must not own every host named
-    like that (RabbitMQ allows such user names; host names are
-    validated before this is asked, so they hold no pattern
-    characters).
+    user named ``c*`` must not own every host named like that (host
+    names are validated before, so they hold no pattern characters).
     """
     patterns = [p.strip().replace('{user}', glob.escape(user)).lower()
                 for p in value.split('|') if p.strip()]
@@ -210,18 +199,15 @@ def _matcher(value: str, user: str):
                                for p in patterns))
 
 
-def _owns(table: dict, user: str | None, host: str, wildcard: bool) -> bool:
-    if not user or user == LOCAL:
-        return False
-    value = table.get(user, table.get('*') if wildcard else None)
-    matcher = _matcher(value, user) if value else None
-    return matcher is not None and matcher.match(host.lower()) is not None
-
-
 def owns(user: str | None, host: str, wildcard: bool = True) -> bool:
     """Whether compute credential ``user`` may speak for ``host``;
     without ``wildcard``, only by an entry naming ``user`` itself."""
-    return _owns(CONF.trust.compute_users, user, host, wildcard)
+    if not user or user == LOCAL:
+        return False
+    table = CONF.trust.compute_users
+    value = table.get(user, table.get('*') if wildcard else None)
+    matcher = _matcher(value, user) if value else None
+    return matcher is not None and matcher.match(host.lower()) is not None
 
 
 #: The channels a compute's cast may come through: its own topic, which
@@ -248,10 +234,8 @@ def may_speak_for(ctxt, host: str, channel: str) -> bool:
             and CONF.trust.accept_unstamped_legacy_casts):
         # An older release's compute, during the upgrade window.
         return True
-    table = CONF.trust.compute_users
-    if table:
-        return _owns(table, sender(ctxt), host,
-                     wildcard=channel == REPORTS_TOPIC)
+    if CONF.trust.compute_users:
+        return owns(sender(ctxt), host, wildcard=channel == REPORTS_TOPIC)
     return channel == REPORTS_TOPIC
 
 
@@ -263,16 +247,12 @@ def refusal(ctxt, what: str) -> exception.NotAuthorized:
 
 def check_forced_hosts(ctxt, spec_obj, uuids: typing.Sequence = (),
                        placements: typing.Callable | None = None) -> None:
-    """Only admins may force a host or node (nova: by API policy), but
-    for nova's rebuild check, which every user's rebuild sends.
-
-    Raises ``NotAuthorized`` for ``force_hosts`` / ``force_nodes`` or
-    nova's rebuild hint (``_nova_check_type``: the filters that do not
-    run on a rebuild, the resource filters among them, are skipped) in
-    a request that is not an admin's from an operator credential,
-    unless it is a rebuild of instances already where it forces them
-    (``rebuilds_in_place``): nova's compute API forces the instance's
-    own host and node for every user's rebuild with a new image.
+    """``NotAuthorized`` for ``force_hosts`` / ``force_nodes`` or nova's
+    rebuild hint (which skips the resource filters) in a request that is
+    not an admin's from an operator credential (nova: by API policy),
+    unless it rebuilds instances where it forces them
+    (``rebuilds_in_place``), as nova's API does for every user's rebuild
+    with a new image.
     """
     forced = [key for key in ('force_hosts', 'force_nodes')
               if spec_obj.obj_get(key)]
@@ -296,13 +276,11 @@ def rebuilds_in_place(spec_obj, uuids: typing.Sequence,
                       placements: typing.Callable) -> bool:
     """Whether the request rebuilds instances where they are.
 
-    ``placements(uuids)`` says where each instance is (``{uuid:
-    {'host', 'nodename', and 'memory_mb', 'vcpus', 'disk_gb' when the
-    inventory holds its claim}}``).  Each of ``uuids`` must be on a
-    forced host (and node, when nodes are forced) and, where its claim
-    is known, ask for the resources it holds: nova keeps the flavor on
-    a rebuild, and a rebuild's claim replaces the instance's without
-    the resource filters.
+    ``placements(uuids)``: ``{uuid: {'host', 'nodename', and 'memory_mb',
+    'vcpus', 'disk_gb' when its claim is known}}``.  Each instance must
+    be on a forced host (and node) and, where its claim is known, ask
+    for the resources it holds: nova keeps the flavor on a rebuild, whose
+    claim skips the resource filters.
     """
     if not uuids:
         return False
@@ -326,7 +304,7 @@ def rebuilds_in_place(spec_obj, uuids: typing.Sequence,
 
 def log_binding() -> None:
     """One line at start: whether reports are bound to credentials."""
-    if binding_enabled():
+    if CONF.trust.compute_users:
         LOG.info('Compute reports are bound to broker users ([trust] '
                  'compute_users): %s', ', '.join(
                      '%s:%s' % kv for kv in

@@ -42,19 +42,13 @@ def _announce(changed: dict | None = None, deleted: dict | None = None):
         api = rpcapi.SchedulerAPI(timeout=10, cast_retry=ANNOUNCE_RETRY)
         ctxt = ctx_mod.get_admin_context()
         if changed is not None:
-            api.update_aggregates(ctxt, [_obj(changed)])
+            api.update_aggregates(ctxt, [objects.Aggregate.from_row(changed)])
         if deleted is not None:
-            api.delete_aggregate(ctxt, _obj(deleted))
+            api.delete_aggregate(ctxt, objects.Aggregate.from_row(deleted))
     except Exception as e:  # the bus may be down; the periodic task heals
         LOG.warning('Saved, but could not notify the schedulers (%s); they '
                     'will pick the change up within [scheduler] '
                     'periodic_task_interval', e)
-
-
-def _obj(agg: dict) -> objects.Aggregate:
-    return objects.Aggregate(id=agg['id'], uuid=agg['uuid'], name=agg['name'],
-                             hosts=list(agg['hosts']),
-                             metadata=dict(agg['metadata']))
 
 
 def _show(args, agg: dict) -> int:

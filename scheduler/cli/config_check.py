@@ -53,9 +53,6 @@ COLUMNS = ['check', 'result', 'detail']
 #: Seconds to wait for a database server or a broker to answer.
 DEFAULT_TIMEOUT = parsers.CHECK_TIMEOUT
 
-#: oslo.messaging's transport drivers, by URL scheme.
-TRANSPORT_DRIVERS = 'oslo.messaging.drivers'
-
 #: The ports AMQP brokers listen on when a transport URL names none.
 _AMQP_PORT = 5672
 _AMQPS_PORT = 5671
@@ -428,24 +425,21 @@ def check_weighers() -> list:
 
 # -- the inventory ----------------------------------------------------------
 
-def _connect_args(url: sa.URL, timeout: float) -> dict:
-    if url.get_backend_name() in ('mysql', 'postgresql'):
-        return {'connect_timeout': max(1, int(math.ceil(timeout)))}
-    return {}
-
-
-def _database_revision(url_text: str, timeout: float) -> str | None:
-    """The schema revision at ``url_text``, after one quick connection.
+def _ask(url_text: str, timeout: float, question):
+    """``question(conn)`` on one quick connection to ``url_text``.
 
     A one-off engine without oslo.db's connection retries: the service
     retries for minutes, a check must answer now.
     """
     url = sa.make_url(url_text)
+    connect_args = {}
+    if url.get_backend_name() in ('mysql', 'postgresql'):
+        connect_args['connect_timeout'] = max(1, int(math.ceil(timeout)))
     engine = sa.create_engine(url, poolclass=sa.pool.NullPool,
-                              connect_args=_connect_args(url, timeout))
+                              connect_args=connect_args)
     try:
         with engine.connect() as conn:
-            return migration.revision_of(conn)
+            return question(conn)
     finally:
         engine.dispose()
 
@@ -464,7 +458,7 @@ def check_database(timeout: float = DEFAULT_TIMEOUT) -> list:
                 and not os.path.exists(parsed.database)):
             return [Result('database', FAIL, '%s: the file does not exist: '
                            '%s' % (shown, sync))]
-        current = _database_revision(url, timeout)
+        current = _ask(url, timeout, migration.revision_of)
     except Exception as e:
         return [Result('database', FAIL, '%s: cannot connect: %s' % (
             shown, urls.mask_secret(_error(e), url)))]
@@ -482,30 +476,19 @@ def check_database(timeout: float = DEFAULT_TIMEOUT) -> list:
     return [Result('database', FAIL, '%s %s: %s' % (shown, why, sync))]
 
 
-def _max_connections(url_text: str, timeout: float) -> tuple:
+def _max_connections(conn: sa.Connection) -> tuple:
     """``(max_connections, reserved for superusers, open now)`` of the
-    server behind ``url_text`` (PostgreSQL or MySQL/MariaDB)."""
-    url = sa.make_url(url_text)
-    engine = sa.create_engine(url, poolclass=sa.pool.NullPool,
-                              connect_args=_connect_args(url, timeout))
-    try:
-        with engine.connect() as conn:
-            if url.get_backend_name() == 'postgresql':
-                limit = int(conn.exec_driver_sql(
-                    'SHOW max_connections').scalar())
-                reserved = int(conn.exec_driver_sql(
-                    'SHOW superuser_reserved_connections').scalar())
-                used = int(conn.exec_driver_sql(
-                    'SELECT count(*) FROM pg_stat_activity WHERE '
-                    "backend_type = 'client backend'").scalar())
-                return limit, reserved, used
-            limit = int(conn.exec_driver_sql(
-                'SELECT @@max_connections').scalar())
-            used = int(conn.exec_driver_sql(
-                "SHOW GLOBAL STATUS LIKE 'Threads_connected'").one()[1])
-            return limit, 0, used
-    finally:
-        engine.dispose()
+    server (PostgreSQL or MySQL/MariaDB)."""
+    def ask(sql):
+        return conn.exec_driver_sql(sql)
+    if conn.dialect.name == 'postgresql':
+        return (int(ask('SHOW max_connections').scalar()),
+                int(ask('SHOW superuser_reserved_connections').scalar()),
+                int(ask("SELECT count(*) FROM pg_stat_activity WHERE "
+                        "backend_type = 'client backend'").scalar()))
+    return (int(ask('SELECT @@max_connections').scalar()), 0,
+            int(ask("SHOW GLOBAL STATUS LIKE 'Threads_connected'")
+                .one()[1]))
 
 
 def check_connections(services: int = 1,
@@ -537,7 +520,7 @@ def check_connections(services: int = 1,
     workers = CONF.scheduler.workers
     per_service = per_worker * workers
     try:
-        limit, reserved, used = _max_connections(url, timeout)
+        limit, reserved, used = _ask(url, timeout, _max_connections)
     except Exception as e:
         return [Result('connections', SKIP, 'cannot ask the server its '
                        'max_connections: %s' % urls.mask_secret(
@@ -562,11 +545,6 @@ def check_connections(services: int = 1,
 
 
 # -- the message bus --------------------------------------------------------
-
-def _transport_drivers() -> list:
-    return sorted({ep.name for ep in importlib_metadata.entry_points(
-        group=TRANSPORT_DRIVERS)})
-
 
 def _default_port(transport: str) -> int:
     if transport in ('rabbit', 'kombu'):
@@ -606,7 +584,8 @@ def _parse_transport(check: str, option: str, url: str | None,
         return None
     shown = (_mask_transport(urls.masked_url(url), url, parsed) if url
              else '(unset: rabbit://)')
-    drivers = _transport_drivers()
+    drivers = sorted({ep.name for ep in importlib_metadata.entry_points(
+        group='oslo.messaging.drivers')})
     if parsed.transport not in drivers:
         results.append(Result(check, FAIL, '%s %s: unknown transport %r '
                               '(installed: %s)' % (option, shown,
@@ -620,37 +599,28 @@ def _parse_transport(check: str, option: str, url: str | None,
     return parsed
 
 
+def _answers(host: str, port: int, timeout: float) -> Result | None:
+    """A failure row unless ``host:port`` takes a TCP connection."""
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as e:
+        return Result('message_bus', FAIL, '%s:%d does not answer: %s' % (
+            host, port, e))
+    return None
+
+
 def _reach(parsed, timeout: float) -> list:
     """A TCP connection to every broker of ``parsed``."""
     if parsed.transport == 'fake':
         return [Result('message_bus', OK, 'fake:// is in-process: nothing '
                        'to reach')]
-    results = []
-    for host, port in _brokers(parsed):
-        try:
-            socket.create_connection((host, port), timeout=timeout).close()
-        except OSError as e:
-            results.append(Result('message_bus', FAIL, '%s:%d does not '
-                                  'answer: %s' % (host, port, e)))
-        else:
-            results.append(Result('message_bus', OK, '%s:%d accepts '
-                                  'connections' % (host, port)))
-    return results
+    return [_answers(host, port, timeout) or Result(
+        'message_bus', OK, '%s:%d accepts connections' % (host, port))
+        for host, port in _brokers(parsed)]
 
 
 #: Transports whose brokers speak AMQP 0-9-1 (``_login`` checks them).
 _RABBIT_TRANSPORTS = ('rabbit', 'kombu')
-
-
-def _rabbit_option(parsed, name: str):
-    """``[oslo_messaging_rabbit] name``, or the URL's query value for it
-    (oslo.messaging lets ``?ssl=1`` and the like override the file)."""
-    return rpc.rabbit_option(CONF, parsed, name)
-
-
-def _tls_options(parsed, host: str):
-    """What oslo.messaging's rabbit driver hands kombu as ``ssl``."""
-    return rpc.amqp_ssl_options(CONF, parsed, host)
 
 
 def _login_failure(error: Exception, tls: bool) -> str:
@@ -684,18 +654,16 @@ def _login(parsed, timeout: float) -> list:
     here rather than in the service's log after a restart.
     """
     results = []
-    login_method = _rabbit_option(parsed, 'rabbit_login_method')
+    login_method = rpc.rabbit_option(CONF, parsed, 'rabbit_login_method')
     for index, (host, port) in enumerate(_brokers(parsed)):
         entry = parsed.hosts[index] if parsed.hosts else None
         user = (entry.username if entry and entry.username is not None
                 else 'guest')
-        tls = _tls_options(parsed, host)
+        tls = rpc.amqp_ssl_options(CONF, parsed, host)
         where = '%s:%d' % (host, port)
-        try:
-            socket.create_connection((host, port), timeout=timeout).close()
-        except OSError as e:
-            results.append(Result('message_bus', FAIL, '%s does not '
-                                  'answer: %s' % (where, e)))
+        silent = _answers(host, port, timeout)
+        if silent:
+            results.append(silent)
             continue
         connection = kombu.Connection(
             hostname=host, port=port, userid=user,

@@ -233,20 +233,13 @@ def _print_detail(detail: dict) -> None:
         cells = _node_cells(node)
         output.emit([{'field': f, 'value': cells.get(f)}
                      for f in NODE_FIELDS], ['field', 'value'])
-    out.write('\nAggregates:\n')
-    if detail['aggregates']:
-        output.emit(detail['aggregates'], AGGREGATE_COLUMNS)
-    else:
-        out.write('(none)\n')
-    out.write('\nInstances:\n')
-    if detail['instances']:
-        output.emit(detail['instances'], INSTANCE_COLUMNS)
-    else:
-        out.write('(none)\n')
-
-
-#: ``hosts list --state`` values: liveness states, and ``disabled``.
-STATES = parsers.HOST_STATES
+    for key, columns in (('aggregates', AGGREGATE_COLUMNS),
+                         ('instances', INSTANCE_COLUMNS)):
+        out.write('\n%s:\n' % key.capitalize())
+        if detail[key]:
+            output.emit(detail[key], columns)
+        else:
+            out.write('(none)\n')
 
 
 def select_rows(rows: list, host: str | None = None,
@@ -286,7 +279,7 @@ def summary(rows: list) -> list:
     """Field/value rows: the nodes by state, and the fleet's resources."""
     out = [{'field': 'nodes', 'value': len(rows)},
            {'field': 'hosts', 'value': len({r['host'] for r in rows})}]
-    for state in STATES:
+    for state in parsers.HOST_STATES:
         count = (sum(1 for r in rows if r['disabled']) if state == 'disabled'
                  else sum(1 for r in rows if r['state'] == state))
         out.append({'field': 'nodes %s' % state, 'value': count})

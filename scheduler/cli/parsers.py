@@ -12,6 +12,7 @@ only when that command runs.  ``scheduler-manage --help`` (or
 """
 
 import argparse
+import functools
 import importlib
 import sys
 
@@ -49,24 +50,11 @@ class Command:
         return 'Command(%s.%s)' % (self.module, self.name)
 
 
-def _requests(name: str) -> Command:
-    return Command('scheduler.cli.requests', name)
-
-
-def _hosts(name: str) -> Command:
-    return Command('scheduler.cli.hosts', name)
-
-
-def _aggregates(name: str) -> Command:
-    return Command('scheduler.cli.aggregates', name)
-
-
-def _db(name: str) -> Command:
-    return Command('scheduler.cli.db', name)
-
-
-def _replay(name: str) -> Command:
-    return Command('scheduler.cli.replay', name)
+_requests = functools.partial(Command, 'scheduler.cli.requests')
+_hosts = functools.partial(Command, 'scheduler.cli.hosts')
+_aggregates = functools.partial(Command, 'scheduler.cli.aggregates')
+_db = functools.partial(Command, 'scheduler.cli.db')
+_replay = functools.partial(Command, 'scheduler.cli.replay')
 
 
 def add_common_options(common: argparse.ArgumentParser) -> None:

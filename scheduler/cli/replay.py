@@ -38,12 +38,12 @@ def _write_outputs(document: dict, args) -> None:
 
 
 def _config_pairs(paths: list) -> list:
-    from scheduler.replay import runner
+    """``(name, path)`` of each ``--config``: named after its file."""
     pairs, seen = [], set()
     for path in paths:
         if not os.path.isfile(path):
             raise FileNotFoundError('--config %s: no such file' % path)
-        name = runner.config_name(path)
+        name = os.path.splitext(os.path.basename(path))[0]
         while name in seen:
             name += "'"
         seen.add(name)

@@ -4,26 +4,20 @@
     scheduler-compute-sim --config-file scheduler.conf \\
         --fleet etc/scheduler/fleet.example.json --control-dir /tmp/ctl
 
-The hosts report to the scheduler on ``[scheduler] topic`` and serve
-``run_instance`` / ``terminate_instance`` on ``[compute] topic`` (see
-``scheduler.simulator.agent``).  With ``--control-dir DIR``, touching
-``DIR/<host>.down`` silences that host until the file is removed.
-The whole fleet shares one transport and one RPC server, whatever its
-size (see ``scheduler.simulator.routing``).  The fleet's aggregates are
-cast once a scheduler answers on the topic, so either may start first.
-Progress lines say how many hosts have started and how many reports
-per second go out.  A fleet larger than the limits below is refused
-before anything starts.  SIGTERM or SIGINT stops it at any point,
-start-up included, and it exits 0; a stop still held by the bus after
-twice ``STOP_GRACE`` (and a little more) ends the process anyway, with
-every thread's stack on stderr.  A broker that refuses its login
-(after a few tries) or a fleet that cannot start ends it with one line
-and status 1; a report interval that is not below ``[scheduler]
-service_down_time`` is refused before anything starts (the hosts would
-flap down and up).  A scheduler too old to hear its reports while
-``[upgrade_levels] scheduler`` is unset ends it with one ERROR line and
-status 2 (``SchedulerTooOld``).  Options it does not know
-(``--log-file``, ``--debug``, ...) go to oslo.config.
+The hosts report on ``[scheduler] topic`` and serve ``run_instance`` /
+``terminate_instance`` on ``[compute] topic`` (``scheduler.simulator``),
+the whole fleet on one transport and one RPC server.  With
+``--control-dir DIR``, touching ``DIR/<host>.down`` silences that host
+until the file is removed.  The aggregates are cast once a scheduler
+answers, so either may start first.
+
+SIGTERM or SIGINT stops it at any point and it exits 0 (a stop still
+held by the bus after twice ``STOP_GRACE`` ends it anyway, with every
+thread's stack on stderr).  Exit status 1: a broker that refuses the
+login, a fleet that cannot start, a fleet over the limits below or a
+report interval not below ``service_down_time``; status 2: a scheduler
+too old to hear its reports (``SchedulerTooOld``).  Options it does not
+know go to oslo.config.
 """
 
 import argparse

@@ -5,28 +5,20 @@
     scheduler-demo --transport-url rabbit://guest:guest@127.0.0.1:5672/
 
 For each driver (filter_scheduler, chance_scheduler, ip_scheduler) the
-demo runs a scheduler service and a simulated fleet of 50 hosts in two
-availability zones (doc-*, ops-*, dev-*, big-* and arm-* hosts of
-several sizes), waits until the scheduler knows every host, then acts as
-a conductor: it asks ``SchedulerAPI`` for destinations (small, medium and
-large flavors, a zone-pinned request, several instances with alternates,
-requests from 10.1.x / 10.2.x / 192.0.2.x source addresses for the
-ip_scheduler, a request that cannot fit), casts ``schedule_run_instance``
-and watches the simulated computes start the instances, then terminates
-them.  Every outcome is checked against what the driver should do; the
-demo prints a table per driver and a summary, and exits 1 if any check
-failed.
+demo runs a scheduler service and a simulated fleet
+(``scheduler.demo.scenario``), then acts as a conductor: it asks
+``SchedulerAPI`` for destinations, casts ``schedule_run_instance``,
+watches the simulated computes start the instances and terminates
+them.  Every outcome is checked against what the driver should do; it
+prints a table per driver and a summary, and exits 1 if a check failed.
 
-By default everything runs in this process on the ``fake://`` transport
-and SQLite inventories in a temporary directory, one driver after the
-other.  With a ``rabbit://`` ``--transport-url`` the scheduler runs as
-``scheduler-service`` and the fleet as ``scheduler-compute-sim``:
-separate processes with generated configuration files, all started
-first, each driver's pair on its own topics and inventory.  The run has
-its own control exchange and auto-delete queues, so that runs do not
-meet and leave nothing behind on the broker.  This process then reads
-the scheduler's inventory to see what it knows.  On failure the
-processes' logs are kept and their directory printed.
+By default everything runs in this process on ``fake://`` with SQLite
+inventories in a temporary directory.  With a ``rabbit://``
+``--transport-url`` the scheduler runs as ``scheduler-service`` and the
+fleet as ``scheduler-compute-sim``, each driver's pair on its own topics
+and inventory, with the run's own control exchange and auto-delete
+queues (nothing is left on the broker).  On failure the processes' logs
+are kept and their directory printed.
 """
 
 import argparse

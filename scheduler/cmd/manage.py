@@ -1,22 +1,9 @@
 """``scheduler-manage``: the operator's and caller's command line.
 
-Each command group lives in its own module of ``scheduler.cli``:
-
-* ``select`` / ``explain``: ask the scheduler service, as a conductor
-  does (``scheduler.cli.requests``);
-* ``hosts list`` / ``hosts show HOST``: what the inventory knows of
-  each node (``scheduler.cli.hosts``); ``hosts`` alone lists;
-* ``aggregate ...``: manage host aggregates (``scheduler.cli.aggregates``);
-* ``db sync`` / ``db version``: the inventory's schema
-  (``scheduler.cli.db``);
-* ``config check``: check a configuration before a restart or SIGHUP
-  (``scheduler.cli.config_check``);
-* ``snapshot`` / ``replay`` / ``capacity``: try a configuration on
-  recorded traffic, and count what still fits (``scheduler.cli.replay``).
-
-Every command takes ``--format table|json|yaml|value`` and
-``--timeout``.  Any failure is one line on stderr (``scheduler.cli.
-errors``) and a non-zero exit; ``--debug`` adds the traceback.
+Each command group lives in its own module of ``scheduler.cli``; their
+arguments are all in ``scheduler.cli.parsers``.  Any failure is one line
+on stderr (``scheduler.cli.errors``) and a non-zero exit; ``--debug``
+adds the traceback.
 """
 
 import argparse

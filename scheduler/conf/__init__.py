@@ -1,8 +1,9 @@
 """Every configuration option of the scheduler, registered on ``cfg.CONF``.
 
-One module per option group; each has ``register_opts(conf)`` and
-``list_opts()``.  ``scheduler.conf.opts`` gathers them for
-oslo-config-generator.
+One module per option group, each with ``list_opts()`` (``{group:
+[opts]}``), which registers them here and ``scheduler.conf.opts``
+gathers for oslo-config-generator; ``database`` only sets oslo.db's
+defaults.
 """
 
 from oslo_config import cfg
@@ -27,4 +28,7 @@ ALL_MODULES = (default, scheduler, filter_scheduler, ip_scheduler, compute,
                trust, trace)
 
 for _module in ALL_MODULES:
-    _module.register_opts(CONF)
+    for _group, _opts in _module.list_opts().items():
+        CONF.register_opts(_opts, group=None if _group == 'DEFAULT'
+                           else _group)
+database.register_opts(CONF)

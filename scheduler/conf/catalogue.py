@@ -391,12 +391,5 @@ Related options:
 ]
 
 
-def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_group(filter_group)
-    conf.register_opts(filter_opts, group=filter_group)
-    conf.register_group(metrics_group)
-    conf.register_opts(metrics_opts, group=metrics_group)
-
-
 def list_opts() -> dict:
     return {filter_group: filter_opts, metrics_group: metrics_opts}

@@ -49,10 +49,5 @@ the ratio each host reports.
 ]
 
 
-def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_group(compute_group)
-    conf.register_opts(compute_opts, group=compute_group)
-
-
 def list_opts() -> dict:
     return {compute_group: compute_opts}

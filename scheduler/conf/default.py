@@ -52,9 +52,5 @@ Related options:
 ]
 
 
-def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_opts(default_opts)
-
-
 def list_opts() -> dict:
     return {'DEFAULT': default_opts}

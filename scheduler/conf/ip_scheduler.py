@@ -41,10 +41,5 @@ Related options:
 ]
 
 
-def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_group(ip_group)
-    conf.register_opts(ip_opts, group=ip_group)
-
-
 def list_opts() -> dict:
     return {ip_group: ip_opts}

@@ -109,10 +109,5 @@ Related options:
 ]
 
 
-def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_group(limits_group)
-    conf.register_opts(limits_opts, group=limits_group)
-
-
 def list_opts() -> dict:
     return {limits_group: limits_opts}

@@ -78,10 +78,5 @@ Related options:
 ]
 
 
-def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_group(prometheus_group)
-    conf.register_opts(prometheus_opts, group=prometheus_group)
-
-
 def list_opts() -> dict:
     return {prometheus_group: prometheus_opts}

@@ -250,10 +250,5 @@ Related options:
 ]
 
 
-def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_group(scheduler_group)
-    conf.register_opts(scheduler_opts, group=scheduler_group)
-
-
 def list_opts() -> dict:
     return {scheduler_group: scheduler_opts}

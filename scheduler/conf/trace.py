@@ -109,10 +109,5 @@ Related options:
 ]
 
 
-def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_group(trace_group)
-    conf.register_opts(trace_opts, group=trace_group)
-
-
 def list_opts() -> dict:
     return {trace_group: trace_opts}

@@ -93,10 +93,5 @@ Related options:
 ]
 
 
-def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_group(trust_group)
-    conf.register_opts(trust_opts, group=trust_group)
-
-
 def list_opts() -> dict:
     return {trust_group: trust_opts}

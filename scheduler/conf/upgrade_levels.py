@@ -23,10 +23,5 @@ scheduler for its version once and caps to it.
 ]
 
 
-def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_group(upgrade_group)
-    conf.register_opts(upgrade_opts, group=upgrade_group)
-
-
 def list_opts() -> dict:
     return {upgrade_group: upgrade_opts}

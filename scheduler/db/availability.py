@@ -1,24 +1,20 @@
 """Whether the inventory database answers: outages, told once.
 
-When the database goes away (a restart, a network cut, a server out of
-connections) every request, report and periodic task that touches it
-fails at once, hundreds a second.  Each of them used to log its own
-traceback.  Here an outage is one state of the process:
+When the database goes away every request, report and periodic task
+that touches it fails at once, hundreds a second; an outage is one
+state of the process instead of a traceback each:
 
 * ``unavailable(error)`` turns the driver's error into
-  ``exception.InventoryUnavailable`` (typed, sent to callers as an
-  expected exception: "retry later") and begins an outage;
-* ``count(what)`` adds one failed operation of kind ``what`` (a
-  refused request, a report kept for later, a dropped build) to the
-  outage's tally; the first one logs the outage's one WARNING, naming
-  what failed and why;
-* ``available()``, called after every transaction that committed, ends
-  the outage with one line giving its length and the tally.
+  ``exception.InventoryUnavailable`` ("retry later") and begins an
+  outage;
+* ``count(what)`` adds one failed operation of kind ``what`` to the
+  outage's tally; the first one logs the outage's one WARNING;
+* ``available()``, after every transaction that committed, ends the
+  outage with one line giving its length and the tally.
 
-One owner per process (each worker has its own connections, so its own
-view of the outage).  The state sits behind a native lock that is never
-held across I/O or logging, so green and native threads may both call
-in (requests and periodic tasks, under either runtime).
+One owner per process (each worker has its own connections); the state
+sits behind a native lock never held across I/O or logging, so green
+and native threads may both call in.
 """
 
 import logging as std_logging
@@ -213,19 +209,10 @@ def available(began: float) -> None:
                  'tally': tally})
 
 
-def in_outage() -> bool:
-    """Whether this process is in an outage it has not seen end."""
-    return _OUTAGE.since is not None
-
-
 class LostConnectionFilter(std_logging.Filter):
-    """Drops SQLAlchemy's traceback for a connection that was lost.
-
-    When a connection goes back to its pool after the server went away,
-    its rollback fails too, and the pool logs that at ERROR with a full
-    traceback, once per connection.  The outage's own line says it
-    already; any other error passes.
-    """
+    """Drops the pool's ERROR traceback for the failed rollback of a
+    connection the server lost (once per connection): the outage's own
+    line says it already."""
 
     #: Loggers of SQLAlchemy's pools (each class logs on its own).
     LOGGERS = ('sqlalchemy.pool.impl.QueuePool',

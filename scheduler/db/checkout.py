@@ -1,28 +1,17 @@
 """How a server database's pooled connection is checked before use.
 
-oslo.db's engine factory turns on SQLAlchemy's ``pool_pre_ping``: a
-``SELECT 1`` round trip on every checkout, so that a connection the
-server dropped (a restart, a proxy's idle cut) is replaced before the
-work runs.  A request takes a connection three or four times (the
-freshness read, the claim, the build's confirmation and the re-read
-after it), and under load each of those round trips is one more wait
-for the server process to be scheduled, on the path of every placement.
-
-Here the ping is kept only where a dropped connection is likely: a
-connection that sat in the pool for ``IDLE_PING_AFTER`` seconds or more
-is pinged at checkout (and replaced if the ping fails, SQLAlchemy's
-documented ``DisconnectionError`` contract).  One in steady use is
-handed out as is; if the server dropped it meanwhile, its first
-statement fails with a disconnect, SQLAlchemy invalidates the whole
-pool (every connection older than the failure is replaced at its next
-checkout), and ``scheduler.db.engine`` runs the work once more on a
-fresh connection where that is safe (``retry_stale``), as the ping would
-have.
+oslo.db's engine factory turns on ``pool_pre_ping``: a ``SELECT 1``
+round trip on every checkout, several times per request.  Here the ping
+is kept only where a dropped connection is likely: one that sat in the
+pool for ``IDLE_PING_AFTER`` seconds or more (replaced if the ping
+fails, SQLAlchemy's ``DisconnectionError`` contract).  If the server
+dropped one in steady use, its first statement fails with a disconnect,
+SQLAlchemy invalidates the pool, and ``scheduler.db.engine`` runs the
+work once more on a fresh connection where that is safe.
 
 The pre-ping is removed through SQLAlchemy's public engine-plugin hook
 (``CreateEnginePlugin``), named in the URL handed to oslo.db, so that
-everything else oslo.db's factory sets up (its error translation, pool
-options, MySQL modes, fork guards, first-connection retries) stays.
+everything else oslo.db's factory sets up stays.
 """
 
 import time
@@ -56,10 +45,7 @@ class CheckOnIdle(CreateEnginePlugin):
         kwargs.pop('pool_pre_ping', None)
         # The connection checked in last is handed out first: the few a
         # worker's steady load needs stay in use (no ping), the others
-        # idle until a burst needs them.  First in, first out, every
-        # checkout took the connection idle longest, and at a few
-        # requests a second each of them had idled past the ping's
-        # threshold.
+        # idle until a burst needs them.
         kwargs['pool_use_lifo'] = True
 
     def update_url(self, url: sa.URL) -> sa.URL:

@@ -1,13 +1,11 @@
 """The inventory's engine (one a process), transactions and retries.
 
-The engine is made on first use from ``[database] connection``
-(``get_engine()``) and shared by every module of ``scheduler.db``:
-the tables' modules (``hosts``, ``aggregates``, ``instances``), the
-claim protocol (``usage``) and the schema migrations.  Each function of
-those modules opens its own ``transaction()``; a function wrapped in a
-retry decorator here must not call another wrapped one inside its
-transaction: the outer one would repeat every retry of the inner one
-on a deadlock, and retry a transaction the database already rolled back.
+The engine is made on first use from ``[database] connection`` and
+shared by every module of ``scheduler.db``.  Each of their functions
+opens its own ``transaction()``; one wrapped in a retry decorator here
+must not call another wrapped one inside its transaction: the outer
+would repeat every retry of the inner, and retry a transaction the
+database already rolled back.
 """
 
 import contextlib
@@ -48,15 +46,12 @@ _ENGINE: sa.Engine | None = None
 _SESSION_MAKER: orm.sessionmaker | None = None
 
 
-def _is_duplicate(exc: Exception) -> bool:
-    return isinstance(exc, db_exc.DBDuplicateEntry)
-
-
 # Writers that insert-or-update race with their twins in other
 # schedulers: on a duplicate key the retry finds the row and updates it.
 retry_on_conflict = oslo_db_api.wrap_db_retry(
     max_retries=5, retry_interval=0.1, max_retry_interval=1,
-    retry_on_deadlock=True, exception_checker=_is_duplicate)
+    retry_on_deadlock=True,
+    exception_checker=lambda e: isinstance(e, db_exc.DBDuplicateEntry))
 retry_on_deadlock = oslo_db_api.wrap_db_retry(
     max_retries=5, retry_interval=0.1, max_retry_interval=1,
     retry_on_deadlock=True)
@@ -68,10 +63,7 @@ def connection_budget(conf=None) -> int:
     ``[database] max_pool_size + max_overflow``, but never more than the
     requests the worker serves at once (``[DEFAULT]
     executor_thread_pool_size``): a request holds one connection at a
-    time, so more could never be used, only opened by a burst and kept.
-    Claims, reports, instance news and the periodic batches all draw
-    on it: ``scheduler-manage config check`` compares workers times
-    this with the server's ``max_connections``.
+    time, so more could only be opened by a burst and kept.
     """
     conf = conf or CONF
     opts = conf.database
@@ -99,13 +91,11 @@ def pool_sizes(budget: int | None = None) -> tuple[int, int]:
 
 
 def make_engine(url: str, budget: int | None = None) -> sa.Engine:
-    """An engine for ``url`` with the ``[database]`` pool and retry options.
+    """An engine for ``url`` with the ``[database]`` pool and retry
+    options and at most ``budget`` connections (also the migrations').
 
-    Shared with ``scheduler.db.migration`` so that schema changes run with
-    the same connection settings as the API.  PostgreSQL and MySQL go
-    through oslo.db's engine factory, SQLite through SQLAlchemy's (see
-    ``_sqlite_engine``), each with at most ``budget`` connections
-    (``connection_budget()`` by default).
+    PostgreSQL and MySQL go through oslo.db's engine factory, SQLite
+    through SQLAlchemy's (``_sqlite_engine``).
     """
     availability.install_log_filter()
     parsed = sa.make_url(url)
@@ -134,33 +124,21 @@ def make_engine(url: str, budget: int | None = None) -> sa.Engine:
 def _sqlite_engine(url: sa.URL, budget: int | None) -> sa.Engine:
     """A SQLite engine safe for several processes writing one file.
 
-    Made with SQLAlchemy's ``create_engine`` rather than oslo.db's
-    factory, whose SQLite engine opens a new connection (and runs its
-    PRAGMAs) for every transaction on a file and begins deferred
-    transactions from a listener of its own.  What oslo.db gives the
-    other backends is kept: its error translation
-    (``exc_filters.register_engine``: a duplicate key is
-    ``DBDuplicateEntry`` everywhere, the claim relies on it), foreign
-    keys on (the aggregate tables rely on ON DELETE CASCADE), the
-    ``[database]`` synchronous mode and debug options, and a forked
-    child never using its parent's connections.  Added here:
+    SQLAlchemy's ``create_engine`` rather than oslo.db's factory, which
+    opens a new connection (and runs its PRAGMAs) for every transaction
+    on a file.  Kept from oslo.db: its error translation (a duplicate
+    key is ``DBDuplicateEntry``, the claim relies on it), foreign keys
+    on (ON DELETE CASCADE), the ``[database]`` synchronous and debug
+    options, and a forked child never using its parent's connections.
 
-    * the file's directory is created: the default file lives under
-      ``state_path``, which may not exist yet;
-    * a ``QueuePool`` of at most ``budget`` connections for a file; one
-      shared connection (``StaticPool``) for an in-memory database,
-      which exists only as long as its connection;
-    * every transaction takes the write lock at BEGIN (IMMEDIATE), as
-      SQLAlchemy's documentation for pysqlite describes (the driver's
-      own BEGIN off, ours emitted from the ``begin`` event).  In
-      SQLite's default deferred transactions a reader that then writes
-      cannot wait for another writer and fails at once with "database
-      is locked"; scheduler workers, the CLI and the simulator's casts
-      write concurrently.  With IMMEDIATE they queue on the busy
-      timeout, and WAL keeps them from blocking readers.  A connection
-      of ``run_read`` (execution option ``_READ_ONLY``) begins no
-      transaction: each of its statements reads on its own, and it
-      neither takes nor waits for the lock.
+    Every transaction takes the write lock at BEGIN (IMMEDIATE, as
+    SQLAlchemy's pysqlite documentation describes): in a deferred one a
+    reader that then writes cannot wait for another writer and fails at
+    once with "database is locked".  With IMMEDIATE writers queue on the
+    busy timeout, and WAL keeps them from blocking readers.  A
+    ``run_read`` connection (``_READ_ONLY``) begins no transaction and
+    neither takes nor waits for the lock.  An in-memory database exists
+    only as long as its connection: one shared (``StaticPool``).
     """
     in_memory = url.database in (None, '', ':memory:')
     opts = CONF.database
@@ -218,13 +196,8 @@ def _sqlite_engine(url: sa.URL, budget: int | None) -> sa.Engine:
 
 
 def _engine_and_maker() -> tuple[sa.Engine, orm.sessionmaker]:
-    """The process's engine, and its session maker.
-
-    One engine of the worker's whole connection budget: no database
-    work runs on a native thread (``concurrency.run_native`` is for
-    leaf work only), so no thread ever waits on a pool lock of another
-    runtime.
-    """
+    """The process's engine (the worker's whole connection budget), and
+    its session maker."""
     global _ENGINE, _SESSION_MAKER
     with _LOCK:
         if _ENGINE is None or _SESSION_MAKER is None:
@@ -246,15 +219,13 @@ def get_engine() -> sa.Engine:
 def reset_engine(close: bool = True) -> None:
     """Forget the engine; the next call makes a new one from the config.
 
-    Tests call it after changing ``[database] connection``.  A forked
-    child calls it with ``close=False``: the pooled connections belong to
-    the parent and must be dropped without being closed under its feet.
+    A forked child calls it with ``close=False``: the pooled connections
+    belong to the parent and must be dropped without being closed.
     """
     global _ENGINE, _SESSION_MAKER, _SQLITE_WRITER
     with _LOCK:
         engine, _ENGINE, _SESSION_MAKER = _ENGINE, None, None
-        # A forked child's runtime makes its own (the parent's may be
-        # held by a thread the child does not have).
+        # The parent's may be held by a thread the child does not have.
         _SQLITE_WRITER = None
     if engine is not None:
         engine.dispose(close=close)
@@ -282,13 +253,8 @@ _T = TypeVar('_T')
 
 
 def run_in_transaction(work: Callable[[sa.Connection], _T]) -> _T:
-    """``work(conn)`` in a transaction: committed if it returns (before
-    this returns), rolled back if it raises.
-
-    For the claim, run on every request: a Core connection, no ORM
-    session.  On SQLite the process's transactions queue for the write
-    lock in turn (``_sqlite_writer``).
-    """
+    """``work(conn)`` in a transaction on a Core connection (the claim):
+    committed if it returns, rolled back if it raises."""
     return _on_connection(work, True)
 
 
@@ -299,17 +265,14 @@ def run_read(work: Callable[[sa.Connection], _T]) -> _T:
 
 
 def run_autocommit(work: Callable[[sa.Connection], _T]) -> _T:
-    """``work(conn)`` on a connection where each statement commits on
-    its own as it returns (PostgreSQL's autocommit): no BEGIN, no
-    COMMIT, no lock held between two round trips.  For a claim that is
-    one statement (``statements_commit_alone``)."""
+    """``work(conn)`` with each statement committing on its own
+    (PostgreSQL's autocommit), for a claim that is one statement."""
     return _on_connection(work, False, autocommit=True)
 
 
 def statements_commit_alone() -> bool:
-    """Whether ``run_autocommit`` may be used, and one statement can
-    change several tables at once (PostgreSQL's data-modifying WITH),
-    switching to autocommit costing no round trip."""
+    """Whether ``run_autocommit`` may be used: one statement can change
+    several tables (PostgreSQL's data-modifying WITH)."""
     return get_engine().dialect.name == 'postgresql'
 
 
@@ -319,9 +282,8 @@ def _on_connection(work, write: bool, autocommit: bool = False):
         try:
             result = _run_on_connection(work, write, autocommit)
         except _Stale as stale:
-            # A connection the server had dropped, handed out without a
-            # ping: the pool is invalidated now, once more on a fresh
-            # one (see ``checkout``).
+            # Dropped by the server, handed out without a ping
+            # (``checkout``): once more on a fresh one.
             LOG.debug('Connection dropped by the server (%s); trying '
                       'again on a new one', stale)
             result = _run_on_connection(work, write, autocommit,
@@ -340,22 +302,18 @@ class _Stale(Exception):
 
 def _run_on_connection(work, write: bool, autocommit: bool,
                        first: bool = True):
-    """``_on_connection``'s one try.  Raises ``_Stale`` (first tries
-    only) when the connection, handed out of the pool without a ping,
-    turns out to have been dropped by the server.
+    """``_on_connection``'s one try; ``_Stale`` on a first try whose
+    unpinged connection the server had dropped.
 
     Running the work again is safe for every caller of ``run_*``: a
-    read; a claim, whose second try finds its own placement already
-    there if the first did commit (the duplicate is the claim's "look
-    for earlier placements" path); a confirmation, which sets what is
-    set already.
+    read; a claim, whose second try finds its own placement if the
+    first did commit; a confirmation, which sets what is set already.
     """
     eng = get_engine()
     unchecked = False
     try:
         if autocommit or (not write and eng.dialect.name == 'postgresql'):
-            # A read alone needs no transaction either: without one it
-            # saves PostgreSQL's BEGIN and the pool's ROLLBACK.
+            # A read needs no BEGIN nor the pool's ROLLBACK.
             with eng.connect() as conn:
                 unchecked = checkout.unchecked(conn)
                 return _autocommitting(conn, work)
@@ -378,13 +336,10 @@ def _autocommitting(conn: sa.Connection, work):
     """``work(conn)`` with psycopg2's connection in autocommit, set back
     before the connection returns to the pool.
 
-    Set on the driver's connection (``driver_connection``), not through
-    SQLAlchemy's ``isolation_level='AUTOCOMMIT'``: psycopg2 sends a
-    ``SET default_transaction_isolation`` round trip when that option
-    is set and another when the pool resets it, more than the claim's
-    own.  The driver's attribute is a flag of the client: the
-    ROLLBACKs SQLAlchemy issues on a connection in autocommit are no-ops
-    that reach no server.
+    On the driver's connection, not SQLAlchemy's ``isolation_level``:
+    that sends a ``SET default_transaction_isolation`` round trip when
+    set and another when the pool resets it.  The driver's flag is the
+    client's: SQLAlchemy's ROLLBACKs in autocommit reach no server.
     """
     driver = conn.connection.driver_connection
     driver.autocommit = True
@@ -406,16 +361,11 @@ _SQLITE_WRITER = None
 def _sqlite_writer():
     """What this process's claim transactions on SQLite queue on.
 
-    SQLite lets one transaction write at a time; another one's ``BEGIN
-    IMMEDIATE`` waits in SQLite's busy handler, which sleeps 1 ms, then
-    2, 5, 10 ms... between tries.  Under the ``threading`` executor,
-    requests claim from several threads at once: each claim made the
-    next one sleep in that handler, far longer than the claim's own
-    work.  Queued here, the next claim starts as soon as the last one
-    commits.  Other processes (workers) still meet in SQLite's busy
-    handler.  Turns of the request threads' runtime
-    (``concurrency.Turns``): under eventlet a green thread waits for
-    its turn cooperatively.
+    Another transaction's ``BEGIN IMMEDIATE`` waits in SQLite's busy
+    handler, which sleeps ever longer between tries: queued here
+    (``concurrency.Turns``), the next claim of this process starts as
+    soon as the last commits.  Other processes still meet in the busy
+    handler.
     """
     global _SQLITE_WRITER
     if _SQLITE_WRITER is None:
@@ -434,15 +384,11 @@ class _Runner:
     """One statement compiled for one dialect, run through
     ``Connection.exec_driver_sql``.
 
-    For the few statements run on every request (the claim's, the
-    freshness read): ``Connection.execute`` computes the statement's
-    cache key on every call, a walk of its whole expression that cost
-    more than the claim's own work on SQLite.  Compiled once here,
-    each call only lays out its parameters, through the same type
-    processors SQLAlchemy would apply (``TypeEngine.bind_processor``,
-    ``result_processor``).  The driver call still goes through the
-    connection: its events, oslo.db's error translation included, see
-    every statement.
+    For the statements run on every request: ``Connection.execute``
+    walks the whole expression for its cache key on every call.  Here
+    each call only lays out its parameters, through the type processors
+    SQLAlchemy would apply; the connection's events (oslo.db's error
+    translation) still see every statement.
     """
 
     def __init__(self, stmt: sa.Executable, dialect) -> None:
@@ -504,11 +450,8 @@ def _runner(conn: sa.Connection, stmt: sa.Executable) -> _Runner:
 
 def execute_compiled(conn: sa.Connection, stmt: sa.Executable,
                      params: dict) -> int:
-    """Run ``stmt`` with ``params``; the number of rows it changed.
-
-    For the few statements run on every request, each built once and
-    kept (``_Runner``): no expanding IN lists.
-    """
+    """Run ``stmt`` (built once and kept, no expanding IN lists: see
+    ``_Runner``) with ``params``; the number of rows it changed."""
     runner = _runner(conn, stmt)
     return conn.exec_driver_sql(runner.sql,
                                 runner.parameters(params)).rowcount

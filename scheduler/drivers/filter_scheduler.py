@@ -173,12 +173,6 @@ class FilterScheduler(driver.Scheduler):
         return pipeline.candidates(spec_obj,
                                    self.host_manager.get_all_host_states())
 
-    @staticmethod
-    def forced_hosts(spec_obj, hosts: list) -> list | None:
-        """The hosts an admin forced, or None when nothing is forced
-        (``scheduler.pipeline.forced_hosts``)."""
-        return pipeline.forced_hosts(spec_obj, hosts)
-
     def column_candidates(self, spec_obj, report: filters.FilterReport
                           ) -> columns.Candidates | None:
         """``candidate_hosts`` as columns, or None when this request
@@ -210,7 +204,7 @@ class FilterScheduler(driver.Scheduler):
         if isinstance(hosts, columns.Candidates):
             return columns.filter_and_weigh(hosts, spec_obj, index, report,
                                             enabled_filters, weighers)
-        forced = self.forced_hosts(spec_obj, hosts)
+        forced = pipeline.forced_hosts(spec_obj, hosts)
         if forced is not None and pipeline.skips_filters(spec_obj):
             passed = forced
         else:
@@ -513,7 +507,7 @@ class FilterScheduler(driver.Scheduler):
     def _explain(self, spec_obj, max_ranked, report, enabled,
                  weighers) -> dict:
         hosts = self.candidate_hosts(spec_obj)
-        forced = self.forced_hosts(spec_obj, hosts)
+        forced = pipeline.forced_hosts(spec_obj, hosts)
         if forced is not None and pipeline.skips_filters(spec_obj):
             passed = forced
         else:

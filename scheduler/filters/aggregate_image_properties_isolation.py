@@ -20,15 +20,11 @@ class AggregateImagePropertiesIsolation(base.RequestScopedFilter):
     keys ``<namespace><separator>...`` are compared.
 
     Limitation (nova bug 1677217): this filter only keeps images *with*
-    a property away from hosts whose aggregate wants another value.  An
-    image that does not have the property at all passes every host,
-    including the isolated ones.  The Trove blog of the seeds fell into
-    exactly this trap: tagging Trove images ``trove=true`` and the
-    Trove aggregate ``trove=true`` kept Trove images on Trove hosts,
-    but customers' untagged images still landed on the Trove hosts.
-    Isolating hosts needs a filter that also rejects images lacking the
-    property (the blog wrote its own TroveImageFilter), or
-    IsolatedHostsFilter for a fixed list of image ids.
+    a property away from hosts whose aggregate wants another value; an
+    image without the property passes every host, the isolated ones
+    included.  Isolating hosts needs a filter that also rejects images
+    lacking the property, or IsolatedHostsFilter for a fixed list of
+    image ids.
     """
 
     #: nova runs it for rebuilds (the new image may need another host).

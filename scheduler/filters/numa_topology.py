@@ -20,7 +20,6 @@ class NUMATopologyFilter(base.RequestScopedFilter):
 
     On a rebuild the instance keeps its cells: skipped, as nova does
     since bug 1804502 (its API refuses a rebuild that changes them).
-
     """
 
     def prepare(self, spec_obj):

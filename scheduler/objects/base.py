@@ -70,14 +70,9 @@ class SchedulerObject(ovo_base.VersionedObject,
 
     @property
     def obj_fields(self):
-        """oslo's ``obj_fields`` (the fields and extra fields, in
-        order), made once per class, with a quick ``in``.
-
-        oslo builds the list anew at every ``obj_attr_is_set``, which
-        ``obj_to_primitive`` and ``obj_what_changed`` ask for every
-        field, and looks the name up in it: serialising an object of n
-        fields built n lists of n names.
-        """
+        """oslo's ``obj_fields``, made once per class, with a quick
+        ``in``: oslo builds the list anew at every ``obj_attr_is_set``
+        (asked for every field at every serialisation)."""
         cls = type(self)
         names = _FIELD_NAMES.get(cls)
         if names is None:
@@ -88,11 +83,9 @@ class SchedulerObject(ovo_base.VersionedObject,
     def obj_to_primitive(self, target_version: str | None = None,
                          version_manifest: dict | None = None) -> dict:
         """oslo's ``obj_to_primitive``; at the object's own version
-        (every report, request and reply between peers of one release)
-        without parsing the version twice to compare it with itself,
-        and asking ``obj_what_changed`` (a walk of every nested object)
-        once instead of twice.  The primitive is the same (a test
-        compares them for every object); a backport is oslo's own code.
+        without comparing parsed versions and with one
+        ``obj_what_changed`` walk instead of two.  The primitive is the
+        same (a test compares them); a backport is oslo's own code.
         """
         if ((target_version is not None and target_version != self.VERSION)
                 or version_manifest):
@@ -114,15 +107,9 @@ class SchedulerObject(ovo_base.VersionedObject,
         return obj
 
     def obj_what_changed(self) -> set:
-        """oslo's ``obj_what_changed``, looking into only the fields
-        that can hold an object.
-
-        ``obj_to_primitive`` asks it twice per object at every
-        serialisation, and oslo's reads every field to find nested
-        objects with changes of their own; a field whose coercion makes
-        a string, a number, a boolean or a time never holds one.  The
-        fields marked changed are oslo's ``_changed_fields`` (a test
-        checks the two answers agree for every object).
+        """oslo's ``obj_what_changed``, looking for nested changes only
+        in the fields that can hold an object (not a string, number,
+        boolean or time).  A test checks the two answers agree.
         """
         fields = self.fields
         changes = {name for name in self._changed_fields if name in fields}
@@ -136,17 +123,13 @@ class SchedulerObject(ovo_base.VersionedObject,
 
     @classmethod
     def from_coerced(cls, values: dict):
-        """An object holding ``values`` as they are, all marked changed:
-        values another object of this class held (coerced when it was
-        made), so not coerced again.
+        """An object holding ``values`` (coerced already, by another
+        object of this class) as they are, all marked changed.
 
-        For a host view's copy of its report, rebuilt for every node a
-        flush writes: through oslo's setters, coercion was most of the
-        flush's time per node.  oslo offers no public way to set a value
-        without coercing it: the values are stored where its setter
-        stores them (``ovo_base._get_attrname``) and the changes where
-        it records them; tests/unit/test_library_privates.py fails if a
-        new oslo.versionedobjects moves either.
+        oslo offers no public way to set a value without coercing it:
+        they are stored where its setter stores them
+        (``ovo_base._get_attrname``); tests/unit/test_library_privates.py
+        fails if a new oslo.versionedobjects moves that.
         """
         self = cls()
         for name, value in values.items():
@@ -156,15 +139,10 @@ class SchedulerObject(ovo_base.VersionedObject,
 
     @classmethod
     def from_own_primitive(cls, primitive: dict):
-        """An object of this class from a primitive the scheduler made
-        of one itself, at this version (a report another worker stored
-        in the inventory): its values were coerced when that object was
-        made, so they are only converted back (times, addresses, nested
-        objects), not coerced again (``from_coerced``).  Any other
-        primitive goes through ``obj_from_primitive``.
-
-        Every worker reads every changed report another worker stored:
-        oslo's setters, coercing each field again, were most of that.
+        """An object from a primitive of this class at this version that
+        the scheduler made itself (a report another worker stored): its
+        values are converted back, not coerced again (``from_coerced``).
+        Any other primitive goes through ``obj_from_primitive``.
         """
         key = cls.OBJ_SERIAL_NAMESPACE + '.'
         data = primitive.get(key + 'data') if isinstance(
@@ -214,10 +192,6 @@ def _plain(value):
     if value is not None and not isinstance(value, (int, float, str, bool)):
         return str(value)
     return value
-
-
-class SchedulerObjectList(ovo_base.ObjectListBase, SchedulerObject):
-    """Base of the list objects."""
 
 
 #: Types the serializer gives back as they are, without a look.

@@ -12,10 +12,6 @@ class DictOfNullableFloatsField(fields.AutoTypedField):
     AUTO_TYPE = fields.Dict(fields.Float(), nullable=True)
 
 
-class ListOfDictOfStringsField(fields.AutoTypedField):
-    AUTO_TYPE = fields.List(fields.Dict(fields.String()))
-
-
 class InstanceGroupPolicy(fields.Enum):
     AFFINITY = 'affinity'
     ANTI_AFFINITY = 'anti-affinity'

@@ -106,6 +106,12 @@ class Aggregate(base.SchedulerObject):
         'metadata': fields.DictOfStringsField(default={}),
     }
 
+    @classmethod
+    def from_row(cls, row: dict) -> 'Aggregate':
+        """The aggregate an inventory row (``scheduler.db.api``) holds."""
+        return cls(id=row.get('id'), uuid=row.get('uuid'), name=row['name'],
+                   hosts=list(row['hosts']), metadata=dict(row['metadata']))
+
     @property
     def availability_zone(self) -> str | None:
         return self.obj_get('metadata', {}).get('availability_zone')

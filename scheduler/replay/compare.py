@@ -12,6 +12,7 @@ points) and ``fleet``/``trace`` (what was replayed).
 import sys
 import typing
 
+from scheduler.replay import limits
 from scheduler.replay import metrics
 from scheduler.replay import runner
 from scheduler.replay import trace as trace_mod
@@ -33,7 +34,7 @@ def describe(event: dict, spec) -> dict:
 
 
 def compare(fleet, events: list, configs: list, seed: int = 0,
-            explained: int = runner.DEFAULT_EXPLAINED,
+            explained: int = limits.DEFAULT_EXPLAINED,
             progress: typing.TextIO | None = sys.stderr) -> dict:
     """Replay ``events`` once per ``(name, config path)``; the document."""
     runs = [runner.run(fleet, events, path, name, seed, explained, progress)

@@ -38,8 +38,6 @@ CONF = cfg.CONF
 _OVERRIDES = (('service_down_time', 10 ** 7, 'scheduler'),
               ('enabled', False, 'trace'))
 
-DEFAULT_EXPLAINED = limits.DEFAULT_EXPLAINED
-MAX_EXPLAINED_REFUSALS = limits.MAX_EXPLAINED_REFUSALS
 #: Hosts listed per explained request (rejected and ranked, each).
 EXPLAIN_HOSTS = 8
 #: Points of the timeline the plots draw.
@@ -151,10 +149,6 @@ def configured(path: str | None):
         yield
 
 
-def config_name(path: str) -> str:
-    return os.path.splitext(os.path.basename(path))[0]
-
-
 class Replay:
     """The simulated cloud of one replay: scheduler, inventory, computes."""
 
@@ -264,7 +258,7 @@ def _round(value):
 
 
 def run(fleet, events: list, config_path: str | None, name: str,
-        seed: int = 0, explained: int = DEFAULT_EXPLAINED,
+        seed: int = 0, explained: int = limits.DEFAULT_EXPLAINED,
         progress: typing.TextIO | None = sys.stderr) -> dict:
     """Replay ``events`` under one configuration; its results.
 
@@ -302,7 +296,7 @@ def run(fleet, events: list, config_path: str | None, name: str,
                 seconds = time.perf_counter() - started
                 cpu = time.thread_time() - cpu
                 if (error is not None and detail is None
-                        and refused_explained < MAX_EXPLAINED_REFUSALS):
+                        and refused_explained < limits.MAX_EXPLAINED_REFUSALS):
                     refused_explained += 1
                     # Nothing was claimed: the state is the one refused.
                     detail = sim.explain(spec)

@@ -165,17 +165,13 @@ class HostWeightHandler:
                             detailed: int | None = None) -> list:
         """``hosts`` as WeighedHosts, heaviest first.
 
-        As in nova, a single candidate is not weighed (its weight is 0:
-        there is nothing to rank it against).  Each weigher's raw
-        weights are clamped to its ``minval``/``maxval``, normalised to
-        [0, 1] over the candidates and multiplied by the weigher's
-        multiplier for each host.  A weigher whose multiplier is 0 for
-        every candidate is skipped unless ``explain``-ing: it could not
-        change the order.  Per-weigher details are kept only when
-        ``explain``-ing, and then for the ``detailed`` heaviest hosts
-        only (None: all): an explain over a large fleet would otherwise
-        keep one ``WeigherScore`` per host and weigher to show the first
-        few.
+        As in nova, a single candidate is not weighed (weight 0).  Each
+        weigher's raw weights are clamped to its ``minval``/``maxval``,
+        normalised to [0, 1] over the candidates and multiplied by its
+        multiplier for each host; one whose multiplier is 0 everywhere is
+        skipped unless ``explain``-ing.  Per-weigher details are kept
+        only when ``explain``-ing, for the ``detailed`` heaviest hosts
+        (None: all).
         """
         weighed = [WeighedHost(h) for h in hosts]
         if len(weighed) <= 1:

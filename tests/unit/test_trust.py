@@ -166,7 +166,7 @@ def test_a_user_name_is_never_a_pattern(amqp, conf):
 
 
 def test_without_binding_only_the_reports_topic_is_open(amqp):
-    assert not trust.binding_enabled()
+    assert not trust.CONF.trust.compute_users
     assert trust.may_speak_for(ctx('nova'), 'h', trust.REPORTS_TOPIC)
     assert not trust.may_speak_for(ctx('nova'), 'h', trust.REQUEST_TOPIC)
     assert not trust.may_speak_for(ctx(None), 'h', trust.REQUEST_TOPIC)

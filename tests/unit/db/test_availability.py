@@ -89,9 +89,9 @@ def test_an_outage_is_told_once_and_its_end_once(caplog, outage_over):
     availability.count('saving host reports')
     # Work that began before the outage does not end it.
     availability.available(began)
-    assert availability.in_outage()
+    assert availability._OUTAGE.since is not None
     availability.available(time.monotonic())
-    assert not availability.in_outage()
+    assert availability._OUTAGE.since is None
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 2, lines
     assert lines[0].startswith('Inventory database unavailable: '
@@ -117,11 +117,11 @@ def test_work_that_met_the_cut_but_fails_after_the_end_opens_no_outage(
     typed = availability.unavailable(error, straggler)
     assert isinstance(typed, exception.InventoryUnavailable)
     availability.count('saving host reports (kept, retried)')
-    assert not availability.in_outage()
+    assert availability._OUTAGE.since is None
     # Work that began after the end does begin a new outage.
     availability.unavailable(error, time.monotonic())
     availability.count('select_destinations')
-    assert availability.in_outage()
+    assert availability._OUTAGE.since is not None
     lines = [r.getMessage() for r in caplog.records]
     assert [line.split(':')[0] for line in lines] == [
         'Inventory database unavailable',
