@@ -275,55 +275,67 @@ class HostManager:
         """Write reports taken from the intake (``report_writer``), then
         make them this worker's views.
 
-        One transaction for the reports, one for the usage they carry
-        (which confirms claims), then the usage rows are read back.
+        One transaction for the reports; they become this worker's
+        views as soon as it commits, in the same step that marks them
+        as held (``ReportMarks.written``): every worker can read them
+        from then on, and a request this worker serves meanwhile would
+        otherwise find them neither in its views nor new to read back
+        (``refresh_changed_reports``), and schedule without them.  Then
+        one transaction for the usage they carry (which confirms
+        claims), and the usage rows read back are laid over the views.
         What cannot be written is installed all the same and kept for
         the periodic flush: this worker goes on scheduling with it, and
         the others learn it once the inventory is back.
         """
         now = report_backlog.stored_time()
-        applied, rows, pending = set(), [], []
         try:
             seq = self.db.host_reports_save(
                 [report_backlog.report_row(item.view.report, now)
                  for item in taken])
         except Exception as e:
             report_backlog.write_failed(e, 'host reports')
-            written = False
-        else:
-            written = True
             with self._lock:
-                self._marks.written([item.key for item in taken], seq, True)
-            applied = {item.key for item in taken if item.usage is not None}
-        if applied:
-            try:
-                confirmed = self.usage_db.apply_reports(
-                    [item.usage for item in taken if item.usage is not None])
-                rows = self._usage_cache.read_nodes(applied)
-                pending = self.usage_db.pending_claims(sorted(applied))
-            except Exception as e:
-                report_backlog.write_failed(e, 'the usage of host reports')
-                applied = set()
-            else:
-                if confirmed:
-                    LOG.debug('Reports confirmed %d claim(s)',
-                              len(confirmed))
+                told = [(item.key, self._install(item.view, unwritten=True,
+                                                 usage=item.usage))
+                        for item in taken]
+            for key, what in told:
+                _log_taken(key, what)
+            return
         with self._lock:
-            # The usage rows first: the views composed below lay them
-            # over the new reports at once.
-            if applied:
-                self._usage_cache.take(rows, pending, sorted(applied))
-            told = []
-            for item in taken:
-                what = self._install(
-                    item.view, unwritten=not written, unless_older=written,
-                    usage=None if item.key in applied else item.usage)
-                if what is None and item.key in applied:
-                    # A newer report is held: the usage row is new.
-                    self._views.compose(item.key)
-                told.append((item.key, what))
+            self._marks.written([item.key for item in taken], seq, True)
+            told = [(item.key, self._install(item.view, unwritten=False,
+                                             unless_older=True))
+                    for item in taken]
         for key, what in told:
             _log_taken(key, what)
+        carrying = [item for item in taken if item.usage is not None]
+        if carrying:
+            self._write_carried_usage(carrying)
+
+    def _write_carried_usage(self, taken: list) -> None:
+        """Write the usage that stored intake reports ``taken`` carry,
+        read the nodes' usage rows back and lay them over their views;
+        what cannot be written waits for the periodic flush."""
+        keys = sorted({item.key for item in taken})
+        try:
+            confirmed = self.usage_db.apply_reports(
+                [item.usage for item in taken])
+            rows = self._usage_cache.read_nodes(set(keys))
+            pending = self.usage_db.pending_claims(keys)
+        except Exception as e:
+            report_backlog.write_failed(e, 'the usage of host reports')
+            with self._lock:
+                for item in taken:
+                    # Unless a newer report of the node came meanwhile:
+                    # its own usage is the one to write.
+                    if self._reports.get(item.key) is item.view:
+                        self._backlog.usage_changed(item.key, item.usage)
+            return
+        if confirmed:
+            LOG.debug('Reports confirmed %d claim(s)', len(confirmed))
+        with self._lock:
+            for key in self._usage_cache.take(rows, pending, keys):
+                self._views.compose(key)
 
     def _alive(self, key, report_view, received_at: float | None = None
                ) -> None:

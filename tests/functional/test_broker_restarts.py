@@ -438,11 +438,21 @@ def test_a_build_queued_across_a_restart_is_kept_by_quorum_queues(
     counts those apart); with quorum queues, the production setting of
     doc/admin-guide.md, the queue and the cast survive the restart and
     the next service builds it.  Here deterministic: no service
-    consumes while the cast waits in the queue."""
+    consumes while the cast waits in the queue.
+
+    The next service serves the cast as soon as it consumes, before it
+    takes any report: it knows the hosts only from the inventory, as
+    last heard before the first service stopped, and the broker's
+    restart alone takes longer than a short ``service_down_time`` on a
+    loaded machine (the hosts were then judged down, and the build
+    answered NoValidHost instead of started).  The hosts must stay up
+    across the outage, as in production, where ``service_down_time``
+    outlasts a broker restart."""
     cluster = own_cluster
     cluster.private_exchange(QUEUES['quorum'])
     db = 'sqlite:///%s' % (tmp_path / 'inventory.sqlite')
-    first = cluster.start_scheduler(db)
+    hosts_stay_up = {'service_down_time': 120}
+    first = cluster.start_scheduler(db, scheduler_opts=hosts_stay_up)
     cluster.start_sim(hosts=2)
     wait_for_hosts(conf, db, 2)
     assert first.stop() == 0
@@ -451,7 +461,8 @@ def test_a_build_queued_across_a_restart_is_kept_by_quorum_queues(
                                       [build])
     broker.stop_app()
     broker.start_app()
-    second = cluster.start_scheduler(db, name='sched2', wait=False)
+    second = cluster.start_scheduler(db, name='sched2', wait=False,
+                                     scheduler_opts=hosts_stay_up)
 
     def accounted() -> bool:
         return not _unaccounted_builds([(build,)], second.log(),

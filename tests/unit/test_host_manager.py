@@ -1290,7 +1290,8 @@ def test_a_report_from_the_intake_is_written_before_its_taker_uses_it():
     taker.watch_views(Watcher())
     taker.update_from_report(fixtures.report('h1', memory_mb=8192),
                              shared=True)
-    assert seen == [(('h1', 'h1'), 1)]
+    # Published once stored, and again when its usage row is read.
+    assert seen and set(seen) == {(('h1', 'h1'), 1)}
     other.refresh_usage()
     assert other.get_host_state('h1').memory_mb == 8192
     taker.update_from_report(fixtures.report('h1', memory_mb=16384),
@@ -1375,3 +1376,41 @@ def test_a_request_reads_the_changed_reports_whatever_the_times_did():
     assert other.refresh_changed_reports() == 1
     assert other.get_host_state('h2').memory_mb == 8192
     assert other.refresh_changed_reports() == 0
+
+
+class _RequestDuringUsageWrite:
+    """The usage store, but a request of ``manager`` is served while the
+    usage that new reports carry is written: under eventlet the writing
+    thread yields in every query, and so does a real database's driver
+    under threading."""
+
+    def __init__(self):
+        self.manager = None
+        self.seen: list = []
+
+    def __getattr__(self, name):
+        return getattr(usage, name)
+
+    def apply_reports(self, reports):
+        self.manager.refresh_usage()
+        self.seen.append(sorted(s.host for s in
+                                self.manager.get_all_host_states()))
+        return usage.apply_reports(reports)
+
+
+def test_a_report_from_the_intake_is_its_takers_view_once_stored():
+    """Once the inventory has a new report, the worker that took it
+    schedules with it, as every other worker would: a request served
+    while the report's usage is still being written saw no such host
+    (its taker held the report as read back, not as installed)."""
+    store = _RequestDuringUsageWrite()
+    taker = host_manager.HostManager(
+        inventory=fixtures.memory_inventory(), usage_store=store)
+    store.manager = taker
+    _no_window(taker)
+    taker.update_from_report(fixtures.report('h1', memory_mb_used=1024),
+                             shared=True)
+    assert taker.db.host_reports_get([('h1', 'h1')])
+    assert store.seen == [['h1']]
+    # And once the usage is written, the view has it.
+    assert taker.get_host_state('h1').memory_mb_used == 1024
