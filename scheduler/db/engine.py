@@ -380,90 +380,22 @@ def chunks(items: Sequence, size: int = _IN_CHUNK) -> Iterator[Sequence]:
         yield items[start:start + size]
 
 
-class _Runner:
-    """One statement compiled for one dialect, run through
-    ``Connection.exec_driver_sql``.
-
-    For the statements run on every request: ``Connection.execute``
-    walks the whole expression for its cache key on every call.  Here
-    each call only lays out its parameters, through the type processors
-    SQLAlchemy would apply; the connection's events (oslo.db's error
-    translation) still see every statement.
-    """
-
-    def __init__(self, stmt: sa.Executable, dialect) -> None:
-        compiled = stmt.compile(dialect=dialect)
-        self.sql = str(compiled)
-        by_name = {name: bind for bind, name in compiled.bind_names.items()}
-        self.positional = compiled.positiontup is not None
-        names = compiled.positiontup if self.positional else list(by_name)
-        #: ``(name in the SQL, caller's key, fixed value or _REQUIRED,
-        #: processor)`` per parameter, in the SQL's order.
-        self.slots = []
-        for name in names:
-            bind = by_name[name]
-            fixed = _REQUIRED if bind.required or bind.callable \
-                else bind.value
-            self.slots.append((name, bind.key, fixed,
-                               bind.type.dialect_impl(dialect)
-                               .bind_processor(dialect)))
-        columns = getattr(stmt, 'exported_columns', None) or ()
-        self.results = [column.type.dialect_impl(dialect)
-                        .result_processor(dialect, None)
-                        for column in columns]
-        self.results_plain = not any(self.results)
-
-    def parameters(self, params: dict):
-        """The driver's parameters for the caller's ``params``."""
-        values = []
-        for _name, key, fixed, process in self.slots:
-            value = params[key] if fixed is _REQUIRED else \
-                params.get(key, fixed)
-            values.append(value if process is None else process(value))
-        if self.positional:
-            return tuple(values)
-        return {name: value for (name, *_rest), value in
-                zip(self.slots, values)}
-
-    def rows(self, result) -> list[tuple]:
-        if self.results_plain:
-            return [tuple(row) for row in result]
-        processors = self.results
-        return [tuple(value if process is None else process(value)
-                      for process, value in zip(processors, row))
-                for row in result]
-
-
-_REQUIRED = object()
-
-#: ``(id(statement), dialect name)`` -> (statement, its ``_Runner``).
-_RUNNERS: dict = {}
-
-
-def _runner(conn: sa.Connection, stmt: sa.Executable) -> _Runner:
-    key = (id(stmt), conn.dialect.name)
-    found = _RUNNERS.get(key)
-    if found is None or found[0] is not stmt:
-        found = _RUNNERS[key] = (stmt, _Runner(stmt, conn.dialect))
-    return found[1]
-
-
 def execute_compiled(conn: sa.Connection, stmt: sa.Executable,
                      params: dict) -> int:
-    """Run ``stmt`` (built once and kept, no expanding IN lists: see
-    ``_Runner``) with ``params``; the number of rows it changed."""
-    runner = _runner(conn, stmt)
-    return conn.exec_driver_sql(runner.sql,
-                                runner.parameters(params)).rowcount
+    """Run ``stmt`` with ``params``; the number of rows it changed.
+
+    ``stmt`` is built once and kept (a module constant), so SQLAlchemy's
+    compiled cache finds it by its cache key and compiles it once per
+    dialect.
+    """
+    return conn.execute(stmt, params).rowcount
 
 
 def fetch_compiled(conn: sa.Connection, stmt: sa.Executable,
                    params: dict) -> list[tuple]:
-    """``execute_compiled``'s rows, each value as its column's type
-    reads it."""
-    runner = _runner(conn, stmt)
-    return runner.rows(conn.exec_driver_sql(runner.sql,
-                                            runner.parameters(params)))
+    """``execute_compiled``'s rows as plain tuples, each value as its
+    column's type reads it."""
+    return [tuple(row) for row in conn.execute(stmt, params)]
 
 
 def insert_many(conn: sa.Connection, stmt: sa.Insert, rows: list) -> None:
@@ -471,7 +403,4 @@ def insert_many(conn: sa.Connection, stmt: sa.Insert, rows: list) -> None:
     as the keys of ``rows``) for every row, in one execution; a
     duplicate key is oslo.db's ``DBDuplicateEntry`` on every database
     (the claim relies on it)."""
-    runner = _runner(conn, stmt)
-    values = [runner.parameters(row) for row in rows]
-    conn.exec_driver_sql(runner.sql, values[0] if len(values) == 1
-                         else values)
+    conn.execute(stmt, rows)

@@ -168,9 +168,10 @@ def test_one_engine_holds_the_whole_budget(inventory):
 
 def test_compiled_statements_read_and_write_values_as_execute_does(
         inventory):
-    # The per-request runner lays parameters out itself: typed values
-    # (a timestamp, a boolean), a literal of the expression and a
-    # missing parameter behave as with Connection.execute.
+    # The per-request helpers return plain tuples: typed values (a
+    # timestamp, a boolean), a literal of the expression and a missing
+    # parameter (oslo.db's translated error) as Connection.execute has
+    # them.
     import datetime
     table = models.Instance.__table__
     insert = sa.insert(table).values(
@@ -191,12 +192,13 @@ def test_compiled_statements_read_and_write_values_as_execute_does(
     def work(conn):
         engine.insert_many(conn, insert, rows[:1])
         engine.insert_many(conn, insert, rows[1:])
-        with pytest.raises(KeyError):
+        with pytest.raises(db_exc.DBError):
             engine.fetch_compiled(conn, select, {})
         return (engine.fetch_compiled(conn, select, {'host': 'h'}),
                 [tuple(r) for r in conn.execute(select, {'host': 'h'})])
 
     ours, theirs = engine.run_in_transaction(work)
     assert ours == theirs == [('u1', when, True, 3), ('u2', when, True, 3)]
+    assert all(type(row) is tuple for row in ours)
     assert engine.run_in_transaction(lambda conn: engine.execute_compiled(
         conn, sa.update(table).values(vcpus=table.c.vcpus + 1), {})) == 2
