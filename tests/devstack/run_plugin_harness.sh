@@ -504,6 +504,8 @@ if [[ -f "$SNAPSHOT" ]]; then
         check "conf: [DEFAULT] use_journal (on by default)" \
             ini_is "$C" DEFAULT use_journal True
     else
+        # $1 is the inner shell's argument: single quotes on purpose.
+        # shellcheck disable=SC2016
         check "conf: no use_journal (SCHEDULER_USE_JOURNAL=$USE_JOURNAL)" \
             bash -c '! grep -q "^use_journal" "$1"' _ "$C"
     fi
