@@ -197,21 +197,29 @@ class HostManager:
         A node whose report here has that digest is renewed as a quiet
         full report renews it (``update_from_report``).  The others (a
         report another worker took, an unknown or down node, usage the
-        inventory lacks) are looked up again after reading the changed
-        reports and these nodes' usage; returns the keys still not
-        renewed: their computes must send a full report.
+        inventory lacks) are looked up again after reading what changed
+        (``refresh_usage``: the changed reports and every usage row
+        changed since the last look, so that a worker serving no
+        requests learns a new fleet in one read, not one node a
+        message), then, if still missed, these nodes' usage; returns
+        the keys still not renewed: their computes must send a full
+        report.
         """
         missed = self._renew(nodes)
         if not missed:
             return []
         try:
-            self.refresh_changed_reports()
-            self.refresh_nodes(sorted({key for key, _digest in missed}))
+            self.refresh_usage()
+            missed = self._renew(missed)
+            if missed:
+                self.refresh_nodes(sorted({key for key, _d in missed}))
         except Exception as e:
             if not availability.is_outage(e):
                 raise
             availability.count('reading changed host reports')
             return [key for key, _digest in missed]
+        if not missed:
+            return []
         return [key for key, _digest in self._renew(missed)]
 
     def _renew(self, nodes: list) -> list:
