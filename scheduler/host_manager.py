@@ -197,21 +197,29 @@ class HostManager:
         A node whose report here has that digest is renewed as a quiet
         full report renews it (``update_from_report``).  The others (a
         report another worker took, an unknown or down node, usage the
-        inventory lacks) are looked up again after reading the changed
-        reports and these nodes' usage; returns the keys still not
-        renewed: their computes must send a full report.
+        inventory lacks) are looked up again after reading what changed
+        (``refresh_usage``: the changed reports and every usage row
+        changed since the last look, so that a worker serving no
+        requests learns a new fleet in one read, not one node a
+        message), then, if still missed, these nodes' usage; returns
+        the keys still not renewed: their computes must send a full
+        report.
         """
         missed = self._renew(nodes)
         if not missed:
             return []
         try:
-            self.refresh_changed_reports()
-            self.refresh_nodes(sorted({key for key, _digest in missed}))
+            self.refresh_usage()
+            missed = self._renew(missed)
+            if missed:
+                self.refresh_nodes(sorted({key for key, _d in missed}))
         except Exception as e:
             if not availability.is_outage(e):
                 raise
             availability.count('reading changed host reports')
             return [key for key, _digest in missed]
+        if not missed:
+            return []
         return [key for key, _digest in self._renew(missed)]
 
     def _renew(self, nodes: list) -> list:
@@ -406,23 +414,31 @@ class HostManager:
         return self._take_stored(self.db.host_reports_get(reload))
 
     def refresh_reports(self) -> int:
-        """Take every report other workers wrote since the last look,
-        new times included (periodic, before judging hosts down): a
-        changed report is read whole, a new time only renews the node's
-        views.  Returns how many nodes were brought up to date."""
-        rows = self.db.host_reports_since(self._marks.read)
-        if not rows:
-            return 0
-        reload, fresh = [], 0
+        """Take what other workers stored that this worker must know
+        before it judges hosts down (periodic): the changed reports
+        (``refresh_changed_reports``), and the stored times of the
+        nodes whose time here is getting old (``time_to_refresh``).
+
+        A quiet node's time is written once, by the worker that took
+        its report; the others read it only when the one they hold
+        nears the down cut-off, by the node's key, rather than every
+        time renewed: so the cost of a quiet report does not grow with
+        the workers.  A node down here, or near it, is always read
+        first: none is judged down while the inventory has a time newer
+        than the cut-off.  Returns how many nodes were brought up to
+        date.
+        """
+        fresh = self.refresh_changed_reports()
+        aging_before = liveness.now() - time_to_refresh()
+        with self._lock:
+            aging = self._reports.older_than(aging_before)
+        if not aging:
+            return fresh
+        rows = self.db.host_report_times(aging)
         back = []
         with self._lock:
             for row in rows:
-                if self._marks.is_own(row['seq']):
-                    continue
                 key = (row['host'], row['nodename'])
-                if self._marks.is_new(key, row['changed_seq']):
-                    reload.append(key)
-                    continue
                 old = self._reports.get(key)
                 updated = row.get('updated_at')
                 if old is None or updated is None:
@@ -433,11 +449,8 @@ class HostManager:
                         back.append(key)
                     self._alive(key, old, received_at=when)
                     fresh += 1
-            self._marks.all_read(rows[-1]['seq'])
         for key in back:
             _log_taken(key, 'back', _ANOTHER)
-        if reload:
-            fresh += self._take_stored(self.db.host_reports_get(reload))
         return fresh
 
     def _take_stored(self, rows: list) -> int:
@@ -757,6 +770,20 @@ class HostManager:
     def host_names(self, states: list | None = None) -> list:
         states = self.get_up_host_states() if states is None else states
         return sorted({s.host for s in states})
+
+
+def time_to_refresh() -> float:
+    """Age (seconds) past which a worker reads a node's stored time
+    again (``HostManager.refresh_reports``).
+
+    Half of ``[scheduler] service_down_time``, and at least two
+    ``periodic_task_interval`` short of it: a time is read at the first
+    periodic run after it passed this age, so a node that reports to
+    other workers never reaches the down cut-off here.
+    """
+    down = CONF.scheduler.service_down_time
+    every = CONF.scheduler.periodic_task_interval
+    return max(0.0, min(down / 2.0, down - 2.0 * every))
 
 
 #: How ``_log_taken`` says that a report reached another worker.

@@ -1028,8 +1028,9 @@ class AliveEndpoint:
     consumes (``rpc.alive_target``): the broker hands each message to
     one worker, which renews the nodes whose last full report it holds
     (``HostManager.take_alive``) and writes only their times, at its
-    next flush; the other workers read the times as they read those of
-    quiet full reports (``refresh_reports``).
+    next flush; the other workers read a time as they read those of
+    quiet full reports, once the one they hold gets old
+    (``refresh_reports``).
     """
 
     target = oslo_messaging.Target(version='1.6')

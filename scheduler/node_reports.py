@@ -63,6 +63,12 @@ class NodeReports:
         self._down.discard(key)
         return was
 
+    def older_than(self, when: float) -> list:
+        """The keys of the nodes whose last report here was received
+        before ``when`` (down ones included)."""
+        return [key for key, view in self._by_key.items()
+                if view.received_at < when]
+
     def mark_down(self, now: float) -> list:
         """Mark down the nodes whose last report is older than the
         cut-off; return ``[(key, seconds since its report)]`` of those
@@ -76,20 +82,16 @@ class NodeReports:
 
 
 class ReportMarks:
-    """How far this worker has read the reports stored in the
-    inventory, and its own writes not read back yet."""
+    """How far this worker has read the changed reports stored in the
+    inventory, and which stored report each node's report here is."""
 
     def __init__(self):
-        #: The highest report sequence number read (``refresh_reports``).
-        self.read = 0
         #: The highest ``changed_seq`` up to which every changed report
         #: was read (``refresh_changed_reports``).
         self.changed = 0
         #: key -> the ``changed_seq`` of the stored report this worker's
         #: report of the node is (or is newer than).
         self._held: dict = {}
-        #: Sequence numbers of this worker's own writes, not read yet.
-        self._own: set = set()
 
     def holds(self, key, changed_seq: int) -> None:
         """This worker holds node ``key``'s stored report of
@@ -104,16 +106,13 @@ class ReportMarks:
 
     def written(self, keys: list, seq, changed: bool) -> None:
         """This worker stored nodes ``keys``' reports (``changed``), or
-        only their times, at ``seq``: not to be read back."""
+        only their times, at ``seq``: a changed one is not to be read
+        back."""
         if not isinstance(seq, int):
             return
-        self._own.add(seq)
         if changed:
             for key in keys:
                 self.holds(key, seq)
-
-    def is_own(self, seq: int) -> bool:
-        return seq in self._own
 
     def changed_read(self, rows: list) -> list:
         """The keys of changed report ``rows`` (in ``changed_seq``
@@ -125,12 +124,10 @@ class ReportMarks:
         return keys
 
     def all_read(self, seq: int) -> None:
-        """Every stored report up to ``seq`` was read."""
-        self.read = max(self.read, seq)
-        # Every change up to the highest number read is known now
-        # (rows become visible in sequence order).
-        self.changed = max(self.changed, self.read)
-        self._own = {own for own in self._own if own > self.read}
+        """Every stored report up to ``seq`` was read (a load): every
+        change up to it is known (rows become visible in sequence
+        order)."""
+        self.changed = max(self.changed, seq)
 
 
 def stored_view(row: dict) -> host_view.HostView | None:

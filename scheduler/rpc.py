@@ -494,7 +494,7 @@ def intake_target(**kwargs) -> oslo_messaging.Target:
     that every worker of every scheduler service consumes, so that the
     broker hands each report to one of them (competing consumers).  The
     worker that takes a report writes it to the inventory; the others
-    read it there (``HostManager.refresh_reports``).  Older schedulers
+    read it there (``HostManager.refresh_changed_reports``).  Older schedulers
     never consume this queue, which is how a compute tells them apart
     (``SchedulerAPI``).
     """

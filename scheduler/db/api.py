@@ -28,6 +28,7 @@ from scheduler.db.engine import get_engine
 from scheduler.db.engine import make_engine
 from scheduler.db.engine import reset_engine
 from scheduler.db.hosts import host_delete
+from scheduler.db.hosts import host_report_times
 from scheduler.db.hosts import host_reports_changed_since
 from scheduler.db.hosts import host_reports_get
 from scheduler.db.hosts import host_reports_get_all
@@ -45,7 +46,8 @@ __all__ = [
     'aggregate_get_all', 'aggregate_host_add', 'aggregate_host_remove',
     'aggregate_metadata_set', 'aggregate_metadata_unset',
     'aggregate_update', 'aggregate_upsert', 'aggregates_stamp',
-    'get_engine', 'host_delete', 'host_reports_changed_since',
+    'get_engine', 'host_delete', 'host_report_times',
+    'host_reports_changed_since',
     'host_reports_get', 'host_reports_get_all',
     'host_reports_since', 'report_seq',
     'host_reports_save', 'host_reports_touch', 'instance_get_all',

@@ -223,6 +223,32 @@ def host_reports_changed_since(changed_seq: int) -> list[dict]:
     return [dict(zip(_SINCE_NAMES, row)) for row in rows]
 
 
+def host_report_times(keys: Sequence[tuple[str, str]]) -> list[dict]:
+    """The stored times of nodes ``keys`` (``(host, nodename)``):
+    ``host``, ``nodename`` and ``updated_at`` of each stored one, no
+    report.
+
+    Read now and then by every worker for the nodes whose time it
+    holds is getting old (``HostManager.refresh_reports``): by the
+    (host, nodename) index, so a worker pays for the nodes it asks
+    about, not for every time the deployment renewed.
+    """
+    wanted = set(keys)
+    found = []
+    table = models.Host
+    with transaction() as session:
+        for chunk in chunks(sorted(wanted)):
+            # The host list lets every backend use the (host, nodename)
+            # index; the pairs pick the nodes (as ``host_reports_touch``).
+            for host, nodename, updated in session.execute(sa.select(
+                    table.host, table.nodename, table.updated_at).where(
+                    table.host.in_(sorted({h for h, _n in chunk})),
+                    sa.tuple_(table.host, table.nodename).in_(chunk))):
+                found.append({'host': host, 'nodename': nodename,
+                              'updated_at': updated})
+    return found
+
+
 def host_reports_get(keys: Sequence[tuple[str, str]]) -> list[dict]:
     """The stored nodes ``keys`` (``(host, nodename)``) with their
     reports decoded, as ``host_reports_get_all`` gives them."""

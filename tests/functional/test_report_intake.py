@@ -4,7 +4,8 @@ A real scheduler service with two workers, real RabbitMQ, a real
 PostgreSQL inventory, and a simulated fleet of this release (API 1.5):
 each report goes to the shared intake queue and is taken by one
 worker, which writes it to the inventory; the other worker reads it
-there (``HostManager.refresh_reports``).
+there (``HostManager.refresh_changed_reports``; the times of quiet
+reports, ``refresh_reports``, once they get old there).
 
 * every host is known and up in the answers of both workers;
 * a worker killed with SIGKILL while reports flow loses no host and

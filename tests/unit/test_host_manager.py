@@ -1198,11 +1198,14 @@ def test_a_worker_learns_the_reports_another_took_from_the_inventory():
         assert other.get_host_state('h1').memory_mb == 8192
         # Nothing new: nothing read, nothing taken.
         assert other.refresh_reports() == 0
-        # A quiet report: only its time travels.
-        clock[0] += 30
+        # A quiet report: only its time travels, read by the others
+        # once the time they hold gets old (not every time renewed).
+        clock[0] += 10
         taker.update_from_report(fixtures.report('h1', memory_mb=8192))
         taker.flush()
         before = other.get_host_state('h1')
+        assert other.refresh_reports() == 0
+        clock[0] += host_manager.time_to_refresh()
         assert other.refresh_reports() == 1
         after = other.get_host_state('h1')
         assert after is not before and after.received_at > \
@@ -1247,6 +1250,71 @@ def test_a_host_another_worker_hears_from_is_not_marked_down():
         assert [s.host for s in other.get_up_host_states()] == ['h1']
     finally:
         liveness.set_clock(None)
+
+
+class _TimesAsked:
+    """The real inventory; records the keys of each stored-time read."""
+
+    def __init__(self, real):
+        self.real = real
+        self.asked = []
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def host_report_times(self, keys):
+        self.asked.append(sorted(keys))
+        return self.real.host_report_times(keys)
+
+
+def test_the_others_read_a_quiet_nodes_time_only_when_theirs_gets_old():
+    clock = [1000.0]
+    liveness.set_clock(lambda: clock[0])
+    try:
+        taker = fixtures.manager_with()
+        other = host_manager.HostManager(inventory=_TimesAsked(taker.db))
+        other.load_from_inventory()
+        for host in ('h1', 'h2', 'h3'):
+            taker.update_from_report(fixtures.report(host))
+        taker.flush()
+        other.refresh_reports()
+        assert len(other.get_up_host_states()) == 3
+        other.db.asked.clear()
+        # The taker renews every node each report interval; the other
+        # worker reads no time while the ones it holds are young.
+        for _ in range(int(host_manager.time_to_refresh() // 10)):
+            clock[0] += 10
+            for host in ('h1', 'h2', 'h3'):
+                taker.update_from_report(fixtures.report(host))
+            taker.flush()
+            other.refresh_reports()
+        assert other.db.asked == []
+        # h3's compute then reports to the other worker directly: only
+        # the times of h1 and h2 get old there and are read, once.
+        other.update_from_report(fixtures.report('h3'))
+        clock[0] += 10
+        taker.update_from_report(fixtures.report('h1'))
+        taker.update_from_report(fixtures.report('h2'))
+        taker.flush()
+        assert other.refresh_reports() == 2
+        assert other.db.asked == [[('h1', 'h1'), ('h2', 'h2')]]
+        assert other.refresh_reports() == 0
+        assert other.db.asked == [[('h1', 'h1'), ('h2', 'h2')]]
+        assert other.check_down_hosts() == []
+    finally:
+        liveness.set_clock(None)
+
+
+@pytest.mark.parametrize('down, every, age', [
+    (60, 10, 30.0),    # the defaults: half the down time
+    (30, 10, 10.0),    # two periodic runs short of the down time
+    (15, 10, 0.0),     # every run reads every time
+])
+def test_a_time_is_read_again_well_before_the_down_cut_off(
+        conf, down, every, age):
+    conf.config(service_down_time=down, periodic_task_interval=every,
+                group='scheduler')
+    assert host_manager.time_to_refresh() == age
 
 
 def test_a_report_written_by_another_worker_never_replaces_a_newer_one():
@@ -1327,9 +1395,12 @@ def test_a_quiet_report_from_the_intake_waits_for_the_flush():
         taker.flush()
         assert taker.db.report_seq() == seq + 1
         assert taker.db.host_reports_changed_since(seq) == []
-        # The periodic read carries the time.
+        # The periodic read carries the time, once the one held gets
+        # old.
+        taken = clock[0]
+        clock[0] += host_manager.time_to_refresh() + 1
         assert other.refresh_reports() == 1
-        assert other.get_host_state('h1').received_at == clock[0]
+        assert other.get_host_state('h1').received_at == taken
     finally:
         liveness.set_clock(None)
 

@@ -141,6 +141,25 @@ def test_a_report_another_worker_took_is_read_before_it_is_asked_for(clock):
     assert other.get_host_state('h1').memory_mb == report.memory_mb
 
 
+def test_a_worker_that_misses_one_node_learns_the_whole_new_fleet(clock):
+    url = 'sqlite:///%s' % 'file::memory:?cache=shared&uri=true'
+    first = fixtures.manager_with([], url=url)
+    other = host_manager.HostManager(inventory=first.db)
+    first._writer.window = 0.0
+    reports = [rich_report('h%d' % n) for n in range(5)]
+    for report in reports:
+        first.update_from_report(report, shared=True)
+    # The other worker serves no request: the first liveness it takes
+    # reads what changed for every node, not for that one only ...
+    assert other.take_alive([(('h0', 'h0'), _digest(reports[0]))]) == []
+    assert sorted(other._usage_cache.rows) == [
+        ('h%d' % n, 'h%d' % n) for n in range(5)]
+    # ... so the next nodes' liveness is renewed without a read.
+    other.refresh_nodes = other.refresh_usage = None
+    assert other.take_alive([(('h%d' % n, 'h%d' % n), _digest(report))
+                             for n, report in enumerate(reports)]) == []
+
+
 # --- the endpoint -----------------------------------------------------------
 
 class _Computes:

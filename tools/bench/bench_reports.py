@@ -8,7 +8,9 @@ services with one worker each: the same arithmetic) and kind of report
 (``quiet``: the same state again; ``busy``: a changed usage), it runs
 one report interval: every host reports once, every worker flushes its
 backlog (as its periodic task does) and reads what the others wrote
-(``refresh_reports``, as before a request), and prints the process CPU
+(``refresh_changed_reports``, as before a request, and
+``refresh_reports``, periodic: within one interval no time held gets
+old enough to be read again), and prints the process CPU
 time per report, the ratio to one worker, and the reports per second
 one core takes at that cost (beyond which reports wait on the bus and
 the lag grows).  Each report is decoded from its wire form (JSON, then
@@ -119,8 +121,8 @@ def _interval(workers: list, wire: list, fanout: bool,
     of each write window (``rate`` a second) in one batch, and the
     others read them before their next request
     (``refresh_changed_reports``); then every worker flushes (the
-    times of quiet reports) and reads the times (``refresh_reports``,
-    periodic).  With ``endpoints`` (one a worker), ``wire`` holds
+    times of quiet reports) and runs its periodic read
+    (``refresh_reports``).  With ``endpoints`` (one a worker), ``wire`` holds
     liveness messages (API 1.6), shared among them as the intake
     shares reports.
     """

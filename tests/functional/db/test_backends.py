@@ -118,6 +118,12 @@ def _host_reports():
              for r in api.host_reports_get_all()}
     assert (times['node0002'], times['node0003'], times['node0004']) == (
         touched, touched, later)
+    # The times of some nodes, read by key (an unknown one is left out).
+    assert sorted((r['nodename'], r['updated_at'])
+                  for r in api.host_report_times(
+                      [('compute001', 'node0002'), ('compute001', 'node0003'),
+                       ('compute001', 'nowhere')])) == [
+        ('node0002', touched), ('node0003', touched)]
     assert api.host_delete('compute000') == 2
     assert api.host_delete('newcomer', 'newcomer') == 1
     assert len(api.host_reports_get_all()) == 998
