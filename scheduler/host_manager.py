@@ -34,6 +34,7 @@ from scheduler.db import api as db_api
 from scheduler.db import availability
 from scheduler.db import usage
 from scheduler import exception
+from scheduler import group_commit
 from scheduler import host_aggregates
 from scheduler import host_view
 from scheduler import metrics
@@ -89,6 +90,8 @@ class HostManager:
         #: One load at a time; the others wait for it.  The runtime's
         #: lock (green under eventlet): it is held across queries.
         self._load_lock = threading.Lock()
+        #: Builds' confirmations, written together (``group_commit``).
+        self._confirms = group_commit.GroupCommit(self._confirm_many)
 
     # -- loading and saving ---------------------------------------------
 
@@ -484,9 +487,18 @@ class HostManager:
         reports other workers took that changed (before every request).
 
         Cheap when nothing changed (one indexed query each).  Requests
-        that come during a read share the next one, begun after they
-        came (``concurrency.SharedRead``).  Returns how many nodes'
-        usage was refreshed.
+        that come during a read share it (``concurrency.SharedRead``):
+        under a stream of requests a worker reads back to back and each
+        request waits for the rest of one read, where waiting for a read
+        begun after it came cost it the rest of one and a whole next
+        one.  A request may thus miss a change committed while the read
+        it shared was already running.  Nothing relies on seeing it: the
+        claim's own check in the inventory refuses room another worker
+        took (the node is refreshed and the request placed again,
+        ``claim_attempts``), and a retried request finds its earlier
+        placements through the inventory, not this cache.  Returns how
+        many nodes' usage this call's read refreshed (0 when it shared
+        another's).
         """
         return self._fresh.run(self._refresh_usage) or 0
 
@@ -726,13 +738,26 @@ class HostManager:
 
         Their usage stays counted as pending until a report of the node
         includes it.  Nothing is read back: the confirmation changes
-        only the claims' status, which the cache takes as the inventory
-        has it.
+        only the claims' status, which this worker's cache takes as the
+        inventory now has it (one build a placement: the re-read cost
+        two more round trips per placement).  The confirmations that
+        arrive while one is written are written together after it
+        (``group_commit``); each returns once its own is.
         """
-        if self.usage_db.confirm(host, instance_uuids):
+        if self._confirms.run((host, instance_uuids)):
             with self._lock:
                 self._usage_cache.confirmed(self._reports.nodes_of(host),
                                             instance_uuids)
+
+    def _confirm_many(self, builds: list) -> list:
+        """Write the confirmations of ``builds`` (``(host, uuids)``
+        pairs) that arrived together: one statement where the store can
+        (``confirm_many``), instead of a pooled connection each."""
+        many = getattr(self.usage_db, 'confirm_many', None)
+        if many is None:
+            return [self.usage_db.confirm(host, uuids)
+                    for host, uuids in builds]
+        return many(builds)
 
     def sync_instance_info(self, host: str, instance_uuids: list) -> list:
         """A compute's complete list of its instances, sent now and then.

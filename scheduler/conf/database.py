@@ -9,15 +9,21 @@ holds one connection at a time, and claims and report batches are
 short transactions, so a few connections serve many requests.
 ``scheduler-manage config check`` compares the budget with the
 server's ``max_connections``.
+
+The whole budget is the pool (no overflow): SQLAlchemy closes an
+overflow connection as soon as it is returned while the pool holds its
+size of idle ones, so a busy worker opened and closed connections at
+every peak, each opening a new server process and the request that
+opened it waiting for that.
 """
 
 from oslo_config import cfg
 from oslo_db import options as db_options
 
 _DEFAULT_SQL_CONNECTION = 'sqlite:///$state_path/scheduler.sqlite'
-#: Connections a worker keeps open, and may open beyond them at a peak.
-DEFAULT_MAX_POOL_SIZE = 5
-DEFAULT_MAX_OVERFLOW = 5
+#: Connections a worker keeps open once opened, and none beyond them.
+DEFAULT_MAX_POOL_SIZE = 10
+DEFAULT_MAX_OVERFLOW = 0
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

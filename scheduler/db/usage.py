@@ -1015,6 +1015,42 @@ def confirm(host: str, instance_uuids: Iterable[str]) -> int:
     return count
 
 
+def confirm_many(builds: Sequence[tuple[str, Sequence[str]]]) -> list[int]:
+    """``confirm`` for several computes' news at once: ``builds`` is
+    ``(host, instance_uuids)`` pairs; returns, for each, how many of its
+    claims it marked active.
+
+    One statement where the database returns rows from an UPDATE and
+    commits a statement alone (PostgreSQL): ``UPDATE instances ...
+    WHERE (instance_uuid, host) IN (...) AND status = 'claimed'
+    RETURNING instance_uuid, host``.  A claim is marked only by the
+    host it was placed on, as by ``confirm``; setting what is set
+    already changes nothing, so the statement may run again.
+    """
+    wanted = sorted({(uuid, host) for host, uuids in builds
+                     for uuid in uuids})
+    if not (engine.statements_commit_alone() and wanted):
+        return [confirm(host, uuids) for host, uuids in builds]
+    table = _INST.__table__
+
+    def activate(conn) -> set:
+        marked = set()
+        for chunk in engine.chunks(wanted):
+            stmt = (sa.update(table)
+                    .where(sa.tuple_(table.c.instance_uuid,
+                                     table.c.host).in_(chunk),
+                           table.c.status == instances.CLAIMED)
+                    .values(status=instances.ACTIVE,
+                            updated_at=timeutils.utcnow())
+                    .returning(table.c.instance_uuid, table.c.host))
+            marked.update((row[0], row[1]) for row in conn.execute(stmt))
+        return marked
+
+    marked = engine.run_autocommit(activate)
+    return [len({(uuid, host) for uuid in uuids} & marked)
+            for host, uuids in builds]
+
+
 @engine.retry_on_deadlock
 def sync_host(host: str, instance_uuids: Iterable[str]) -> list[dict]:
     """Align ``host``'s placements with the compute's complete list.

@@ -139,3 +139,27 @@ def test_a_build_confirms_its_claims_in_one_statement(postgresql):
     found = usage.placements_get(uuids)
     assert {p['status'] for p in found.values()} == {'active'}
     assert usage.confirm('n1', uuids) == 0
+
+
+def test_builds_confirmed_together_in_one_statement(postgresql):
+    # Every build's confirmation took a pooled connection of its own;
+    # under load they queued in front of the claims.  Written together
+    # (HostManager's group commit), they are one statement, and each
+    # compute's count is its own: a claim is marked only by its host.
+    _report('n1')
+    _report('n2')
+    on_n1 = [p['instance_uuid'] for p in usage.claim_many(
+        [_request('n1'), _request('n1')])]
+    on_n2 = [p['instance_uuid'] for p in usage.claim_many(
+        [_request('n2')])]
+    with _Driver() as driver:
+        assert usage.confirm_many([
+            ('n1', on_n1 + [str(uuid.uuid4())]),
+            ('n2', on_n2),
+            ('n2', on_n1),          # not n2's: left alone
+        ]) == [2, 1, 0]
+    assert len(driver.statements) == 1, driver.statements
+    assert driver.commits == 0
+    found = usage.placements_get(on_n1 + on_n2)
+    assert {p['status'] for p in found.values()} == {'active'}
+    assert usage.confirm_many([('n1', on_n1), ('n2', on_n2)]) == [0, 0]
