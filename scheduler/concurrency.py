@@ -301,43 +301,44 @@ class Turn:
 
 
 class SharedRead:
-    """Callers that come while a read is under way share that read.
+    """Callers that come while a read is under way share the next one.
 
-    ``run(read)`` returns once a ``read`` has ended that was under way
-    when the caller came or that the caller began: the first caller to
-    find none under way leads one, the others wait for it and return
-    None together.  So a worker reads once per burst of requests, and a
-    request waits for at most one read (the rest of the one under way,
-    or its own), not for the rest of one and then a whole new one.
-
-    What a caller sees is therefore what was stored before the read it
-    shared began, which may be a little before the caller came (by the
-    time that read had run): ``HostManager.refresh_usage`` says why that
-    is enough.  The event is the runtime's (green under eventlet).
+    ``run(read)`` returns once a ``read`` begun after the caller came
+    has ended: the first caller to find none under way leads it, the
+    others wait and return None together, so a burst of requests reads
+    twice, not once each, and each sees what was stored before it
+    came.  The event is the runtime's (green under eventlet).
     """
 
     def __init__(self):
         self._lock = native_lock()
         #: The read under way (set when it ends), or None.
         self.under_way = None
+        #: Reads begun, and the last one ended, by number (one at a
+        #: time: they end in the order they begin).
+        self._begun = self._done = 0
 
     def run(self, read):
         import threading
         with self._lock:
-            event = self.under_way
-            if event is None:
-                event = self.under_way = threading.Event()
-                leading = True
-            else:
-                leading = False
-        if not leading:
+            arrived = self._begun
+        while True:
+            with self._lock:
+                if self._done > arrived:
+                    return None
+                event = self.under_way
+                if event is None:
+                    event = self.under_way = threading.Event()
+                    self._begun += 1
+                    mine = self._begun
+                    break
             event.wait()
-            return None
         try:
             return read()
         finally:
             with self._lock:
                 self.under_way = None
+                self._done = mine
             event.set()
 
 

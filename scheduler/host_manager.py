@@ -487,18 +487,9 @@ class HostManager:
         reports other workers took that changed (before every request).
 
         Cheap when nothing changed (one indexed query each).  Requests
-        that come during a read share it (``concurrency.SharedRead``):
-        under a stream of requests a worker reads back to back and each
-        request waits for the rest of one read, where waiting for a read
-        begun after it came cost it the rest of one and a whole next
-        one.  A request may thus miss a change committed while the read
-        it shared was already running.  Nothing relies on seeing it: the
-        claim's own check in the inventory refuses room another worker
-        took (the node is refreshed and the request placed again,
-        ``claim_attempts``), and a retried request finds its earlier
-        placements through the inventory, not this cache.  Returns how
-        many nodes' usage this call's read refreshed (0 when it shared
-        another's).
+        that come during a read share the next one, begun after they
+        came (``concurrency.SharedRead``).  Returns how many nodes'
+        usage was refreshed.
         """
         return self._fresh.run(self._refresh_usage) or 0
 
