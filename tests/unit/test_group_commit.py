@@ -45,6 +45,21 @@ def _wait_for(predicate):
     raise AssertionError('never happened')
 
 
+def _during_a_write(batcher, write, first: str, others: str,
+                    results: dict) -> list:
+    """Start a caller of ``first`` and, once its write is under way, a
+    caller of each of ``others``; return once those are all waiting."""
+    lead = threading.Thread(target=_call, args=(batcher, first, results))
+    lead.start()
+    assert write.writing.wait(10)
+    rest = [threading.Thread(target=_call, args=(batcher, x, results))
+            for x in others]
+    for t in rest:
+        t.start()
+    _wait_for(lambda: batcher.waiting() == len(others))
+    return [lead] + rest
+
+
 def test_a_lone_caller_writes_at_once():
     batches = []
     batcher = group_commit.GroupCommit(
@@ -58,18 +73,11 @@ def test_callers_during_a_write_are_written_together_after_it():
     write = _Blocking()
     batcher = group_commit.GroupCommit(write)
     results = {}
-    first = threading.Thread(target=_call, args=(batcher, 'a', results))
-    first.start()
-    assert write.writing.wait(10)
-    others = [threading.Thread(target=_call, args=(batcher, x, results))
-              for x in ('b', 'c', 'd')]
-    for t in others:
-        t.start()
-    _wait_for(lambda: batcher.waiting() == 3)
+    threads = _during_a_write(batcher, write, 'a', 'bcd', results)
     # Nobody returned before its own write.
     assert results == {}
     write.release.set()
-    for t in [first] + others:
+    for t in threads:
         t.join(10)
     assert write.batches == [['a'], ['b', 'c', 'd']]
     assert results == {'a': 'A', 'b': 'B', 'c': 'C', 'd': 'D'}
@@ -80,16 +88,9 @@ def test_every_caller_of_a_failed_batch_gets_its_error_and_others_go_on():
     write = _Blocking(fail_on='c')
     batcher = group_commit.GroupCommit(write)
     results = {}
-    first = threading.Thread(target=_call, args=(batcher, 'a', results))
-    first.start()
-    assert write.writing.wait(10)
-    others = [threading.Thread(target=_call, args=(batcher, x, results))
-              for x in ('b', 'c')]
-    for t in others:
-        t.start()
-    _wait_for(lambda: batcher.waiting() == 2)
+    threads = _during_a_write(batcher, write, 'a', 'bc', results)
     write.release.set()
-    for t in [first] + others:
+    for t in threads:
         t.join(10)
     assert results['a'] == 'A'
     assert [str(results[x]) for x in ('b', 'c')] == ['refused c'] * 2
