@@ -455,7 +455,6 @@ class SchedulerManager(periodic_task.PeriodicTasks):
         hosts = self.driver.host_manager
         metrics.set_hosts(known=len(hosts.get_all_host_states()),
                           up=len(hosts.get_up_host_states()))
-        metrics.flush()
 
     #: Seconds between two warnings that reports are late.
     LAG_WARNING_EVERY = 60.0
@@ -654,11 +653,9 @@ class ReportsEndpoint(_CastEndpoint):
     is back (at the next such cast or periodic run): a compute sends it
     once.  Later news of a host with news kept waits behind it, so that
     each host's news stays in order; news of other hosts is applied at
-    once.  (Behind one queue for every host, the news arriving while it
-    was replayed one by one kept it from ever emptying: placements of
-    deleted instances stayed for minutes after a 10 s outage.)  Beyond
-    ``MAX_DEFERRED`` the oldest is dropped, counted in the outage's
-    tally and in the line that says what was applied.
+    once (one queue for every host could never empty while news kept
+    arriving).  Beyond ``MAX_DEFERRED`` the oldest is dropped, counted
+    in the outage's tally and in the line that says what was applied.
     """
 
     target = oslo_messaging.Target(version='1.5')

@@ -620,12 +620,6 @@ class Fleet:
             except Exception:
                 LOG.exception('Checking the fleet queue bindings failed')
 
-    def report_all(self) -> int:
-        """Report every host that is not silenced; return how many did."""
-        ctxt = ctx_mod.get_admin_context()
-        return sum(1 for compute in self.hosts.values()
-                   if compute.report(ctxt))
-
     def _schedule(self, interval: float, rng: random.Random) -> list:
         """Each host's next report time, spread over one interval."""
         now = time.monotonic()
