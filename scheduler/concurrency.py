@@ -178,8 +178,7 @@ def tune_garbage_collector() -> None:
 
     A scheduler keeps tens of thousands of long-lived objects (a report
     and a view per node): a full collection walks them all, a pause
-    every request in flight waits out.  With Python's defaults one ran
-    every few seconds under load; the older generations' thresholds
+    every request in flight waits out; the older generations' thresholds
     make full collections very rare.
 
     The young generation stays small: the libraries under the RPC
