@@ -39,16 +39,13 @@ from scheduler.objects import base as objects_base
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
 
-_EXPECTED = (exception.NoValidHost, exception.InvalidRequest,
-             exception.MalformedObject, exception.InventoryUnavailable,
-             exception.NotAuthorized)
-
-
+#: The errors a caller is expected to handle, and their metric labels.
 _OUTCOMES = ((exception.NoValidHost, 'no_valid_host'),
              (exception.InvalidRequest, 'invalid_request'),
              (exception.MalformedObject, 'malformed_object'),
              (exception.InventoryUnavailable, 'inventory_unavailable'),
              (exception.NotAuthorized, 'not_authorized'))
+_EXPECTED = tuple(cls for cls, _label in _OUTCOMES)
 
 
 @contextlib.contextmanager
@@ -731,10 +728,8 @@ class ReportsEndpoint(_CastEndpoint):
     def replay_deferred(self) -> None:
         """Apply the news kept during an outage, in waves of one news
         per host (``_next_wave``), the deletions of a wave in one
-        transaction: one by one, each in its own transactions, the
-        replay took seconds after every outage while placements of
-        deleted instances stayed.  Stops at the first that meets the
-        outage still."""
+        transaction, so that deleted instances free their hosts soon.
+        Stops at the first that meets the outage still."""
         with self._deferred_lock:
             if self._replaying or not self._deferred:
                 return
