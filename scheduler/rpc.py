@@ -305,15 +305,12 @@ def get_server(target: oslo_messaging.Target, endpoints: list,
                at_once: dict | None = None):
     """An RPC server that dispatches only exposed methods.
 
-    Built by ``oslo_messaging.get_rpc_server`` with
-    ``ExplicitRPCAccessPolicy``: only endpoint methods marked with
-    ``oslo_messaging.expose`` are callable over the bus, not every
-    public attribute.  ``get_rpc_server`` cannot take a dispatcher
-    class, so ours (the same public RPCDispatcher, with the checks
-    above) replaces the one it built before the server starts.
-    Installs the message size bounds and the log filter for unreadable
-    messages first.  The server takes messages off the bus no faster
-    than it serves them (``bound_intake``).
+    With ``ExplicitRPCAccessPolicy`` only endpoint methods marked with
+    ``oslo_messaging.expose`` are callable over the bus.
+    ``get_rpc_server`` cannot take a dispatcher class, so ours (with the
+    checks above) replaces the one it built before the server starts.
+    The server takes messages off the bus no faster than it serves them
+    (``bound_intake``).
 
     ``at_once``: ``{method: n}``; of each of these methods the server
     takes at most ``n`` messages off the bus before one is served, even

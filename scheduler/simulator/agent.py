@@ -633,9 +633,7 @@ class Fleet:
 
         For ``send_report``, from the RPC server's threads: the reporter
         sends it with the hosts due then, on the connection it already
-        holds.  Sent from each server thread instead, a burst of such
-        questions (workers that have not yet read a fleet's first
-        reports) took a pooled connection per concurrent answer.
+        holds, rather than each server thread taking a pooled connection.
         """
         want = getattr(self._api, 'want_full_report', None)
         if want is not None:
