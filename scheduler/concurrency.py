@@ -178,8 +178,7 @@ def tune_garbage_collector() -> None:
 
     A scheduler keeps tens of thousands of long-lived objects (a report
     and a view per node): a full collection walks them all, a pause
-    every request in flight waits out.  With Python's defaults one ran
-    every few seconds under load; the older generations' thresholds
+    every request in flight waits out; the older generations' thresholds
     make full collections very rare.
 
     The young generation stays small: the libraries under the RPC
@@ -562,12 +561,10 @@ def own_log_locks_after_fork() -> None:
 
     Under eventlet, oslo.log makes every log handler's lock a pipe that
     holds one token byte (so that green and native threads can share
-    it), and nothing renews it in a forked child: the parent and all
-    its workers shared one lock.  A worker killed while it wrote a log
-    line (kill -9, the OOM killer) took the token with it, and every
-    process of the service then blocked at its next log line: the other
-    workers stopped answering, and the parent neither restarted the
-    worker nor handled SIGTERM.  Call it before the launcher forks.
+    it), and nothing renews it in a forked child: a worker killed while
+    it wrote a log line would take the token with it, and every process
+    of the service would block at its next log line.  Call it before
+    the launcher forks.
     """
     global _log_locks_renewed_after_fork
     if _patched and not _log_locks_renewed_after_fork:

@@ -39,16 +39,13 @@ from scheduler.objects import base as objects_base
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
 
-_EXPECTED = (exception.NoValidHost, exception.InvalidRequest,
-             exception.MalformedObject, exception.InventoryUnavailable,
-             exception.NotAuthorized)
-
-
+#: The errors a caller is expected to handle, and their metric labels.
 _OUTCOMES = ((exception.NoValidHost, 'no_valid_host'),
              (exception.InvalidRequest, 'invalid_request'),
              (exception.MalformedObject, 'malformed_object'),
              (exception.InventoryUnavailable, 'inventory_unavailable'),
              (exception.NotAuthorized, 'not_authorized'))
+_EXPECTED = tuple(cls for cls, _label in _OUTCOMES)
 
 
 @contextlib.contextmanager
@@ -455,7 +452,6 @@ class SchedulerManager(periodic_task.PeriodicTasks):
         hosts = self.driver.host_manager
         metrics.set_hosts(known=len(hosts.get_all_host_states()),
                           up=len(hosts.get_up_host_states()))
-        metrics.flush()
 
     #: Seconds between two warnings that reports are late.
     LAG_WARNING_EVERY = 60.0
@@ -654,11 +650,9 @@ class ReportsEndpoint(_CastEndpoint):
     is back (at the next such cast or periodic run): a compute sends it
     once.  Later news of a host with news kept waits behind it, so that
     each host's news stays in order; news of other hosts is applied at
-    once.  (Behind one queue for every host, the news arriving while it
-    was replayed one by one kept it from ever emptying: placements of
-    deleted instances stayed for minutes after a 10 s outage.)  Beyond
-    ``MAX_DEFERRED`` the oldest is dropped, counted in the outage's
-    tally and in the line that says what was applied.
+    once (one queue for every host could never empty while news kept
+    arriving).  Beyond ``MAX_DEFERRED`` the oldest is dropped, counted
+    in the outage's tally and in the line that says what was applied.
     """
 
     target = oslo_messaging.Target(version='1.5')
@@ -734,10 +728,8 @@ class ReportsEndpoint(_CastEndpoint):
     def replay_deferred(self) -> None:
         """Apply the news kept during an outage, in waves of one news
         per host (``_next_wave``), the deletions of a wave in one
-        transaction: one by one, each in its own transactions, the
-        replay took seconds after every outage while placements of
-        deleted instances stayed.  Stops at the first that meets the
-        outage still."""
+        transaction, so that deleted instances free their hosts soon.
+        Stops at the first that meets the outage still."""
         with self._deferred_lock:
             if self._replaying or not self._deferred:
                 return

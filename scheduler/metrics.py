@@ -248,11 +248,6 @@ def _join_or_prepare(conf) -> None:
         _metrics = _Metrics(conf.prometheus.histogram_buckets)
 
 
-def flush() -> None:
-    """Nothing to do: prometheus_client writes each change as it
-    happens.  Kept so that callers need not know the mode."""
-
-
 def stop() -> None:
     """Stop serving; this process's gauges stop counting (it is going)."""
     _stop_serving()

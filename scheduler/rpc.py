@@ -43,21 +43,14 @@ CONSUMER_IDLE_WAIT = 0.5
 
 
 def bound_consumer_idle_wait() -> None:
-    """Let a stopped RPC server or reply listener go within 0.5 s.
+    """Let a stopped RPC server or reply listener go within
+    ``CONSUMER_IDLE_WAIT``.
 
-    oslo.messaging's AMQP consumers back off while idle: they wait for
-    a message 1 ms, then 2, 4 ... and at most 5 s at a time, and see a
-    ``stop()`` only when that wait ends.  An idle service stopped its
-    three servers one after the other, each waiting out its back-off:
-    SIGTERM took seconds for nothing, and so did closing a caller's
-    transport.
-    The back-off has no option; its ceiling is a module constant read
-    at every wait, lowered here.  An idle consumer then wakes twice a
-    second instead of every 5 s (a socket read timing out, a heartbeat
-    check), which costs an idle worker little CPU
-    (tools/bench/bench_stop.py measures the stop).
-    Without that constant (another oslo.messaging) nothing is changed,
-    and tests/unit/test_rpc.py fails.
+    oslo.messaging's idle AMQP consumers back off exponentially and see
+    a ``stop()`` only when a wait ends, so a stop waited out that
+    back-off.  Its ceiling has no option, only a module constant read at
+    every wait: lowered here.  Without that constant (another
+    oslo.messaging) nothing is changed, and tests/unit/test_rpc.py fails.
     """
     try:
         from oslo_messaging._drivers import amqpdriver
@@ -249,11 +242,9 @@ def _bounded_executor(executor_cls: type, at_once: dict | None = None
     its consumer receives it, before a worker takes it, and its
     executors queue what their workers cannot take yet without a bound;
     ``rabbit_qos_prefetch_count`` bounds only what is unacknowledged.
-    A service slower than its casters (a fleet's first reports, a
-    backlog after an outage) thus moved the broker's whole queue into
-    its memory as decoded messages, and the resident size they grew it
-    to stayed (Python cannot move the objects kept between those that
-    were freed; doc/performance.md, "Memory").  Bounded here, the
+    A service slower than its casters would move the broker's whole
+    queue into its memory, and the resident size would stay
+    (doc/performance.md, "Memory").  Bounded here, the
     consumer stops reading while the bound is reached: the rest waits
     on the broker, unacknowledged and redelivered to another worker if
     this one dies, and another daemon on the topic gets its share.
@@ -314,15 +305,12 @@ def get_server(target: oslo_messaging.Target, endpoints: list,
                at_once: dict | None = None):
     """An RPC server that dispatches only exposed methods.
 
-    Built by ``oslo_messaging.get_rpc_server`` with
-    ``ExplicitRPCAccessPolicy``: only endpoint methods marked with
-    ``oslo_messaging.expose`` are callable over the bus, not every
-    public attribute.  ``get_rpc_server`` cannot take a dispatcher
-    class, so ours (the same public RPCDispatcher, with the checks
-    above) replaces the one it built before the server starts.
-    Installs the message size bounds and the log filter for unreadable
-    messages first.  The server takes messages off the bus no faster
-    than it serves them (``bound_intake``).
+    With ``ExplicitRPCAccessPolicy`` only endpoint methods marked with
+    ``oslo_messaging.expose`` are callable over the bus.
+    ``get_rpc_server`` cannot take a dispatcher class, so ours (with the
+    checks above) replaces the one it built before the server starts.
+    The server takes messages off the bus no faster than it serves them
+    (``bound_intake``).
 
     ``at_once``: ``{method: n}``; of each of these methods the server
     takes at most ``n`` messages off the bus before one is served, even
@@ -913,8 +901,7 @@ def _within(deadline: float, method: str, timeout: float, func, *args,
     broker reconnects under the connection's lock, with the retries
     (unbounded for a cast's connection) and back-off of whoever first
     opened it, and a call that takes that connection waits for the
-    lock.  Calls overran a 10 s timeout by 5 s through a broker stop
-    that way.  Made in a thread of ``_calls`` here, a call is waited
+    lock.  Made in a thread of ``_calls`` here, a call is waited
     for until its deadline only; a call blocked past it is published
     when the lock is free, and nobody waits for its reply.
     """
@@ -933,13 +920,12 @@ def call(cctxt, ctxt, method: str, **kwargs):
     """``cctxt.call(ctxt, method, **kwargs)``, over within its timeout.
 
     oslo.messaging's rabbit driver retries publishing a call for as long
-    as the broker is unreachable (``retry=None``, with a growing
-    backoff) and only then starts the call's timeout: a 5 s call took
-    13 s through a 10 s outage, and blocks for the whole of a longer
-    one.  Here each attempt publishes once (``retry=0``), attempts
-    repeat every ``SEND_RETRY_INTERVAL`` seconds, and each waits for the
-    reply only for what is left of the caller's timeout (the client's,
-    else ``[DEFAULT] rpc_response_timeout``).  The reply queue a
+    as the broker is unreachable (``retry=None``) and only then starts
+    the call's timeout.  Here each attempt publishes once
+    (``retry=0``), attempts repeat every ``SEND_RETRY_INTERVAL``
+    seconds, and each waits for the reply only for what is left of the
+    caller's timeout (the client's, else ``[DEFAULT]
+    rpc_response_timeout``).  The reply queue a
     process's first call needs is opened in the background
     (``_ReplyQueueOpener``), so the first call is bounded too.  Each
     attempt runs in a thread of its own, waited for until the deadline
@@ -955,12 +941,9 @@ def call(cctxt, ctxt, method: str, **kwargs):
     ``SchedulerAPI`` does: a prepared context passes it on, its own
     ``prepare`` cannot set it).  Just after a broker restart the
     broker takes calls before the servers have declared their queues
-    again (their reconnection back-off): a call published then went
-    nowhere, and its caller waited its whole timeout although a
-    scheduler consumed again seconds later.  The broker now returns it,
-    nobody has it, and it is published again until a queue takes it;
-    past the deadline the caller gets ``NoServerConsuming`` (a
-    ``MessagingTimeout``).
+    again: it returns such a call, which is published again until a
+    queue takes it; past the deadline the caller gets
+    ``NoServerConsuming`` (a ``MessagingTimeout``).
     """
     timeout = cctxt.timeout or cfg.CONF.rpc_response_timeout
     deadline = time.monotonic() + timeout

@@ -112,9 +112,9 @@ def host_reports_save(reports: list[dict]) -> int | None:
 
     A changed row is deleted and inserted again with its id and
     created_at, rather than updated: a bulk UPDATE is one round trip a
-    row with psycopg2 and PyMySQL (10,000 rows took 6-7 s), while
-    DELETE ... IN and a multi-row INSERT take a few statements on every
-    backend.  In one transaction, nobody sees the difference.
+    row with psycopg2 and PyMySQL, while DELETE ... IN and a multi-row
+    INSERT take a few statements.  In one transaction, nobody sees the
+    difference.
 
     Every row written gets the transaction's report sequence number as
     ``seq`` and ``changed_seq``; returns it (None when nothing was

@@ -620,12 +620,6 @@ class Fleet:
             except Exception:
                 LOG.exception('Checking the fleet queue bindings failed')
 
-    def report_all(self) -> int:
-        """Report every host that is not silenced; return how many did."""
-        ctxt = ctx_mod.get_admin_context()
-        return sum(1 for compute in self.hosts.values()
-                   if compute.report(ctxt))
-
     def _schedule(self, interval: float, rng: random.Random) -> list:
         """Each host's next report time, spread over one interval."""
         now = time.monotonic()
@@ -639,9 +633,7 @@ class Fleet:
 
         For ``send_report``, from the RPC server's threads: the reporter
         sends it with the hosts due then, on the connection it already
-        holds.  Sent from each server thread instead, a burst of such
-        questions (workers that have not yet read a fleet's first
-        reports) took a pooled connection per concurrent answer.
+        holds, rather than each server thread taking a pooled connection.
         """
         want = getattr(self._api, 'want_full_report', None)
         if want is not None:

@@ -6,9 +6,8 @@ oslo.messaging publishes that cast on the ``control_exchange`` topic
 exchange with the routing key ``<topic>.<host>``, and a real compute's
 RPC server consumes a queue bound with that key.
 
-A simulator of 10,000 hosts cannot run 10,000 RPC servers: over
-RabbitMQ each one opens its own broker connection, and the broker
-allows about a thousand.  So the simulator runs one RPC server per
+Over RabbitMQ an RPC server per simulated host would open more broker
+connections than the broker allows.  So the simulator runs one RPC server per
 process, on ``Target(topic, server=<fleet server name>)``, and adds one
 binding per simulated host to that server's queue (``<topic>.<server
 name>``): routing key ``<topic>.<host>`` -> the fleet's queue.  The

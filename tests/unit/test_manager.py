@@ -488,7 +488,7 @@ HOUSEKEEPING = {
     '_expire_claims': ['expire_claims'],
     '_take_over_casts': ['cast_ledger.take_over'],
     '_refresh_aggregates': ['refresh_aggregates'],
-    '_publish_metrics': ['set_hosts', 'metrics.flush'],
+    '_publish_metrics': ['set_hosts'],
     '_return_freed_memory': ['trim'],
 }
 
@@ -513,7 +513,6 @@ def _recorded_housekeeping(monkeypatch, manager, calls: list, fail=None):
         record(host_manager, name)
     record(manager.reports, 'replay_deferred')
     record(manager_mod.metrics, 'set_hosts')
-    record(manager_mod.metrics, 'flush', 'metrics.flush')
     record(manager_mod.memory, 'trim')
     record(manager_mod.cast_ledger, 'take_over', 'cast_ledger.take_over')
 
