@@ -744,11 +744,7 @@ class HostManager:
         """Write the confirmations of ``builds`` (``(host, uuids)``
         pairs) that arrived together: one statement where the store can
         (``confirm_many``), instead of a pooled connection each."""
-        many = getattr(self.usage_db, 'confirm_many', None)
-        if many is None:
-            return [self.usage_db.confirm(host, uuids)
-                    for host, uuids in builds]
-        return many(builds)
+        return self.usage_db.confirm_many(builds)
 
     def sync_instance_info(self, host: str, instance_uuids: list) -> list:
         """A compute's complete list of its instances, sent now and then.
