@@ -126,11 +126,10 @@ def test_a_worker_started_beside_live_ones_grants_nothing(clock, inventory):
     assert _up(after) == []
 
 
-def test_the_manager_probes_the_broker_at_its_periodic_tasks(
+def test_the_managers_periodic_task_probes_the_broker(
         clock, monkeypatch):
     monkeypatch.setattr(rpc, 'broker_reachable', lambda timeout: False)
     manager = manager_mod.SchedulerManager()
     clock[0] = START + 10
-    manager.run_periodic_tasks(context.get_admin_context(),
-                               raise_on_error=True)
+    manager._watch_hearing(context.get_admin_context())
     assert liveness.is_deaf()
