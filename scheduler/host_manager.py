@@ -35,6 +35,7 @@ from scheduler.db import availability
 from scheduler.db import usage
 from scheduler import exception
 from scheduler import group_commit
+from scheduler import hearing
 from scheduler import host_aggregates
 from scheduler import host_view
 from scheduler import metrics
@@ -124,6 +125,9 @@ class HostManager:
             for key, _view in self._reports.items():
                 self._views.compose(key)
             self._loaded = True
+        hearing.silent_before_start(max(
+            (view.received_at for view in views if view is not None),
+            default=None))
         LOG.info('Loaded %(hosts)d host state(s), %(agg)d aggregate(s) and '
                  '%(claims)d pending claim(s) from the inventory',
                  {'hosts': sum(v is not None for v in views),

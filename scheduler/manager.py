@@ -24,12 +24,14 @@ from scheduler.db import availability
 from scheduler.db import taken_casts
 from scheduler import driver as driver_mod
 from scheduler import exception
+from scheduler import hearing
 from scheduler import loader
 from scheduler import memory
 from scheduler import metrics
 from scheduler import notifications
 from scheduler import objects
 from scheduler import rejections
+from scheduler import rpc
 from scheduler.replay import trace
 from scheduler import report_lag
 from scheduler.resources import liveness
@@ -178,6 +180,10 @@ class SchedulerManager(periodic_task.PeriodicTasks):
         self.operator = OperatorEndpoint(self)
         #: When the report lag was last said to be too long.
         self._lag_warned_at = 0.0
+        self.hearing = hearing.Hearing(
+            probe=lambda: rpc.broker_reachable(
+                timeout=hearing.PROBE_TIMEOUT),
+            last_report=lambda: self.reports.lag.noted_at)
 
     # -- RPC: placement -------------------------------------------------
 
@@ -445,6 +451,10 @@ class SchedulerManager(periodic_task.PeriodicTasks):
     @_outage_quiet('refreshing aggregates')
     def _refresh_aggregates(self, ctxt):
         self.driver.host_manager.refresh_aggregates()
+
+    @periodic_task.periodic_task(spacing=0)
+    def _watch_hearing(self, ctxt):
+        self.hearing.check()
 
     @periodic_task.periodic_task(spacing=0, run_immediately=True)
     def _publish_metrics(self, ctxt):

@@ -2,9 +2,12 @@
 
 A host is up when its last report is no older than ``[scheduler]
 service_down_time`` and nobody forced it down.  The age of a report is
-``now() - received_at``; ``now`` reads ``clock``, which a test or a
-replay may replace (``set_clock``) to state a host's report age
-without sleeping.
+``now() - received_at``, less the time reports currently wait on the
+bus (``set_intake_lag``) and any recent stretch during which no report
+could reach the schedulers (``deaf``: the broker down, or no scheduler
+running), so that a host is judged by the time it could be heard.
+``now`` reads ``clock``, which a test or a replay may replace
+(``set_clock``) to state a host's report age without sleeping.
 """
 
 import time
@@ -29,6 +32,12 @@ def set_clock(func: typing.Callable[[], float] | None) -> None:
     clock = time.time if func is None else func
 
 
+def forget_deafness() -> None:
+    """Forget every stretch without reports (tests, replays)."""
+    global _deafness
+    _deafness = None
+
+
 #: Seconds reports currently wait on the bus before they are taken
 #: (``set_intake_lag``).
 intake_lag = 0.0
@@ -41,11 +50,60 @@ def set_intake_lag(seconds: float) -> None:
     intake_lag = max(0.0, seconds)
 
 
+#: The last stretch during which this worker knows that no report could
+#: reach the deployment: ``(since, until)``, ``until`` None while it
+#: lasts; None when there was none (``deaf``, ``heard_again``).
+_deafness: tuple[float, float | None] | None = None
+
+
+def deaf(since: float, until: float | None = None) -> None:
+    """No report could reach the schedulers from ``since`` (the broker
+    was unreachable, or no scheduler ran) until ``until`` (None: still).
+
+    A host is judged by the time the deployment could hear it: the
+    stretch is not counted in any report's age until every host could
+    have reported again (``service_down_time`` after it ended).  A
+    stretch that begins while the last one still counts adds to it.
+    """
+    global _deafness
+    if is_deaf():
+        _deafness = (min(since, _deafness[0]), until)
+        return
+    _deafness = (since - _credit(since), until)
+
+
+def heard_again(at: float | None = None) -> None:
+    """Reports can reach the schedulers again since ``at`` (now)."""
+    global _deafness
+    if _deafness is not None and _deafness[1] is None:
+        _deafness = (_deafness[0], now() if at is None else at)
+
+
+def is_deaf() -> bool:
+    """Whether a stretch without reports is under way (``deaf``)."""
+    return _deafness is not None and _deafness[1] is None
+
+
+def _credit(at: float) -> float:
+    """Seconds of the deafness not counted in a report's age at ``at``."""
+    if _deafness is None:
+        return 0.0
+    since, until = _deafness
+    if until is None:
+        return max(0.0, at - since)
+    if at - until > CONF.scheduler.service_down_time + intake_lag:
+        # Every host has had service_down_time to report since.
+        return 0.0
+    return max(0.0, until - since)
+
+
 def cutoff(at: float | None = None) -> float:
     """Reports received before this time are stale (a report that
-    waited on the bus counts from when it was sent)."""
-    return ((now() if at is None else at)
-            - CONF.scheduler.service_down_time - intake_lag)
+    waited on the bus counts from when it was sent, and a time no report
+    could reach the schedulers does not count, ``deaf``)."""
+    at = now() if at is None else at
+    return (at - CONF.scheduler.service_down_time - intake_lag
+            - _credit(at))
 
 
 def is_up(host_state, at: float | None = None) -> bool:

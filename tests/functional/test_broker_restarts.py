@@ -156,6 +156,39 @@ def _claimed(db_file: str) -> set:
         conn.close()
 
 
+def test_hosts_heard_before_a_long_broker_outage_are_up_after_it(
+        own_cluster, broker, conf, tmp_path):
+    """While the broker is down no compute can report: when it comes
+    back, the first request used to find every host silent for the
+    whole outage (longer than service_down_time) and got NoValidHost
+    until each host reported again.  The outage is not counted in a
+    host's age any more (``scheduler.hearing``).
+
+    The simulated computes are paused (SIGSTOP) before the outage and
+    stay paused after it, so that no report comes in before the
+    request: the hosts are known only from before the outage."""
+    cluster = own_cluster
+    db = 'sqlite:///%s' % (tmp_path / 'inventory.sqlite')
+    down_time = 20
+    cluster.start_scheduler(db, scheduler_opts={
+        'service_down_time': down_time})
+    sim = cluster.start_sim(hosts=2, service_down_time=down_time)
+    hosts = wait_for_hosts(conf, db, 2)
+    api = rpcapi.SchedulerAPI(timeout=120)
+    ctxt = context.RequestContext(user_id='caller', project_id='functional')
+    os.kill(sim.proc.pid, signal.SIGSTOP)
+    try:
+        broker.stop_app()
+        time.sleep(down_time + 4)
+        broker.start_app()
+        daemons.wait_for(lambda: broker.consumers(cluster.topic), 60,
+                         what='the service to consume again')
+        result = api.select_destinations(ctxt, make_spec(ram=64))
+    finally:
+        os.kill(sim.proc.pid, signal.SIGCONT)
+    assert result[0][0].service_host in hosts, result
+
+
 @pytest.mark.parametrize('executor', ['eventlet', 'threading'])
 def test_a_stop_right_after_a_long_outage_waits_for_no_reconnection(
         own_cluster, broker, conf, tmp_path, executor):

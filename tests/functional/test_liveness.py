@@ -17,10 +17,15 @@ server, as a compute agent does.
 * an instance deleted without the scheduler hearing of it: the host's
   liveness messages cannot renew a node whose inventory usage differs
   from its report, the scheduler asks for the full report, and the
-  placement goes (reconciliation runs on full reports).
+  placement goes (reconciliation runs on full reports);
+* every scheduler stopped for longer than ``service_down_time``: the
+  deployment started again keeps the hosts it last heard, since no
+  scheduler could hear them meanwhile (``scheduler.hearing``).
 """
 
 import collections
+import os
+import signal
 import time
 import uuid
 
@@ -37,6 +42,7 @@ from scheduler.simulator import fleet as fleet_mod
 from tests.functional import daemons
 from tests.functional import test_claims
 from tests.functional.test_scheduler_service import make_spec
+from tests.functional.test_scheduler_service import wait_for_hosts
 
 HOSTS = 6
 #: Generous beside the 1 s report interval of this test.
@@ -237,3 +243,27 @@ def test_a_deletion_never_heard_of_is_reconciled_on_liveness(
         assert 'Traceback' not in service.log(), service.log()[-3000:]
     finally:
         rpc.stop_servers(servers)
+
+
+def test_a_deployment_started_again_after_a_long_stop_keeps_its_hosts(
+        cluster, conf, tmp_path):
+    """The only service stops for longer than ``service_down_time``; the
+    next one used to judge every host down until each reported again
+    (NoValidHost for the first requests).  The computes are paused
+    (SIGSTOP) so that none reports before the request."""
+    db = 'sqlite:///%s' % (tmp_path / 'inventory.sqlite')
+    down_time = 20
+    opts = {'service_down_time': down_time}
+    first = cluster.start_scheduler(db, scheduler_opts=opts)
+    sim = cluster.start_sim(hosts=2, service_down_time=down_time)
+    hosts = wait_for_hosts(conf, db, 2)
+    os.kill(sim.proc.pid, signal.SIGSTOP)
+    try:
+        assert first.stop() == 0
+        time.sleep(down_time + 4)
+        cluster.start_scheduler(db, name='sched2', scheduler_opts=opts)
+        result = cluster.api.select_destinations(cluster.ctxt,
+                                                 make_spec(ram=64))
+    finally:
+        os.kill(sim.proc.pid, signal.SIGCONT)
+    assert result[0][0].service_host in hosts, result

@@ -490,6 +490,7 @@ HOUSEKEEPING = {
     '_refresh_aggregates': ['refresh_aggregates'],
     '_publish_metrics': ['set_hosts'],
     '_return_freed_memory': ['trim'],
+    '_watch_hearing': ['hearing.check'],
 }
 
 
@@ -515,6 +516,7 @@ def _recorded_housekeeping(monkeypatch, manager, calls: list, fail=None):
     record(manager_mod.metrics, 'set_hosts')
     record(manager_mod.memory, 'trim')
     record(manager_mod.cast_ledger, 'take_over', 'cast_ledger.take_over')
+    record(manager.hearing, 'check', 'hearing.check')
 
 
 def _outage():
