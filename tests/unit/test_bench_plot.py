@@ -160,3 +160,55 @@ def test_nova_runs_our_filters_less_those_placement_answers(bench_nova,
         'ImagePropertiesFilter', 'AggregateInstanceExtraSpecsFilter',
         'ServerGroupAntiAffinityFilter', 'ServerGroupAffinityFilter',
         'DifferentHostFilter', 'SameHostFilter']
+
+
+@pytest.fixture(scope='module')
+def plot():
+    return _load('plot_latency')
+
+
+_STAMP = {'date': '2026-11-28 03:00 UTC', 'machine': 'x86_64, 2 cores',
+          'commit': 'abc1234', 'load_start': '3.0 2.0 1.0',
+          'load_end': '4.0 3.0 2.0',
+          'command': 'python tools/bench/plot_latency.py --quick'}
+
+
+def _side(median, p95):
+    return {'n': 10, 'median': median, 'p95': p95, 'refused': 1,
+            'cpu_median': median / 2}
+
+
+def test_hosts_figure_leaves_nova_out_where_it_did_not_run(plot):
+    part = dict(_STAMP, seed=25, requests=10, duration_s=5.0,
+                nova='34.0.0', translation=['zones: placement'], rows=[
+                    {'hosts': 1000, 'ours': _side(2.0, 4.0),
+                     'nova': _side(50.0, 90.0)},
+                    {'hosts': 100000, 'ours': _side(20.0, 40.0),
+                     'nova': None}])
+    svg, md = plot.hosts_figure(part)
+    _root, lines = _polylines(svg)
+    assert [len(line) for line in lines] == [2, 2, 1, 1]
+    assert '| 1000 | 2.00 | 4.00 | 1.00 | 10 | 50.00 | 90.00 | 25.00 | ' \
+        '10 | 25x |' in md
+    assert '| 100000 | 20.00 | 40.00 | 10.00 | 10 |  |  |  |  |  |' in md
+    assert '- zones: placement' in md
+    assert 'load average 3.0 2.0 1.0 at the start' in svg
+    assert 'abc1234' in md and '--quick' in md
+
+
+def test_callers_figures_say_they_are_ours_only(plot):
+    def row(callers, placements):
+        return {'callers': callers, 'select_per_s': placements,
+                'noop_before_per_s': 300.0, 'noop_after_per_s': 100.0,
+                'select_ms': {'n': 5, 'median': 10.0, 'p95': 30.0},
+                'noop_before_ms': {'n': 5, 'median': 2.0, 'p95': 3.0},
+                'select_failed': 0}
+    part = dict(_STAMP, hosts=5000, db='sqlite', layout='1x2',
+                requests=100, duration_s=10.0, errors={},
+                rows=[row(1, 20.0), row(4, 50.0)])
+    rates, latency, md = plot.callers_figures(part)
+    assert 'ours only' in rates and 'ours only' in latency
+    _root, lines = _polylines(rates)
+    assert [len(line) for line in lines] == [2, 2]
+    # Against the mean of the no-op rates before and after.
+    assert '| 4 | 50.0 | 300 / 100 | 0.25 |' in md

@@ -61,6 +61,14 @@ an architecture no host has (nova's and our filters must then pass no
 host), and during the run every chosen host of both sides is checked to
 be in the requested zone.  ``--json PATH`` writes every figure
 (``rows``, and ``curves`` with the per-size medians for a plot).
+
+The plot (``plot_latency.py``, ``tox -e benchplot``) uses the mixed
+workload instead of ``make_spec``: ``load_mixed`` hands nova the fleet
+of ``bench_mixed`` with the equivalent of its filters
+(``nova_filters``), ``nova_mixed`` sends it the same requests
+``bench_mixed`` draws, server groups and boots from volume included
+(``spec_record``), and nova's hosts keep what it placed.
+``MIXED_TRANSLATION`` says what reaches nova and how.
 """
 
 import argparse
@@ -365,7 +373,7 @@ def nova_mixed(worker, zones: dict, mix, requests: int, budget: float,
           % (draws[0].flavor.name, draws[0].zone,
              ', '.join('%s %d->%d' % tuple(s) for s in walk['steps'])))
     state = mix.MixState(seed * 1000 + 1)
-    samples, refused, outside = [], 0, 0
+    samples, cpu, refused, outside = [], [], 0, 0
     start = time.perf_counter()
     for n, draw in enumerate(draws):
         if n >= 5 and time.perf_counter() - start > budget:
@@ -381,6 +389,7 @@ def nova_mixed(worker, zones: dict, mix, requests: int, budget: float,
             start = time.perf_counter()
             continue
         samples.append(got['seconds'])
+        cpu.append(got['cpu_seconds'])
         if len(got['chosen']) != len(uuids):
             refused += 1
             continue
@@ -389,7 +398,10 @@ def nova_mixed(worker, zones: dict, mix, requests: int, budget: float,
                              for h in got['chosen']):
             outside += 1
     stats = _stats(samples)
-    stats.update(refused=refused, outside_zone=outside)
+    # The CPU time of the worker's thread: what a loaded machine does
+    # not inflate, unlike the wall clock.
+    stats.update(refused=refused, outside_zone=outside,
+                 cpu_median=_stats(cpu)['median'])
     return stats
 
 
