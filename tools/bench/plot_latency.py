@@ -244,10 +244,12 @@ def callers_figures(part: dict) -> tuple:
     rates = svgplot.line_chart(
         [svgplot.Series('placements/s (claims on)', xs,
                         [r['select_per_s'] for r in rows], OURS),
-         svgplot.Series('no-op calls/s, same run', xs, noop, '#7f7f7f',
-                        dashed=True)],
+         svgplot.Series('no-op calls/s, same run (mean of', xs, noop,
+                        '#7f7f7f', dashed=True),
+         svgplot.Series('the phases before and after)', [], [],
+                        '#7f7f7f', dashed=True)],
         'Placements per second against concurrent callers', notes,
-        'concurrent callers', 'per second', log_y=False)
+        'concurrent callers', 'per second')
     latency = svgplot.line_chart(
         [svgplot.Series('select_destinations, median', xs,
                         [r['select_ms']['median'] for r in rows], OURS),

@@ -164,9 +164,11 @@ def line_chart(series: list, title: str, notes: list, x_label: str,
             out.append('<circle cx="%.1f" cy="%.1f" r="%d" fill="%s"/>'
                        % (px(x), py(y), 2 if s.dashed else 3, colour))
         legend_y = top + 8 + 18 * n
-        out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" %s/>'
-                   % (right + 12, legend_y - 4, right + 32, legend_y - 4,
-                      colour, style))
+        if s.xs:
+            # (A series of no points continues the legend line above.)
+            out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" '
+                       '%s/>' % (right + 12, legend_y - 4, right + 32,
+                                 legend_y - 4, colour, style))
         out.append('<text x="%d" y="%d" fill="%s" font-size="11">%s</text>'
                    % (right + 36, legend_y, colour, _esc(s.name)))
     out.append('</svg>')
