@@ -196,6 +196,16 @@ def test_hosts_figure_leaves_nova_out_where_it_did_not_run(plot):
     assert 'abc1234' in md and '--quick' in md
 
 
+def test_hosts_figure_without_nova(plot):
+    part = dict(_STAMP, seed=25, requests=10, duration_s=5.0,
+                translation=['zones: placement'], rows=[
+                    {'hosts': 1000, 'ours': _side(2.0, 4.0), 'nova': None}])
+    svg, md = plot.hosts_figure(part)
+    _root, lines = _polylines(svg)
+    assert len(lines) == 2
+    assert 'reach nova' not in md
+
+
 def test_callers_figures_say_they_are_ours_only(plot):
     def row(callers, placements):
         return {'callers': callers, 'select_per_s': placements,

@@ -220,7 +220,7 @@ def hosts_figure(part: dict) -> tuple:
         'CPU time per request, which a loaded machine inflates less.'
         % (part['seed'], part['requests'], part['duration_s'], nova),
         '', table]
-    if part.get('translation'):
+    if part.get('translation') and any(r.get('nova') for r in rows):
         text += ['How the requests reach nova:', '']
         text += ['- %s' % line for line in part['translation']]
     refused = ['%d: ours %d, nova %s' % (
