@@ -61,6 +61,14 @@ an architecture no host has (nova's and our filters must then pass no
 host), and during the run every chosen host of both sides is checked to
 be in the requested zone.  ``--json PATH`` writes every figure
 (``rows``, and ``curves`` with the per-size medians for a plot).
+
+The plot (``plot_latency.py``, ``tox -e benchplot``) uses the mixed
+workload instead of ``make_spec``: ``load_mixed`` hands nova the fleet
+of ``bench_mixed`` with the equivalent of its filters
+(``nova_filters``), ``nova_mixed`` sends it the same requests
+``bench_mixed`` draws, server groups and boots from volume included
+(``spec_record``), and nova's hosts keep what it placed.
+``MIXED_TRANSLATION`` says what reaches nova and how.
 """
 
 import argparse
@@ -173,20 +181,36 @@ def write_fleet(driver, path: str) -> dict:
     zones of each host name."""
     views = driver.host_manager.get_all_host_states()
     data = {'hosts': [host_record(v) for v in views],
-            'aggregates': [{'id': a.id, 'uuid': a.uuid, 'name': a.name,
-                            'hosts': list(a.hosts),
+            # A fleet file's aggregates have no database id nor uuid;
+            # nova's Aggregate needs both.
+            'aggregates': [{'id': a.obj_get('id') or n + 1,
+                            'uuid': a.obj_get('uuid') or str(uuid.uuid5(
+                                uuid.NAMESPACE_DNS, 'aggregate-%s' % a.name)),
+                            'name': a.name, 'hosts': list(a.hosts),
                             'metadata': dict(a.metadata)}
-                           for a in driver.host_manager.aggregates()]}
+                           for n, a in enumerate(
+                               driver.host_manager.aggregates())]}
     with open(path, 'w') as f:
         json.dump(data, f)
     return {v.host: set(v.availability_zones) for v in views}
 
 
 def spec_record(spec_obj, uuids: list) -> dict:
-    """Our RequestSpec as the fields nova's ``from_components`` takes."""
+    """Our RequestSpec as the fields nova's ``from_components`` takes.
+
+    A server group goes as nova's ``InstanceGroup`` fields (policy,
+    members, the hosts its members are on), a boot from volume as
+    ``is_bfv`` with no image (``image_properties`` None)."""
     flavor = spec_obj.flavor
     image = spec_obj.obj_get('image')
+    group = spec_obj.obj_get('instance_group')
     return {
+        'instance_group': None if group is None else {
+            'uuid': group.uuid, 'name': group.obj_get('name'),
+            'policy': group.policy,
+            'members': list(group.obj_get('members') or []),
+            'hosts': list(group.obj_get('hosts') or [])},
+        'is_bfv': bool(spec_obj.obj_get('is_bfv')),
         'uuid': uuids[0], 'num_instances': spec_obj.num_instances,
         'memory_mb': flavor.memory_mb, 'vcpus': flavor.vcpus,
         'root_gb': flavor.root_gb,
@@ -194,7 +218,7 @@ def spec_record(spec_obj, uuids: list) -> dict:
         'swap': flavor.obj_get('swap') or 0,
         'extra_specs': dict(flavor.obj_get('extra_specs') or {}),
         'image_properties': dict(image.obj_get('properties') or {})
-        if image is not None else {},
+        if image is not None else None,
         'availability_zone': spec_obj.obj_get('availability_zone'),
         'project_id': spec_obj.obj_get('project_id'),
         'user_id': spec_obj.obj_get('user_id'),
@@ -282,6 +306,103 @@ def sanity(worker, driver, zones: dict, columnar: bool) -> None:
           'ours passed %d' % (nova['passed'], ours['passed']))
     if nova['passed'] or ours['passed'] or not walk:
         raise SystemExit('sanity check failed: the filters do not run')
+
+
+#: How the mixed workload's requests reach nova (for the figures' notes).
+MIXED_TRANSLATION = (
+    'zones and room for the flavor (our AvailabilityZone, Ram, Disk and '
+    'VCPU filters): nova 34 has no such filters, placement answers them; '
+    'the worker hands nova\'s filters the hosts placement would return, '
+    'worked out untimed, and the placement call is not timed',
+    'server groups (every policy), different_host and same_host hints, '
+    'aggregate extra specs, image properties: taken by nova\'s own '
+    'filters (ServerGroup(Anti)Affinity, DifferentHost, SameHost, '
+    'AggregateInstanceExtraSpecs, ImageProperties) and weighers (soft '
+    'affinity); they name nova\'s own earlier placements',
+    'boot from volume: is_bfv, no image, no root disk asked of placement',
+    'claims: ours are in the timed figure (a SQLite file); nova\'s '
+    'allocation in placement is not; nova\'s reload of its hosts from '
+    'the database for each request is not timed either',
+    'host reports: ours takes them between requests (untimed), nova\'s '
+    'hosts change only by its own placements',
+    'the edge aggregate\'s max_instances_per_host: neither side runs '
+    'a filter reading it')
+
+#: Filters of the mixed workload that nova 34 no longer has: placement
+#: answers them (the requested zone, room for the flavor) before nova's
+#: filters run, which the worker's placement answer stands for.
+PLACEMENT_ANSWERS = ('AvailabilityZoneFilter', 'RamFilter', 'DiskFilter',
+                     'VCPUFilter')
+
+
+def nova_filters(ours: list) -> list:
+    """nova's ``enabled_filters`` for our ``ours``: the same filters,
+    less those placement answers in nova 34."""
+    return [name for name in ours if name not in PLACEMENT_ANSWERS]
+
+
+def load_mixed(worker, driver, filters_: list,
+               max_placement_results: int = 0) -> tuple:
+    """The hosts ``driver`` holds now, loaded into nova's worker with
+    nova's equivalent of ``filters_``: ``(zones of each host, the
+    worker's answer)``."""
+    with tempfile.TemporaryDirectory(prefix='bench-nova-') as tmp:
+        fleet = os.path.join(tmp, 'fleet.json')
+        zones = write_fleet(driver, fleet)
+        info = worker.call(op='load', fleet=fleet,
+                           candidates=worker.candidates,
+                           max_placement_results=max_placement_results,
+                           filters=nova_filters(filters_))
+    return zones, info
+
+
+def nova_mixed(worker, zones: dict, mix, requests: int, budget: float,
+               seed: int) -> dict:
+    """nova's filter-and-weigh on the requests ``bench_mixed`` draws for
+    k=1 with ``seed`` (the same flavors, images, zones, hints and server
+    groups, the same instance uuids), the fleet keeping what nova placed.
+    Server groups and hints refer to nova's own earlier placements.
+    ``requests`` at most, for at most ``budget`` seconds; five untimed
+    first, as ``bench_mixed`` does."""
+    draws = mix.RequestMix(seed, instances=1).draws(requests + 5)
+    # That nova's filters really run: how many hosts each kept for the
+    # first request (on a state of its own, not to shift the groups).
+    first = mix.MixState(seed).spec(draws[0], _uuids(1))
+    walk = worker.call(op='walk', spec=spec_record(first, _uuids(1)))
+    print('  nova filter walk, first request (%s, zone %s): %s'
+          % (draws[0].flavor.name, draws[0].zone,
+             ', '.join('%s %d->%d' % tuple(s) for s in walk['steps'])))
+    state = mix.MixState(seed * 1000 + 1)
+    samples, cpu, refused, outside = [], [], 0, 0
+    start = time.perf_counter()
+    for n, draw in enumerate(draws):
+        if n >= 5 and time.perf_counter() - start > budget:
+            break
+        uuids = state.new_uuids(draw.instances)
+        spec = state.spec(draw, uuids)
+        got = worker.call(op='select', spec=spec_record(spec, uuids),
+                          uuids=uuids, keep=True)
+        if 'error' in got:
+            raise SystemExit('nova worker: %s\n%s'
+                             % (got['error'], got.get('trace', '')))
+        if n < 5:
+            start = time.perf_counter()
+            continue
+        samples.append(got['seconds'])
+        cpu.append(got['cpu_seconds'])
+        if len(got['chosen']) != len(uuids):
+            refused += 1
+            continue
+        state.placed(draw, uuids, got['chosen'])
+        if draw.zone and any(draw.zone not in zones[h]
+                             for h in got['chosen']):
+            outside += 1
+    stats = _stats(samples)
+    # The CPU time of the worker's thread: what a loaded machine does
+    # not inflate, unlike the wall clock.
+    stats.update(refused=refused, outside_zone=outside,
+                 cpu_median=_stats(cpu)['median'])
+    return stats
 
 
 def _stats(samples: list) -> dict:

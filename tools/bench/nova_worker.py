@@ -18,9 +18,18 @@ answers one JSON line per JSON line on its standard input:
   weigher) and ``_consume_selected_host`` on the chosen host.  Only that
   loop is timed.  The consumed hosts are rebuilt afterwards (untimed),
   as nova re-reads its hosts from the database for every request.
+  With ``"keep": true`` (the mixed workload) the consumed hosts keep
+  what they took, as nova's database would show after the builds: the
+  placed instances stay in ``HostState.instances`` (which the server
+  group, ``different_host`` and ``same_host`` filters and the soft
+  affinity weighers read) and the next placement answer sees the usage.
 * ``{"op": "walk", "spec": {...}}``: run nova's enabled filters one by
   one for the first instance and say how many hosts each kept.
 * ``{"op": "quit"}``.
+
+``load`` takes ``filters`` (a list of nova filter class names) to run
+instead of nova's default ``enabled_filters``: the mixed workload's
+requests need the server group, hint and aggregate filters.
 
 Which hosts the filters start from: nova 34 has no availability-zone or
 RAM/disk/vCPU host filter any more; placement answers that before the
@@ -149,8 +158,10 @@ class Fleet:
         if self.candidates == 'all':
             return list(self.states)
         flavor = spec_obj.flavor
+        # A server booted from volume asks placement for no root disk.
+        root = 0 if spec_obj.is_bfv else flavor.root_gb
         want = (spec_obj.availability_zone, flavor.vcpus, flavor.memory_mb,
-                flavor.root_gb + flavor.ephemeral_gb)
+                root + flavor.ephemeral_gb)
         found = self._placement.get(want)
         if found is None:
             zone, vcpus, ram, disk = want
@@ -171,13 +182,27 @@ class Fleet:
             self._placement[want] = found
         return [self.states[i] for i in found]
 
-    def select(self, spec_obj, uuids: list) -> dict:
+    def _kept(self, chosen: list, spec_obj) -> None:
+        """The chosen hosts' usage recorded for the next placement
+        answer, which is worked out again from then on."""
+        flavor = spec_obj.flavor
+        disk = (0 if spec_obj.is_bfv else flavor.root_gb) + \
+            flavor.ephemeral_gb
+        for state in chosen:
+            r = self.records[self.index[(state.host, state.nodename)]]
+            r['memory_mb_used'] += flavor.memory_mb
+            r['vcpus_used'] += flavor.vcpus
+            r['local_gb_used'] += disk
+        if chosen:
+            self._placement.clear()
+
+    def select(self, spec_obj, uuids: list, keep: bool = False) -> dict:
         hosts = self.placement_answer(spec_obj)
         given = len(hosts)
         chosen, passed = [], None
         sorted_hosts = manager.SchedulerManager._get_sorted_hosts
         consume = manager.SchedulerManager._consume_selected_host
-        t0 = time.perf_counter()
+        c0, t0 = time.thread_time(), time.perf_counter()
         for index, uuid in enumerate(uuids):
             spec_obj.instance_uuid = uuid
             spec_obj.obj_reset_changes(['instance_uuid'])
@@ -189,10 +214,15 @@ class Fleet:
             consume(hosts[0], spec_obj, instance_uuid=uuid)
             chosen.append(hosts[0])
         seconds = time.perf_counter() - t0
-        for state in chosen:
-            i = self.index[(state.host, state.nodename)]
-            self.states[i] = self._state(self.records[i])
-        return {'seconds': seconds, 'given': given, 'passed': passed or 0,
+        cpu = time.thread_time() - c0
+        if keep:
+            self._kept(chosen, spec_obj)
+        else:
+            for state in chosen:
+                i = self.index[(state.host, state.nodename)]
+                self.states[i] = self._state(self.records[i])
+        return {'seconds': seconds, 'cpu_seconds': cpu, 'given': given,
+                'passed': passed or 0,
                 'chosen': [s.host for s in chosen]}
 
     def walk(self, spec_obj) -> dict:
@@ -215,17 +245,26 @@ def request_spec(data: dict, ctxt):
         ephemeral_gb=data['ephemeral_gb'], swap=data['swap'],
         extra_specs=dict(data['extra_specs']), rxtx_factor=1.0,
         vcpu_weight=0, is_public=True, disabled=False, description=None)
+    group = data.get('instance_group')
+    if group is not None:
+        group = objects.InstanceGroup(
+            uuid=group['uuid'], name=group['name'], policy=group['policy'],
+            policies=[group['policy']], members=list(group['members']),
+            hosts=list(group['hosts']), rules={})
+    image = data['image_properties']
     filter_properties = {
         'ignore_hosts': data['ignore_hosts'],
         'force_hosts': data['force_hosts'],
         'force_nodes': data['force_nodes'],
         'scheduler_hints': data['scheduler_hints'] or {}}
     spec_obj = objects.RequestSpec.from_components(
-        ctxt, data['uuid'], {'properties': dict(data['image_properties'])},
-        flavor, None, None, filter_properties, None,
+        ctxt, data['uuid'],
+        None if image is None else {'properties': dict(image)},
+        flavor, None, None, filter_properties, group,
         data['availability_zone'], project_id=data['project_id'],
         user_id=data['user_id'])
     spec_obj.num_instances = data['num_instances']
+    spec_obj.is_bfv = bool(data.get('is_bfv'))
     return spec_obj
 
 
@@ -251,6 +290,9 @@ def main() -> None:
                 t0 = time.perf_counter()
                 with open(msg['fleet']) as f:
                     data = json.load(f)
+                if msg.get('filters'):
+                    CONF.set_override('enabled_filters', msg['filters'],
+                                      group='filter_scheduler')
                 fleet = Fleet(data, msg['candidates'],
                               msg['max_placement_results'])
                 _answer({'hosts': len(fleet.states),
@@ -262,7 +304,7 @@ def main() -> None:
                                       for w in fleet.hm.weighers]})
             elif op == 'select':
                 _answer(fleet.select(request_spec(msg['spec'], ctxt),
-                                     msg['uuids']))
+                                     msg['uuids'], msg.get('keep', False)))
             elif op == 'walk':
                 _answer(fleet.walk(request_spec(msg['spec'], ctxt)))
             else:
