@@ -992,27 +992,29 @@ def confirm(host: str, instance_uuids: Iterable[str]) -> int:
     Their usage stays counted as pending until a report lists them: the
     compute's next report is what moves it into ``reported_*``.
     """
-    uuids = sorted(set(instance_uuids))
-
-    def activate(chunk):
-        return (sa.update(_INST).where(_INST.instance_uuid.in_(chunk),
-                                       _INST.host == host,
-                                       _INST.status == instances.CLAIMED)
-                .values(status=instances.ACTIVE,
-                        updated_at=timeutils.utcnow()))
-
-    chunks = list(engine.chunks(uuids))
+    chunks = list(engine.chunks(sorted(set(instance_uuids))))
     if len(chunks) == 1 and engine.statements_commit_alone():
         # One statement needs no transaction: without BEGIN and COMMIT
         # the rows are not held locked across the round trips of a
         # worker busy with other requests (as for the claim).
         return engine.run_autocommit(
-            lambda conn: conn.execute(activate(chunks[0])).rowcount)
-    count = 0
+            lambda conn: conn.execute(_activate(host, chunks[0])).rowcount)
     with engine.transaction() as session:
-        for chunk in chunks:
-            count += session.execute(activate(chunk)).rowcount
-    return count
+        return _confirm_in(session, host, chunks)
+
+
+def _activate(host: str, chunk: Sequence[str]) -> sa.Update:
+    """The UPDATE that marks ``host``'s claims among ``chunk`` active."""
+    return (sa.update(_INST).where(_INST.instance_uuid.in_(chunk),
+                                   _INST.host == host,
+                                   _INST.status == instances.CLAIMED)
+            .values(status=instances.ACTIVE, updated_at=timeutils.utcnow()))
+
+
+def _confirm_in(session: orm.Session, host: str,
+                chunks: Sequence[Sequence[str]]) -> int:
+    return sum(session.execute(_activate(host, chunk)).rowcount
+               for chunk in chunks)
 
 
 def confirm_many(builds: Sequence[tuple[str, Sequence[str]]]) -> list[int]:
@@ -1025,11 +1027,21 @@ def confirm_many(builds: Sequence[tuple[str, Sequence[str]]]) -> list[int]:
     WHERE (instance_uuid, host) IN (...) AND status = 'claimed'
     RETURNING instance_uuid, host``.  A claim is marked only by the
     host it was placed on, as by ``confirm``; setting what is set
-    already changes nothing, so the statement may run again.
+    already changes nothing, so the statement may run again.  On SQLite
+    one transaction; elsewhere one ``confirm`` each.
     """
     wanted = sorted({(uuid, host) for host, uuids in builds
                      for uuid in uuids})
-    if not (engine.statements_commit_alone() and wanted):
+    if not wanted:
+        return [0] * len(builds)
+    if engine.get_engine().dialect.name == 'sqlite':
+        # SQLite writes one transaction at a time, with an fsync at
+        # each commit: one transaction for the batch, not one each.
+        with engine.transaction() as session:
+            return [_confirm_in(session, host,
+                                list(engine.chunks(sorted(set(uuids)))))
+                    for host, uuids in builds]
+    if not engine.statements_commit_alone():
         return [confirm(host, uuids) for host, uuids in builds]
     table = _INST.__table__
 

@@ -1,6 +1,8 @@
 """AggregateInstanceExtraSpecsFilter: the metadata of the host's
 aggregates satisfies the flavor's extra specs."""
 
+import numpy as np
+
 from scheduler.filters import base
 from scheduler.filters import extra_specs_ops
 from scheduler.resources import aggregates
@@ -48,6 +50,23 @@ class AggregateInstanceExtraSpecsFilter(base.RequestScopedFilter):
             if not any(extra_specs_ops.match(v, req) for v in have):
                 return key, meta_key, req, have
         return None
+
+    def filter_columns(self, columns, checks) -> np.ndarray:
+        """``passes`` once per distinct set of aggregates among the
+        candidates, not once per host.
+
+        The verdict reads nothing of a host but its aggregates'
+        metadata, and views with the same aggregates share one list of
+        them (``HostView.set_aggregates``): a fleet of thousands of
+        hosts has a handful of such lists.  A view with its own list is
+        judged on its own, as host by host.
+        """
+        views = columns.views()
+        keys = [id(view.aggregates) for view in views]
+        # One view of each list (the last seen: any would do).
+        judged = {key: self._failed(view, checks) is None
+                  for key, view in dict(zip(keys, views)).items()}
+        return np.fromiter(map(judged.__getitem__, keys), bool, len(keys))
 
     def passes(self, host_state, checks) -> base.Verdict:
         failed = self._failed(host_state, checks)

@@ -27,6 +27,12 @@ class DifferentHostFilter(base.RequestScopedFilter):
     def prepare(self, spec_obj):
         return hint_uuids(spec_obj, HINT) or base.SKIP
 
+    def filter_columns(self, columns, uuids: frozenset):
+        """Hosts listing none of ``uuids``, found through the column
+        store's instance index (``Columns.instances_among``): a few
+        rows visited, not every candidate's instance list."""
+        return columns.instances_among(uuids) == 0
+
     def passes(self, host_state, uuids: frozenset) -> base.Verdict:
         return uuids.isdisjoint(host_state.instance_uuids) or base.Rejected(
             lambda: 'runs instance(s) %s named by the different_host hint'

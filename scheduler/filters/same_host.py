@@ -23,6 +23,11 @@ class SameHostFilter(base.RequestScopedFilter):
     def prepare(self, spec_obj):
         return different_host.hint_uuids(spec_obj, HINT) or base.SKIP
 
+    def filter_columns(self, columns, uuids: frozenset):
+        """Hosts listing one of ``uuids`` at least, found through the
+        column store's instance index (``Columns.instances_among``)."""
+        return columns.instances_among(uuids) > 0
+
     def passes(self, host_state, uuids: frozenset) -> base.Verdict:
         return not uuids.isdisjoint(host_state.instance_uuids) or \
             base.Rejected(lambda: 'runs none of the instance(s) %s named '

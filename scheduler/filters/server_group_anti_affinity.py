@@ -1,6 +1,8 @@
 """ServerGroupAntiAffinityFilter: the host runs fewer members of the
 instance's anti-affinity server group than the group allows."""
 
+import numpy as np
+
 from scheduler.filters import base
 from scheduler.resources import server_groups
 
@@ -24,10 +26,39 @@ class ServerGroupAntiAffinityFilter(base.RequestScopedFilter):
         return (frozenset(group.obj_get('members') or ()),
                 list(group.obj_get('hosts') or ()),
                 server_groups.max_per_host(group),
-                spec_obj.obj_get('instance_uuid'))
+                spec_obj.obj_get('instance_uuid'),
+                spec_obj.num_instances)
+
+    def filter_columns(self, columns, prepared):
+        """``passes`` over columns: the members' rows come from the
+        column store's instance index and the group's hosts from the
+        host-name codes (as ``server_groups.member_count_columns``
+        counts them), so no candidate is visited in Python.
+
+        For a request of one instance only.  The memo of a request's
+        later instances (``columns._Memo``) keeps a verdict unless the
+        node the previous instance went to changed, and this filter is
+        not row-local: the host the previous instance went to joins the
+        group's hosts, which every node of that host counts, not only
+        the node it went to; and a host let through because it runs the
+        instance itself must be judged again for the next instance.  A
+        request for several instances of the group runs host by host.
+        """
+        members, hosts, limit, instance_uuid, num = prepared
+        if num > 1:
+            return None
+        count = columns.instances_among(members) if members \
+            else np.zeros(len(columns))
+        if hosts:
+            count = np.maximum(count, columns.host_counts(hosts))
+        passed = count < limit
+        if instance_uuid:
+            # A host that already runs the instance (a move's source).
+            passed |= columns.instances_among(frozenset([instance_uuid])) > 0
+        return passed
 
     def passes(self, host_state, prepared) -> base.Verdict:
-        members, hosts, limit, instance_uuid = prepared
+        members, hosts, limit, instance_uuid, _num = prepared
         if instance_uuid and instance_uuid in host_state.instance_uuids:
             return True
         count = server_groups.members_on_host(host_state, members, hosts)

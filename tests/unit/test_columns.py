@@ -42,7 +42,8 @@ MULTIPLIER_KEYS = ['ram_weight_multiplier', 'cpu_weight_multiplier',
 #: Options that refuse negative values.
 NON_NEGATIVE = ('pci_weight_multiplier', 'soft_affinity_weight_multiplier',
                 'soft_anti_affinity_weight_multiplier')
-EXTRA_FILTERS = ['NumInstancesFilter', 'IoOpsFilter']
+EXTRA_FILTERS = ['NumInstancesFilter', 'IoOpsFilter',
+                 'ServerGroupAntiAffinityFilter', 'ServerGroupAffinityFilter']
 #: Instances the hosts run, some of them members of the request's
 #: server group; and the claims made before the request.
 RUNNING = [fixtures.uuid(700 + n) for n in range(5)]
@@ -126,7 +127,8 @@ def requests(draw, hosts):
     if ignored:
         spec.ignore_hosts = [h.upper() for h in ignored]
     policy = draw(st.sampled_from([None, None, 'soft-affinity',
-                                   'soft-anti-affinity', 'affinity']))
+                                   'soft-anti-affinity', 'affinity',
+                                   'anti-affinity']))
     if policy is not None:
         # Members running somewhere, claimed before, or nowhere; the
         # caller's hosts list, with repeats, may miss some or be stale.

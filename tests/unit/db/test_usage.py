@@ -418,3 +418,30 @@ def test_a_flush_writes_its_nodes_usage_in_a_few_statements():
     placed = usage.placements_get(confirmed)
     assert {(p['pending'], p['status']) for p in placed.values()} == {
         (False, 'active')}
+
+
+def test_confirmations_together_are_one_transaction_on_sqlite():
+    # Each was a transaction, and so an fsync, of its own: a burst of
+    # builds queued its confirmations on the database's write lock.
+    from scheduler.db import engine
+    usage.apply_reports([_report('h2', 'h2')])
+    _claim(1)
+    _claim(2)
+    _claim(3, host='h2', node='h2')
+    begun = []
+
+    def began(conn):
+        begun.append(conn)
+    sa.event.listen(engine.get_engine(), 'begin', began)
+    try:
+        counts = usage.confirm_many([('h1', [fixtures.uuid(1)]),
+                                     ('h2', [fixtures.uuid(3)]),
+                                     ('h1', [fixtures.uuid(2),
+                                             fixtures.uuid(3)])])
+    finally:
+        sa.event.remove(engine.get_engine(), 'begin', began)
+    assert counts == [1, 1, 1]
+    assert len(begun) == 1
+    statuses = {uuid: p['status'] for uuid, p in usage.placements_get(
+        [fixtures.uuid(n) for n in (1, 2, 3)]).items()}
+    assert set(statuses.values()) == {'active'}

@@ -13,6 +13,7 @@ Read top to bottom:
 
 import copy
 import json
+from unittest import mock
 
 import fixtures as fixtures_lib
 from oslo_serialization import jsonutils
@@ -1038,3 +1039,19 @@ def test_another_versions_primitive_is_read_by_oslo(monkeypatch):
     garbled['versioned_object.data']['no_such_field'] = 1
     assert objects.HostState.from_own_primitive(garbled) == 'oslo'
     assert len(read) == 2
+
+
+def test_a_node_uuid_is_checked_once_for_all_its_selections():
+    # Checking a uuid (oslo's UUIDField) cost more than the rest of a
+    # Selection: a request's first choice and alternates name the same
+    # few nodes again and again.
+    from oslo_versionedobjects import fields as ovo_fields
+    host = _Zones({'az1'})
+    with mock.patch.object(ovo_fields.UUID, 'coerce',
+                           autospec=True,
+                           side_effect=ovo_fields.UUID.coerce) as coerce:
+        for n in range(3):
+            sel = objects.Selection.from_host_state(host, fixtures.uuid(n),
+                                                    1.0, {})
+            assert sel.compute_node_uuid == host.uuid
+    assert coerce.call_count <= 1
