@@ -471,8 +471,9 @@ class SchedulerManager(periodic_task.PeriodicTasks):
             LOG.warning('Compute reports wait %(lag).1f s on the bus before '
                         'a worker takes them, more than report_interval '
                         '(%(interval)d s): the schedulers do not keep up '
-                        'with the fleet (add workers or services, or '
-                        'lengthen report_interval); hosts are not judged '
+                        'with the fleet (raise [scheduler] report_workers, '
+                        'add services, or lengthen report_interval); '
+                        'hosts are not judged '
                         'down for that wait',
                         {'lag': lag, 'interval': interval})
 
