@@ -150,7 +150,8 @@ class Service(service.Service):
         ``self.servers`` holds the servers started so far; none is
         started once a stop was asked for, and one whose start ended
         after ``stop()`` gave up waiting is stopped here.  The report
-        queues' servers only with a turn (``_take_report_turn``).
+        queues' servers only with a turn (``_took_turn``; else later,
+        ``_mind_report_turn``).
         """
         # Requests, compute reports and operator casts each get their own
         # server (own topic, own executor pool): a stalled request or a
@@ -178,7 +179,10 @@ class Service(service.Service):
             return
         self.turns = _turns(self.topic, self.host)
         if self.turns is None or self._took_turn():
-            self._start_these(self._report_servers())
+            if not self._start_these(self._report_servers()) and \
+                    self.turns is not None:
+                # Stopped meanwhile, maybe before ``stop()`` saw a turn.
+                self.turns.release()
 
     def _report_servers(self) -> list:
         """The servers of the report queues, each message of which is
