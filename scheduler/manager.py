@@ -481,8 +481,9 @@ class SchedulerManager(periodic_task.PeriodicTasks):
             LOG.warning('Compute reports wait %(lag).1f s on the bus before '
                         'a worker takes them, more than report_interval '
                         '(%(interval)d s): the schedulers do not keep up '
-                        'with the fleet (add workers or services, or '
-                        'lengthen report_interval); hosts are not judged '
+                        'with the fleet (raise [scheduler] report_workers, '
+                        'add services, or lengthen report_interval); '
+                        'hosts are not judged '
                         'down for that wait',
                         {'lag': lag, 'interval': interval})
 
@@ -998,8 +999,9 @@ class ReportsEndpoint(_CastEndpoint):
 class IntakeEndpoint:
     """Reports of 1.5 computes, from the intake queue (API 1.5).
 
-    One queue that every worker of every scheduler service consumes:
-    the broker hands each report to one worker, which writes a new one
+    One queue that the report workers of every scheduler service
+    consume (``[scheduler] report_workers``): the broker hands each
+    report to one worker, which writes a new one
     to the inventory before it uses it, so that the others read it
     there before their next request (``HostManager.update_from_report``
     with ``shared``).  Otherwise served as the 1.4 fanout is
@@ -1026,8 +1028,8 @@ class IntakeEndpoint:
 class AliveEndpoint:
     """Liveness messages of quiet 1.6 computes (API 1.6).
 
-    On a queue of their own that every worker of every 1.6 service
-    consumes (``rpc.alive_target``): the broker hands each message to
+    On a queue of their own that the report workers of every 1.6
+    service consume (``rpc.alive_target``): the broker hands each message to
     one worker, which renews the nodes whose last full report it holds
     (``HostManager.take_alive``) and writes only their times, at its
     next flush; the other workers read a time as they read those of

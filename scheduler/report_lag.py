@@ -5,8 +5,11 @@ Each report carries the time its compute made it (``updated_at``).
 gives the least of them: every report waits in the intake queue at
 least as long as the queue is behind, while a compute whose clock runs
 late makes one report look late, not the least of many.  With the
-intake queue (API 1.5) every worker takes its share of the same queue,
-so each worker's figure is the deployment's.
+intake queue (API 1.5) every worker that consumes it takes its share
+of the same queue, so each such worker's figure is the deployment's;
+a worker that consumes no report queue (``[scheduler] report_workers``)
+hears the figure of those that do (``hear``,
+``report_consumers.Turns.heard_lag``).
 
 The lag feeds the ``scheduler_report_lag_seconds`` gauge, a warning
 when it exceeds ``[scheduler] report_interval``, and the liveness
@@ -32,6 +35,9 @@ class ReportLag:
         self._lags: collections.deque = collections.deque(maxlen=WINDOW)
         #: When the last report was noted (liveness clock), or None.
         self.noted_at: float | None = None
+        #: The lag the workers that take the reports published, and
+        #: when this worker heard it (``hear``), or None.
+        self._heard: tuple | None = None
 
     def note(self, sent: datetime.datetime | None) -> None:
         """A report made by its compute at ``sent`` was taken now."""
@@ -45,11 +51,22 @@ class ReportLag:
             self._lags.append(lag)
             self.noted_at = now
 
-    def current(self, stale_after: float) -> float:
-        """The least lag of the last reports; 0 when none was taken in
-        the last ``stale_after`` seconds (the figure would be old)."""
+    def hear(self, lag: float) -> None:
+        """The workers of this service that take the reports measure
+        ``lag`` now; this worker takes none."""
         with self._lock:
-            if (self.noted_at is None or not self._lags
-                    or liveness.now() - self.noted_at > stale_after):
-                return 0.0
-            return min(self._lags)
+            self._heard = (max(0.0, lag), liveness.now())
+
+    def current(self, stale_after: float) -> float:
+        """The least lag of the last reports; else the lag heard from
+        the workers that take them; 0 when neither came in the last
+        ``stale_after`` seconds (the figure would be old)."""
+        now = liveness.now()
+        with self._lock:
+            if (self.noted_at is not None and self._lags
+                    and now - self.noted_at <= stale_after):
+                return min(self._lags)
+            if self._heard is not None and now - self._heard[1] \
+                    <= stale_after:
+                return self._heard[0]
+            return 0.0

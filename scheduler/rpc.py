@@ -479,8 +479,10 @@ def intake_target(**kwargs) -> oslo_messaging.Target:
 
     On the reports exchange (the computes' publish permission names
     it), under a topic of its own: one queue, ``<topic>_reports_intake``,
-    that every worker of every scheduler service consumes, so that the
-    broker hands each report to one of them (competing consumers).  The
+    that the report workers of every scheduler service consume
+    (``[scheduler] report_workers``, ``scheduler.report_consumers``), so
+    that the broker hands each report to one of them (competing
+    consumers).  The
     worker that takes a report writes it to the inventory; the others
     read it there (``HostManager.refresh_changed_reports``).  Older schedulers
     never consume this queue, which is how a compute tells them apart
@@ -499,8 +501,8 @@ def alive_target(**kwargs) -> oslo_messaging.Target:
     """Where computes cast ``report_alive`` from API 1.6 on.
 
     As the intake (``intake_target``): on the reports exchange, one
-    queue (``<topic>_reports_alive``) that every worker of every 1.6
-    scheduler consumes, each message taken by one of them.  A queue of
+    queue (``<topic>_reports_alive``) that the report workers of every
+    1.6 scheduler consume, each message taken by one of them.  A queue of
     its own, not the intake's: a 1.5 scheduler consumes the intake and
     would drop a method it does not know, while nothing but a 1.6
     scheduler consumes this one, which is how a compute without a cap

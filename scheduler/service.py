@@ -17,6 +17,7 @@ from scheduler import manager as manager_mod
 from scheduler import metrics
 from scheduler import readiness as readiness_mod
 from scheduler import replies
+from scheduler import report_consumers
 from scheduler import rpc
 from scheduler import trust
 
@@ -53,6 +54,9 @@ class Service(service.Service):
         self._stop_asked = False
         self._start_done = threading.Event()
         self._start_done.set()
+        #: This worker's turn to consume the report queues (``[scheduler]
+        #: report_workers``); None: every worker consumes them.
+        self.turns: report_consumers.Turns | None = None
 
     @classmethod
     def create(cls, binary: str = 'scheduler-service',
@@ -113,6 +117,10 @@ class Service(service.Service):
         self.tg.add_dynamic_timer(
             self.periodic_tasks, initial_delay=None,
             periodic_interval_max=self.periodic_interval)
+        if self.turns is not None:
+            self.tg.add_timer(report_consumers.RETRY_EVERY,
+                              self._mind_report_turn,
+                              initial_delay=report_consumers.RETRY_EVERY)
         metrics.start(CONF)
         LOG.info('Serving topic %(topic)s (pid %(pid)d)',
                  {'topic': self.topic, 'pid': os.getpid()})
@@ -141,7 +149,9 @@ class Service(service.Service):
         ``start()`` returns: from then on a call is kept for it.
         ``self.servers`` holds the servers started so far; none is
         started once a stop was asked for, and one whose start ended
-        after ``stop()`` gave up waiting is stopped here.
+        after ``stop()`` gave up waiting is stopped here.  The report
+        queues' servers only with a turn (``_took_turn``; else later,
+        ``_mind_report_turn``).
         """
         # Requests, compute reports and operator casts each get their own
         # server (own topic, own executor pool): a stalled request or a
@@ -150,32 +160,52 @@ class Service(service.Service):
         target = oslo_messaging.Target(topic=self.topic, server=self.host)
         self.rpcserver = rpc.get_server(target, [self.manager],
                                         transport=self._transport)
-        reports = {'update_service_capabilities': REPORTS_AT_ONCE}
         servers = [
             self.rpcserver,
+            # The 1.4 fanout (older computes' reports, every compute's
+            # instance news): every worker, since a fanout message is
+            # not delivered again to another.
             rpc.get_server(rpc.own_exchange_target(rpc.reports_topic(),
                                                    server=self.host),
                            [self.manager.reports],
-                           transport=self._transport, at_once=reports),
-            # Reports of 1.5 computes: each taken by one worker of the
-            # deployment (``rpc.intake_target``).
-            rpc.get_server(rpc.intake_target(server=self.host),
-                           [self.manager.intake],
-                           transport=self._transport, at_once=reports),
-            # Liveness messages of quiet 1.6 computes, also each taken
-            # by one worker (``rpc.alive_target``).
-            rpc.get_server(rpc.alive_target(server=self.host),
-                           [self.manager.alive],
                            transport=self._transport,
-                           at_once={'report_alive': REPORTS_AT_ONCE}),
+                           at_once=_REPORTS_AT_ONCE),
             rpc.get_server(rpc.own_exchange_target(rpc.operator_topic(),
                                                    server=self.host),
                            [self.manager.operator],
                            transport=self._transport)]
         self.servers = []
+        if not self._start_these(servers):
+            return
+        self.turns = _turns(self.topic, self.host)
+        if self.turns is None or self._took_turn():
+            if not self._start_these(self._report_servers()) and \
+                    self.turns is not None:
+                # Stopped meanwhile, maybe before ``stop()`` saw a turn.
+                self.turns.release()
+
+    def _report_servers(self) -> list:
+        """The servers of the report queues, each message of which is
+        taken by one worker of the deployment."""
+        return [
+            # Reports of 1.5 computes (``rpc.intake_target``).
+            rpc.get_server(rpc.intake_target(server=self.host),
+                           [self.manager.intake],
+                           transport=self._transport,
+                           at_once=_REPORTS_AT_ONCE),
+            # Liveness messages of quiet 1.6 computes
+            # (``rpc.alive_target``).
+            rpc.get_server(rpc.alive_target(server=self.host),
+                           [self.manager.alive],
+                           transport=self._transport,
+                           at_once={'report_alive': REPORTS_AT_ONCE})]
+
+    def _start_these(self, servers: list) -> bool:
+        """Start ``servers`` in turn into ``self.servers``; False when a
+        stop was asked for meanwhile (what started late is stopped)."""
         for server in servers:
             if self._stopping():
-                return
+                return False
             server.start()
             with self._lifecycle:
                 late = self._stop_asked
@@ -183,7 +213,53 @@ class Service(service.Service):
                     self.servers.append(server)
             if late:
                 rpc.stop_servers([server], grace=servers_grace())
-                return
+                return False
+        return True
+
+    def _took_turn(self) -> bool:
+        """Take a free report turn; whether this worker holds one."""
+        if not self.turns.take():
+            return False
+        LOG.info('Consuming the report queues %(intake)s and %(alive)s '
+                 '(report turn %(slot)d of %(slots)d, pid %(pid)d)',
+                 {'intake': rpc.intake_topic(), 'alive': rpc.alive_topic(),
+                  'slot': self.turns.slot + 1, 'slots': self.turns.slots,
+                  'pid': os.getpid()})
+        return True
+
+    def _mind_report_turn(self) -> None:
+        """Timer, every ``report_consumers.RETRY_EVERY`` seconds: the
+        holder of a turn publishes its report lag; a worker without one
+        hears it, and takes a turn once one is free (its holder ended)
+        and starts the report queues' servers."""
+        try:
+            self._report_turn_step()
+        except Exception:
+            # The timer must keep running: the next step tries again.
+            LOG.exception('Could not take a turn on the report queues')
+
+    def _report_turn_step(self) -> None:
+        turns = self.turns
+        if turns is None or self._stopping():
+            return
+        stale_after = CONF.scheduler.service_down_time
+        lag = self.manager.reports.lag
+        if turns.held:
+            turns.publish_lag(lag.current(stale_after=stale_after))
+            return
+        heard = turns.heard_lag(stale_after=stale_after)
+        if heard is not None:
+            lag.hear(heard)
+        if not self._took_turn():
+            return
+        started = False
+        try:
+            started = self._start_these(self._report_servers())
+        finally:
+            if not started:
+                # Stopping, or the servers could not start: the turn is
+                # another worker's to take.
+                turns.release()
 
     def periodic_tasks(self, raise_on_error: bool = False) -> float:
         ctxt = context.get_admin_context()
@@ -219,6 +295,9 @@ class Service(service.Service):
                          probe=lambda: rpc.broker_reachable(
                              timeout=BROKER_PROBE_TIMEOUT),
                          down_grace=BROKER_DOWN_GRACE)
+        if self.turns is not None:
+            # Its servers are stopped: another worker may consume now.
+            self.turns.release()
         try:
             self.manager.driver.host_manager.flush()
         except Exception:
@@ -247,6 +326,31 @@ class Service(service.Service):
 #: round trips.  Reports wait on the bus instead, which the report lag
 #: accounts for (``scheduler.report_lag``).
 REPORTS_AT_ONCE = 4
+
+_REPORTS_AT_ONCE = {'update_service_capabilities': REPORTS_AT_ONCE}
+
+
+def _turns(topic: str, host: str) -> report_consumers.Turns | None:
+    """This worker's report turns (``[scheduler] report_workers``),
+    with one taken if one was free; None when every worker consumes the
+    report queues."""
+    slots = CONF.scheduler.report_workers
+    if not slots:
+        return None
+    turns = report_consumers.Turns(
+        report_consumers.directory_of(CONF.state_path),
+        report_consumers.service_name(topic, host), slots)
+    try:
+        turns.prepare()
+        # Once here, so that a file that cannot be opened is found now.
+        turns.take()
+    except OSError as e:
+        LOG.warning('Cannot keep the report turns ([scheduler] '
+                    'report_workers) in %(dir)s: %(error)s; every worker '
+                    'consumes the report queues',
+                    {'dir': turns.directory, 'error': e})
+        return None
+    return turns
 
 
 #: Seconds ``stop()`` waits for a start-up in progress (connecting to

@@ -67,12 +67,59 @@ Related options:
         min=1,
         help="""
 Number of scheduler worker processes.  Every worker consumes the same
-topic queue (requests are shared round robin) and gets every fanout
-report from the computes, so each keeps a full view of the hosts.
-Claims are written to the inventory before a caller is answered, and
-every worker reads the others' before it chooses, so any number of
-workers (and of scheduler services sharing ``[database] connection``)
-place exactly the capacity there is.
+topic queue (requests are shared round robin); ``report_workers`` of
+them consume the host report queues, and every worker reads the
+reports the others took from the inventory, so each keeps a full view
+of the hosts.  Claims are written to the inventory before a caller is
+answered, and every worker reads the others' before it chooses, so any
+number of workers (and of scheduler services sharing ``[database]
+connection``) place exactly the capacity there is.
+
+Related options:
+
+* ``report_workers``
+"""),
+    cfg.IntOpt(
+        'report_workers',
+        default=1,
+        min=0,
+        help="""
+How many workers of this service consume the compute report queues:
+the shared intake (full reports, API 1.5) and the liveness messages
+(API 1.6).  0: every worker, as before this option.
+
+Each report on those queues is taken by one consumer of the deployment
+whatever their number; the workers that do not consume them read what
+changed from the inventory before each request (and the times of quiet
+hosts periodically), as they read the reports other workers took.  A
+consumer more only adds CPU (each message wakes a process of its own),
+so the default, 1, costs a service about one report's work per report.
+But one worker takes reports at most as fast as one core does: past
+about that rate (doc/performance.md) reports wait on the bus, the
+report lag grows (``scheduler_report_lag_seconds``, a WARNING once it
+passes ``report_interval``) and hosts are judged down late rather than
+wrongly.  Raise it (or add services) for a larger fleet.
+
+The turns are exclusive locks on files under ``[DEFAULT]
+state_path``/report-workers, one per turn and service (topic and
+``[DEFAULT] host``); workers without one try to take a free turn every
+second, so when a consumer dies (even by SIGKILL) another starts
+consuming within about a second, and what the dead one had not
+acknowledged is delivered again.  A state directory that cannot hold
+the files makes every worker consume, with a WARNING.
+
+The 1.4 fanout (``<topic>_reports``: reports of older computes and
+every compute's instance news) is still consumed by every worker: a
+fanout message is not delivered again, so a worker killed while the
+others did not consume it would lose it.  A restart is needed to change
+this option.
+
+Related options:
+
+* ``workers``
+* ``report_interval``, ``service_down_time``
+* ``report_intake``, ``report_liveness`` (the computes' side)
+* ``[DEFAULT] state_path``
 """),
     cfg.IntOpt(
         'service_down_time',

@@ -7,15 +7,20 @@ worker, which writes it to the inventory; the other worker reads it
 there (``HostManager.refresh_changed_reports``; the times of quiet
 reports, ``refresh_reports``, once they get old there).
 
-* every host is known and up in the answers of both workers;
+* every host is known and up in the answers of both workers, one of
+  which (``[scheduler] report_workers``, 1) consumes the intake;
 * a worker killed with SIGKILL while reports flow loses no host and
   marks none down (the launcher starts another; the survivor and the
   new one keep every host up);
+* so does killing the worker that consumes the report queues: the
+  other takes its turn over (``scheduler.report_consumers``), also
+  after a reload (SIGHUP), under eventlet and threads;
 * a broker restart (a RabbitMQ node of the test's own) while reports
   flow loses no host and marks none down.
 """
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -64,6 +69,15 @@ def _worker_pids(service: daemons.Daemon) -> list:
     return [int(pid) for pid in listed.split()]
 
 
+TURN_LINE = re.compile(r'Consuming the report queues .* pid (\d+)\)')
+
+
+def _report_consumer(service: daemons.Daemon) -> int | None:
+    """The worker that took a report turn last (its log line)."""
+    found = TURN_LINE.findall(service.log())
+    return int(found[-1]) if found else None
+
+
 def _start(cluster, database_url: str, executor: str = 'eventlet',
            down_time: int = DOWN_TIME):
     service = cluster.start_scheduler(
@@ -80,11 +94,12 @@ def test_each_report_taken_once_every_worker_sees_every_host(
         cluster, postgresql_url, executor):
     service = _start(cluster, postgresql_url, executor)
     _every_answer_knows_every_host(cluster)
-    # The fleet casts to the intake queue, which both workers consume.
+    # The fleet casts to the intake queue, which one worker consumes.
     daemons.wait_for(lambda: 'Schedulers take reports on' in
                      cluster.sim.log(), 30, what='the fleet to use the '
                      'intake')
-    assert _intake_consumers(cluster) == 2
+    assert _intake_consumers(cluster) == 1
+    assert _report_consumer(service) in _worker_pids(service)
     # Hosts reached a worker through the inventory, not a report of its
     # own: the report went to the other worker only.
     assert 'reported (to another worker)' in service.log()
@@ -112,6 +127,41 @@ def test_a_worker_killed_while_reports_flow_loses_no_host(
     assert DOWN_LINE not in service.log(), service.log()[-3000:]
 
 
+@pytest.mark.parametrize('executor', ['eventlet', 'threading'])
+def test_the_report_worker_killed_while_reports_flow_loses_no_host(
+        cluster, postgresql_url, executor):
+    service = _start(cluster, postgresql_url, executor)
+    _every_answer_knows_every_host(cluster)
+    daemons.wait_for(lambda: _intake_consumers(cluster) == 1, 30,
+                     what='one worker to consume the intake')
+    consumer = _report_consumer(service)
+    assert consumer in _worker_pids(service)
+    # A reload keeps the consumer and its turn.
+    os.kill(service.proc.pid, signal.SIGHUP)
+    daemons.wait_for(lambda: service.log().count(
+        'Reloading configuration') >= 2, 30, what='both workers to reload')
+    _every_answer_knows_every_host(cluster, answers=2)
+    assert _intake_consumers(cluster) == 1
+    assert _report_consumer(service) == consumer
+    os.kill(consumer, signal.SIGKILL)
+    # The other worker takes the turn over within about a second (the
+    # kernel let the dead one's lock go), before the launcher's new one.
+    daemons.wait_for(lambda: _report_consumer(service) not in (
+        None, consumer), 30, what='another worker to consume the reports')
+    daemons.wait_for(lambda: len(_worker_pids(service)) == 2
+                     and consumer not in _worker_pids(service), 60,
+                     what='a new worker')
+    # Longer than service_down_time: a host whose reports were lost
+    # with the consumer, or not read by the other, would be marked down.
+    deadline = time.monotonic() + DOWN_TIME + 3
+    while time.monotonic() < deadline:
+        _every_answer_knows_every_host(cluster, answers=2)
+        time.sleep(1)
+    _every_answer_knows_every_host(cluster)
+    assert _intake_consumers(cluster) == 1
+    assert DOWN_LINE not in service.log(), service.log()[-3000:]
+
+
 def test_a_broker_restart_while_reports_flow_loses_no_host(
         own_cluster, broker, postgresql_url):
     cluster = own_cluster
@@ -122,9 +172,11 @@ def test_a_broker_restart_while_reports_flow_loses_no_host(
     broker.stop_app()
     time.sleep(3)
     broker.start_app()
-    # Both workers consume the intake again, and every host stays up.
-    daemons.wait_for(lambda: broker.consumers(rpc.intake_topic()) == 2,
-                     60, what='both workers to consume the intake again')
+    # The report worker consumes the intake again, and every host stays
+    # up.
+    daemons.wait_for(lambda: broker.consumers(rpc.intake_topic()) == 1,
+                     60, what='the report worker to consume the intake '
+                     'again')
     deadline = time.monotonic() + DOWN_TIME
     while time.monotonic() < deadline:
         _every_answer_knows_every_host(cluster, answers=2)

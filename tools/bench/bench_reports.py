@@ -34,7 +34,9 @@ cast every host's report once per ``--interval`` through
 ``SchedulerAPI``, to the intake or by the fanout (``--paths``); quiet
 reports say the same again, busy ones a new usage each time. After a
 warm-up round the services' process trees' CPU time (/proc) over
-``--seconds`` is divided by the reports sent meanwhile. Report lag: for
+``--seconds`` is divided by the reports sent meanwhile (``--report-workers``
+sets the services' ``[scheduler] report_workers``: how many workers of
+each consume the report queues). Report lag: for
 busy reports, from the compute's send to the inventory (each host's last
 stored row: its write time less the report's own time). The services'
 CPU with no report at all over the same time is printed too (``idle``:
@@ -334,7 +336,10 @@ def rabbit_run(hosts: int, services: int, workers: int, path: str,
             url, topic, services, workers, tmp,
             periodic=args.periodic_task_interval,
             extra='\n[limits]\nmax_argument_items = %d\n'
-            % max(100000, 2 * hosts))
+            % max(100000, 2 * hosts) + (
+                '' if args.report_workers is None else
+                '\n[scheduler]\nreport_workers = %d\n'
+                % args.report_workers))
         senders = []
         try:
             CONF.set_override('connection', url, group='database')
@@ -400,8 +405,10 @@ def _delete_queues(topic: str, services: int) -> None:
 def bench_rabbit(args) -> None:
     hosts = args.hosts[0]
     print('%d hosts reporting every %g s (%.0f reports/s), services\' CPU '
-          'over %d s after a warm-up round, PostgreSQL, shared RabbitMQ'
-          % (hosts, args.interval, hosts / args.interval, args.seconds))
+          'over %d s after a warm-up round, PostgreSQL, shared RabbitMQ%s'
+          % (hosts, args.interval, hosts / args.interval, args.seconds,
+             '' if args.report_workers is None else
+             ', report_workers = %d' % args.report_workers))
     for path in args.paths:
         for kind in args.kinds:
             base = None
@@ -458,6 +465,10 @@ def main() -> None:
                         help='rabbit: nodes a sender reports at once '
                         '(SchedulerAPI.report_many: the quiet ones in one '
                         'liveness message, as the simulator sends them)')
+    parser.add_argument('--report-workers', type=int, default=None,
+                        help="rabbit: the services' [scheduler] "
+                        'report_workers (default: theirs; 0: every worker '
+                        'consumes the report queues)')
     parser.add_argument('--senders', type=int, default=2,
                         help='rabbit: sender processes (the hosts shared '
                         'among them)')
