@@ -8,6 +8,7 @@ from oslo_log import log as logging
 import oslo_messaging
 from oslo_service import service
 
+from scheduler import alive_consumer
 from scheduler import broker_login
 from scheduler import concurrency
 from scheduler import context
@@ -164,10 +165,8 @@ class Service(service.Service):
                            transport=self._transport, at_once=reports),
             # Liveness messages of quiet 1.6 computes, also each taken
             # by one worker (``rpc.alive_target``).
-            rpc.get_server(rpc.alive_target(server=self.host),
-                           [self.manager.alive],
-                           transport=self._transport,
-                           at_once={'report_alive': REPORTS_AT_ONCE}),
+            alive_consumer.get_server(self.manager.alive, self.host,
+                                      self._transport, REPORTS_AT_ONCE),
             rpc.get_server(rpc.own_exchange_target(rpc.operator_topic(),
                                                    server=self.host),
                            [self.manager.operator],

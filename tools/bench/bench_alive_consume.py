@@ -22,14 +22,13 @@ the monkey patching is for the whole process) it
   - ``rpc``: the service's RPC server (``rpc.get_server`` on
     ``rpc.alive_target`` with the manager's ``AliveEndpoint`` and
     ``service.REPORTS_AT_ONCE``);
-  - ``kombu``: a kombu consumer (bounded prefetch) that drains the
-    messages the broker has sent before it serves them, decodes
-    oslo.messaging's envelope, reads the sender off each message's
-    ``user_id`` property, checks the arguments
-    (``message_limits``) and serves each message through
-    ``ReportsEndpoint.take_alive`` (trust per message and per node, the
-    host manager, metrics, lag), then acknowledges the batch with one
-    ``basic_ack(multiple=True)``.
+  - ``kombu``: ``scheduler.alive_consumer.AliveConsumer`` (bounded
+    prefetch ``--prefetch``): drains the messages the broker has sent
+    before it serves them, decodes oslo.messaging's envelope, reads the
+    sender off each message's ``user_id`` property, checks the
+    arguments and serves each through ``AliveEndpoint.report_alive``
+    (trust per message and per node, the host manager, metrics, lag),
+    then acknowledges the batch with one ``basic_ack(multiple=True)``.
 
 Prints CPU per message for each, and deletes its queues and exchanges.
 
@@ -39,10 +38,8 @@ Prints CPU per message for each, and deletes its queues and exchanges.
 """
 
 import argparse
-import json
 import logging
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -61,9 +58,9 @@ def _child(args) -> None:
     from scheduler import concurrency
     concurrency.setup([])
 
-    import kombu
     from oslo_config import cfg
 
+    from scheduler import alive_consumer
     from scheduler import config
     from scheduler import context
     from scheduler.db import api as db_api
@@ -71,7 +68,6 @@ def _child(args) -> None:
     from scheduler.drivers import filter_scheduler
     from scheduler import host_manager
     from scheduler import manager as manager_mod
-    from scheduler import message_limits
     from scheduler.objects import host_state as host_state_obj
     from scheduler import rpc
     from scheduler import rpcapi
@@ -158,9 +154,13 @@ def _child(args) -> None:
                     rpc_server.stop()
                     rpc_server.wait()
                 else:
-                    _kombu_consume(rpc, kombu, message_limits, context,
-                                   reports, queue, prefetch, served, goal)
+                    consumer_ = alive_consumer.AliveConsumer(
+                        manager.alive, prefetch=prefetch)
+                    consumer_.start()
+                    wait_served(goal)
                     spent = time.process_time() - began
+                    consumer_.stop()
+                    consumer_.wait()
                 wall = time.monotonic() - wall
                 label = consumer if prefetch is None \
                     else '%s prefetch %d' % (consumer, prefetch)
@@ -172,50 +172,6 @@ def _child(args) -> None:
     finally:
         rpc.tidy_service(topic, ['bench'])
         db_api.reset_engine()
-
-
-def _kombu_consume(rpc, kombu, message_limits, context, reports, queue,
-                   prefetch, served, goal) -> None:
-    """Take messages until ``served`` reaches ``goal``: drain what the
-    broker sent (at most ``prefetch`` unacknowledged), serve the batch,
-    acknowledge it with one frame."""
-    batch: list = []
-    with rpc.amqp_connection() as conn:
-        channel = conn.channel()
-        consumer = kombu.Consumer(channel, queues=[kombu.Queue(
-            queue, no_declare=True)], on_message=batch.append,
-            prefetch_count=prefetch, accept=['json'])
-        consumer.consume()
-        while served[0] < goal:
-            try:
-                conn.drain_events(timeout=1)
-                while len(batch) < prefetch:
-                    conn.drain_events(timeout=0)
-            except socket.timeout:
-                pass
-            if not batch:
-                continue
-            for message in batch:
-                _serve(message, message_limits, context, reports)
-            batch[-1].ack(multiple=True)
-            batch.clear()
-        consumer.cancel()
-        channel.close()
-
-
-def _serve(message, message_limits, context, reports) -> None:
-    """One liveness message, as the RPC server's dispatcher serves it,
-    without what a cast does not need (a reply, a green thread)."""
-    envelope = json.loads(message.body)
-    body = json.loads(envelope['oslo.message'])
-    ctxt = {key[9:]: value for key, value in body.items()
-            if key.startswith('_context_')}
-    args = body.get('args', {})
-    message_limits.check_arguments(body.get('method'), ctxt, args)
-    request = context.RequestContext.from_dict(ctxt)
-    user = message.properties.get('user_id')
-    request.sender = user.decode() if isinstance(user, bytes) else user
-    reports.take_alive(request, args.get('nodes'), args.get('sent_at'))
 
 
 def main() -> None:
