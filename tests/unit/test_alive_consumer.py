@@ -51,6 +51,13 @@ def _body(method='report_alive', args=None, version='1.6', ctxt=None,
                        'oslo.message': json.dumps(message)}).encode()
 
 
+def _nested(depth: int) -> list:
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 @pytest.fixture
 def rejected(monkeypatch):
     got = []
@@ -93,8 +100,7 @@ def test_arguments_newer_computes_add_are_ignored():
     (_body(version='1.7'), 'InvalidRequest'),
     (_body(version='one'), 'InvalidRequest'),
     (_body(args=[1]), 'InvalidRequest'),
-    (_body(args={'nodes': [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[
-        ]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}), 'InvalidRequest'),
+    (_body(args={'nodes': _nested(100)}), 'InvalidRequest'),
 ])
 def test_malformed_messages_are_rejected_one_line_each(body, reason,
                                                        rejected):
