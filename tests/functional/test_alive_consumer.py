@@ -61,10 +61,14 @@ def test_liveness_is_taken_only_from_the_credential_of_its_hosts(
         and _warnings(daemon.log(), 'broker user unknown (no user_id)')
         and _warnings(daemon.log(), 'liveness message'),
         30, what='the liveness messages to be refused')
-    # The compute's own host's message, sent last on the same queue, is
-    # taken (its digest unknown: its full report is asked for).
-    time.sleep(2)
-    assert not _warnings(daemon.log(), 'about host %s on' % own)
+    # The compute's own host's message is taken: its digest is unknown,
+    # so its full report is asked for (no compute consumes here).
+    daemons.wait_for(
+        lambda: 'Could not ask %s for its full report' % own in daemon.log()
+        or 'names a report this worker does not hold' in daemon.log(), 30,
+        what='the compute\'s own liveness message to be taken')
+    assert not [line for line in _warnings(daemon.log(), refused)
+                if 'about host %s on' % own in line]
     assert 'Traceback' not in daemon.log(), daemon.log()[-3000:]
 
 
