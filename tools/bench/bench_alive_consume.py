@@ -183,8 +183,9 @@ def main() -> None:
                         choices=['eventlet', 'threading'])
     parser.add_argument('--consumers', nargs='+', default=['rpc', 'kombu'],
                         choices=['rpc', 'kombu'])
-    parser.add_argument('--prefetch', type=int, nargs='+', default=[200],
-                        help='kombu: messages unacknowledged at most')
+    parser.add_argument('--prefetch', type=int, nargs='+', default=[100],
+                        help='kombu: messages unacknowledged at most (the '
+                        'service: alive_consumer.PREFETCH)')
     parser.add_argument('--url', default=URL)
     parser.add_argument('--child', help=argparse.SUPPRESS)
     args = parser.parse_args()
