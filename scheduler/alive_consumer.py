@@ -59,6 +59,11 @@ PREFETCH = 100
 #: noticed, and how often the connection's heartbeat is checked.
 WAKE_EVERY = 1.0
 
+#: Seconds a wake-up that found fewer than ``PREFETCH`` messages waits
+#: for more before it serves them: well below any report interval, and
+#: what makes a steady trickle arrive in batches.
+GATHER = 0.05
+
 #: Seconds between two attempts to reach the broker, at most (the wait
 #: doubles from one second up to it).
 RECONNECT_MAX = 10.0
@@ -289,6 +294,11 @@ class AliveConsumer:
         while True:
             try:
                 connection.drain_events(timeout=WAKE_EVERY)
+                if batch and len(batch) < self._prefetch:
+                    # Messages arriving one at a time would each cost a
+                    # wake-up and an acknowledgement: let the next ones
+                    # of a steady stream join the batch.
+                    self._stop.wait(GATHER)
                 while len(batch) < self._prefetch:
                     connection.drain_events(timeout=0)
             except socket.timeout:
