@@ -186,8 +186,12 @@ def test_a_broker_that_goes_away_is_reached_again(memory_broker,
     monkeypatch.setattr(alive_consumer, 'RECONNECT_MAX', 0.05)
     slept = []
     wait = consumer._stop.wait
-    monkeypatch.setattr(consumer._stop, 'wait',
-                        lambda t=None: slept.append(t) or wait(0.01))
+
+    def pause(timeout=None):
+        if timeout != alive_consumer.GATHER:
+            slept.append(timeout)
+        return wait(0.01)
+    monkeypatch.setattr(consumer._stop, 'wait', pause)
     memory_broker['publish'](2)
     consumer.start()
     try:
