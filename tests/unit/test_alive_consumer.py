@@ -183,7 +183,7 @@ def test_a_broker_that_goes_away_is_reached_again(memory_broker,
     endpoint = Endpoint()
     consumer = alive_consumer.AliveConsumer(endpoint)
     memory_broker['refuse'] = 2
-    monkeypatch.setattr(alive_consumer, 'RECONNECT_MAX', 0.05)
+    monkeypatch.setattr(alive_consumer, 'RECONNECT_MAX', 0.04)
     slept = []
     wait = consumer._stop.wait
 
