@@ -59,9 +59,9 @@ PREFETCH = 100
 #: noticed, and how often the connection's heartbeat is checked.
 WAKE_EVERY = 1.0
 
-#: Seconds a wake-up that found fewer than ``PREFETCH`` messages waits
-#: for more before it serves them: well below any report interval, and
-#: what makes a steady trickle arrive in batches.
+#: Seconds a wake-up waits for more messages before it serves those it
+#: found, unless the batch before was full: well below any report
+#: interval, and what makes a steady trickle arrive in batches.
 GATHER = 0.05
 
 #: Seconds between two attempts to reach the broker, at most (the wait
@@ -291,19 +291,22 @@ class AliveConsumer:
             LOG.info('Liveness messages: consuming %s again',
                      rpc.alive_topic(self._conf))
         self._started.set()
+        full_before = False
         while True:
             try:
                 connection.drain_events(timeout=WAKE_EVERY)
-                if batch and len(batch) < self._prefetch:
+                if batch and not full_before:
                     # Messages arriving one at a time would each cost a
                     # wake-up and an acknowledgement: let the next ones
-                    # of a steady stream join the batch.
+                    # of a trickle join the batch.  Not behind a full
+                    # batch: a backlog is served as fast as it comes.
                     self._stop.wait(GATHER)
                 while len(batch) < self._prefetch:
                     connection.drain_events(timeout=0)
             except socket.timeout:
                 pass
             connection.heartbeat_check()
+            full_before = len(batch) >= self._prefetch
             if batch:
                 self._serve(batch)
                 batch[-1].ack(multiple=True)
