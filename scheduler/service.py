@@ -8,6 +8,7 @@ from oslo_log import log as logging
 import oslo_messaging
 from oslo_service import service
 
+from scheduler import alive_consumer
 from scheduler import broker_login
 from scheduler import concurrency
 from scheduler import context
@@ -194,11 +195,9 @@ class Service(service.Service):
                            transport=self._transport,
                            at_once=_REPORTS_AT_ONCE),
             # Liveness messages of quiet 1.6 computes
-            # (``rpc.alive_target``).
-            rpc.get_server(rpc.alive_target(server=self.host),
-                           [self.manager.alive],
-                           transport=self._transport,
-                           at_once={'report_alive': REPORTS_AT_ONCE})]
+            # (``rpc.alive_target``): a batching consumer on RabbitMQ.
+            alive_consumer.get_server(self.manager.alive, self.host,
+                                      self._transport, REPORTS_AT_ONCE)]
 
     def _start_these(self, servers: list) -> bool:
         """Start ``servers`` in turn into ``self.servers``; False when a

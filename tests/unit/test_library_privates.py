@@ -11,6 +11,7 @@ objects/test_objects.py.
 
 import inspect
 
+from oslo_config import cfg
 import oslo_messaging
 from oslo_messaging._drivers import amqpdriver
 from oslo_messaging._drivers import base as om_drivers
@@ -75,3 +76,92 @@ def test_from_coerced_is_the_constructor_for_coerced_values():
     data = 'versioned_object.data'
     assert copy.obj_to_primitive()[data] == sel.obj_to_primitive()[data]
     assert {name: getattr(copy, name) for name in values} == values
+
+
+# -- alive_consumer: oslo.messaging's wire format and topic queues -----------
+
+def _cast_body(ctxt: dict, method: str, args: dict, version: str) -> bytes:
+    """A cast's body as the AMQP driver publishes it (``_send``: the
+    context packed into the message, a unique id, the envelope), then
+    JSON as kombu writes it."""
+    from oslo_messaging._drivers import amqp as rpc_amqp
+    from oslo_messaging._drivers import common as rpc_common
+    from oslo_serialization import jsonutils
+    message = {'method': method, 'args': args, 'version': version}
+    rpc_amqp.pack_context(message, ctxt)
+    rpc_amqp._add_unique_id(message)
+    return jsonutils.dumps(rpc_common.serialize_msg(message)).encode()
+
+
+def test_the_alive_consumer_reads_the_amqp_drivers_casts():
+    from scheduler import alive_consumer
+    # The driver's cast path still packs the context and wraps it in
+    # the envelope the consumer decodes.
+    source = inspect.getsource(amqpdriver.AMQPDriverBase._send)
+    assert 'rpc_amqp.pack_context(msg, ctxt)' in source
+    assert 'msg = rpc_common.serialize_msg(msg)' in source
+    body = _cast_body({'user_id': 'u1', 'request_id': 'req-1'},
+                      'report_alive', {'nodes': [['h', 'n', 'd']],
+                                       'sent_at': 1.5}, '1.6')
+    assert alive_consumer.decode(body) == (
+        'report_alive', {'nodes': [['h', 'n', 'd']], 'sent_at': 1.5},
+        {'user_id': 'u1', 'request_id': 'req-1'}, '1.6')
+
+
+def _declared_topic_queue(**settings):
+    """The consumer ``Connection.declare_topic_consumer`` declares with
+    the connection's ``settings``."""
+    declared = []
+    defaults = dict(durable=False, amqp_auto_delete=False,
+                    rabbit_ha_queues=False, enable_cancel_on_failover=False,
+                    rabbit_quorum_queue=False,
+                    rabbit_quorum_queue_config=impl_rabbit.QuorumMemConfig(
+                        0, 0, 0))
+    defaults.update(settings)
+    connection = type('Connection', (), dict(
+        defaults, declare_consumer=lambda self, c: declared.append(c)))()
+    impl_rabbit.Connection.declare_topic_consumer(
+        connection, 'ex', 'ex_alive')
+    return declared[0]
+
+
+def test_the_alive_queue_is_declared_as_oslo_messaging_declares_it(conf):
+    from oslo_messaging import opts as om_opts
+
+    from scheduler import alive_consumer
+    # How the driver's connection derives ``durable`` from the options.
+    assert 'self.amqp_durable_queues or self.rabbit_quorum_queue' in \
+        inspect.getsource(impl_rabbit.Connection)
+    for group, options in om_opts.list_opts():
+        if group == 'oslo_messaging_rabbit':
+            conf.register_opts(options, group=group)
+    conf.config(transport_url='rabbit://u:p@127.0.0.1:5672/')
+    cases = [({}, {}),
+             ({'amqp_durable_queues': True, 'amqp_auto_delete': True},
+              {'durable': True, 'amqp_auto_delete': True}),
+             ({'rabbit_ha_queues': True}, {'rabbit_ha_queues': True}),
+             ({'rabbit_quorum_queue': True,
+               'rabbit_quorum_delivery_limit': 3,
+               'rabbit_quorum_max_memory_length': 5,
+               'rabbit_quorum_max_memory_bytes': 7},
+              {'durable': True, 'rabbit_quorum_queue': True,
+               'rabbit_quorum_queue_config': impl_rabbit.QuorumMemConfig(
+                   3, 5, 7)})]
+    names = ('amqp_durable_queues', 'amqp_auto_delete', 'rabbit_ha_queues',
+             'rabbit_quorum_queue', 'rabbit_quorum_delivery_limit',
+             'rabbit_quorum_max_memory_length',
+             'rabbit_quorum_max_memory_bytes')
+    for options, settings in cases:
+        for name in names:
+            cfg.CONF.clear_override(name, group='oslo_messaging_rabbit')
+        conf.config(group='oslo_messaging_rabbit', **options)
+        ours = alive_consumer.queue_of()
+        theirs = _declared_topic_queue(**settings)
+        assert ours.queue_arguments == theirs.queue_arguments, options
+        assert ours.durable == theirs.durable, options
+        assert ours.auto_delete == theirs.queue_auto_delete, options
+        assert (ours.exchange.type, ours.exchange.durable,
+                ours.exchange.auto_delete) == (
+            theirs.exchange.type, theirs.exchange.durable,
+            theirs.exchange.auto_delete), options
+        assert ours.routing_key == ours.name
