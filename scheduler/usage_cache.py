@@ -59,7 +59,8 @@ class UsageCache:
         self._store = store
         #: key -> the node's usage row as last read (or as we changed it).
         self.rows: dict = {}
-        #: key -> {instance uuid: Claim} pending on the node.
+        #: key -> {instance uuid: Claim} pending on the node (no entry:
+        #: none).
         self.pending: dict = {}
         #: The highest usage sequence number read.
         self.high_water = 0
@@ -125,13 +126,20 @@ class UsageCache:
             self.rows[key] = row
             self.high_water = max(self.high_water, row['seq'])
         keys = [key for key in keys if key not in older]
-        fresh: dict = {key: {} for key in keys}
+        fresh: dict = {}
         for row in pending:
             key = row_key(row)
             if key not in older:
                 fresh.setdefault(key, {})[row['instance_uuid']] = \
                     Claim.from_row(row)
-        self.pending.update(fresh)
+        # A node with nothing pending has no entry: an empty one per
+        # node would cost a dict each across a whole fleet.
+        for key in keys:
+            claims = fresh.get(key)
+            if claims:
+                self.pending[key] = claims
+            else:
+                self.pending.pop(key, None)
         return keys
 
     def claimed(self, key, claims: list, after: dict | None,
