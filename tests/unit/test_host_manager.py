@@ -884,6 +884,28 @@ def test_a_node_without_pending_claims_has_no_entry_for_them():
     assert manager.pending_claims(('h2', 'h2')) == []
 
 
+def test_a_cached_usage_row_reads_like_the_stores_dict_in_less_memory():
+    """One usage row is cached per node of the fleet: kept in slots
+    (not a dict each), its names the texts of the key it is held
+    under, read as the store's dict is."""
+    manager = fixtures.manager_with([fixtures.report('h1')])
+    manager.flush()
+    key = ('h1', 'h1')
+    manager.refresh_nodes([key])
+    row = manager._usage_cache.rows[key]
+    stored = usage.usage_get_nodes([key])[0]
+    assert not isinstance(row, dict)
+    assert not hasattr(row, '__dict__')
+    assert dict(row) == stored and row == stored
+    assert row['generation'] == stored['generation']
+    assert row.get('reported_disk_least') == stored['reported_disk_least']
+    assert row.get('no such column', 7) == 7
+    held = next(k for k in manager._usage_cache.rows if k == key)
+    assert row['host'] is held[0] and row['nodename'] is held[1]
+    with pytest.raises(AttributeError):
+        row.generation = 5
+
+
 # --- hosts going down and back up --------------------------------------------
 
 def test_a_silent_host_is_logged_down_once_and_back_up(conf, caplog):
@@ -1232,7 +1254,7 @@ def test_an_older_usage_row_is_not_cached_over_a_newer_one():
     # newer sequence number: that row is taken.
     again = dict(older, generation=0, seq=newer['seq'] + 1)
     manager._reload_nodes([key], [again])
-    assert manager._usage_cache.rows[key] is again
+    assert manager._usage_cache.rows[key] == again
 
 
 class _RefreshAfterCommit:
