@@ -39,6 +39,43 @@ def _plain(value):
     return value
 
 
+#: Plain containers of reports -> the one object views with an equal
+#: container share (nodes of one hardware model report the same CPU
+#: description and instance types, and most nodes an empty list or
+#: dict for the rest).  Safe because a view's containers are replaced,
+#: never changed in place (see ``HostView.copy``).  Emptied when full:
+#: values unique to a node (metrics, stats) come and go.
+_CONTAINERS_SEEN: dict = {}
+_CONTAINERS_SEEN_MAX = 4096
+
+#: Containers shared only when empty: their values are a node's own
+#: (instance uuids, PCI pools as objects that are not hashable).
+_SHARED_WHEN_EMPTY = ('instance_uuids', 'pci_pools')
+
+
+def _shared_container(name: str, value):
+    """``value`` (a report's container field ``name``, plain) as the
+    container already kept for an equal one, else itself, kept."""
+    if isinstance(value, dict):
+        key = (name, tuple(value.items()))
+    elif name in _SHARED_WHEN_EMPTY and value:
+        return value
+    else:
+        key = (name, tuple(tuple(item) if isinstance(item, list) else item
+                           for item in value))
+    try:
+        found = _CONTAINERS_SEEN.get(key)
+    except TypeError:
+        # A value that cannot be a key (a plugin's own report field
+        # holding a list, say): kept as it is.
+        return value
+    if found is None:
+        if len(_CONTAINERS_SEEN) >= _CONTAINERS_SEEN_MAX:
+            _CONTAINERS_SEEN.clear()
+        _CONTAINERS_SEEN[key] = found = value
+    return found
+
+
 def _equal(mine, theirs) -> bool:
     """Equality of a view's plain values and a report's: containers item
     by item, versioned objects (NUMA cells, PCI pools) field by field,
@@ -182,10 +219,16 @@ class HostView(host_state_obj.HostResources):
         for name in host_state_obj.HostState.fields:
             value = getattr(report, name)
             if name in _CONTAINERS:
-                value = _plain(value)
+                value = _shared_container(name, _plain(value))
             elif name == 'numa_topology' and value is not None:
                 value = _shared_topology(value)
             setattr(self, name, value)
+        # One text for the names that are the host's own (a decoded
+        # report holds a copy of each).
+        if self.nodename == self.host:
+            self.nodename = self.host
+        if self.hypervisor_hostname == self.host:
+            self.hypervisor_hostname = self.host
         self.received_at = liveness.now() if received_at is None \
             else received_at
         #: The view of the report this one was composed from (None: this

@@ -25,7 +25,8 @@ class NodeReports:
     def __init__(self):
         #: key -> the node's last report view.
         self._by_key: dict = {}
-        #: host -> its nodes' keys.
+        #: host -> its nodes' keys, sorted (a tuple: most hosts have
+        #: one node, and a set each would cost several times as much).
         self._nodes_of: dict = {}
         #: Keys of the nodes that stopped reporting.
         self._down: set = set()
@@ -38,18 +39,21 @@ class NodeReports:
 
     def put(self, key, view) -> None:
         self._by_key[key] = view
-        self._nodes_of.setdefault(key[0], set()).add(key)
+        nodes = self._nodes_of.get(key[0], ())
+        if key not in nodes:
+            self._nodes_of[key[0]] = tuple(sorted(nodes + (key,)))
 
     def forget(self, key) -> None:
         self._by_key.pop(key, None)
         self._down.discard(key)
-        nodes = self._nodes_of.get(key[0], set())
-        nodes.discard(key)
-        if not nodes:
+        nodes = tuple(k for k in self._nodes_of.get(key[0], ()) if k != key)
+        if nodes:
+            self._nodes_of[key[0]] = nodes
+        else:
             self._nodes_of.pop(key[0], None)
 
     def nodes_of(self, host: str) -> list:
-        return sorted(self._nodes_of.get(host, ()))
+        return list(self._nodes_of.get(host, ()))
 
     def is_down(self, key) -> bool:
         return key in self._down

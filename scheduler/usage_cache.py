@@ -30,6 +30,80 @@ from scheduler.db import usage
 SEQ_LOOKBACK = 16
 
 
+#: The columns of a ``node_usage`` row as the usage store reads them.
+ROW_COLUMNS = (
+    'host', 'nodename', 'reported_memory_mb', 'reported_vcpus',
+    'reported_disk_gb', 'reported_instances', 'reported_disk_least',
+    'reported_at', 'claimed_memory_mb', 'claimed_vcpus', 'claimed_disk_gb',
+    'claimed_instances', 'generation', 'seq')
+_ROW_COLUMNS = frozenset(ROW_COLUMNS)
+
+
+class UsageRow:
+    """A cached usage row, read like the store's dict (``row[name]``,
+    ``row.get(name)``, ``dict(row)``) but kept in slots: one is held
+    per node of the fleet, and a dict of these columns costs three
+    times as much.  Never changed once made; a column the store did not
+    give is missing, as in its dict."""
+
+    __slots__ = ROW_COLUMNS
+
+    #: ``row[name]`` is the slot's value, looked up without a Python
+    #: call (compose and every report read several).
+    __getitem__ = object.__getattribute__
+
+    @classmethod
+    def of(cls, row, key: tuple | None = None):
+        """``row`` (the store's dict) as a ``UsageRow``, its host and
+        node names ``key``'s texts when given (the key the cache holds
+        it under); a row with a column this class does not know stays
+        as it is."""
+        if row is None or isinstance(row, cls) or not _ROW_COLUMNS.issuperset(
+                row):
+            return row
+        new = object.__new__(cls)
+        for name, value in row.items():
+            object.__setattr__(new, name, value)
+        if key is not None and (row.get('host'),
+                                row.get('nodename')) == key:
+            object.__setattr__(new, 'host', key[0])
+            object.__setattr__(new, 'nodename', key[1])
+        return new
+
+    def __setattr__(self, name, value):
+        raise AttributeError('a cached usage row is not changed')
+
+    def get(self, name: str, default=None):
+        if name not in _ROW_COLUMNS:
+            return default
+        return getattr(self, name, default)
+
+    def keys(self) -> list:
+        return [name for name in ROW_COLUMNS if hasattr(self, name)]
+
+    def items(self) -> list:
+        return [(name, getattr(self, name)) for name in self.keys()]
+
+    def __iter__(self) -> typing.Iterator:
+        return iter(self.keys())
+
+    def __len__(self) -> int:
+        return len(self.keys())
+
+    def __contains__(self, name) -> bool:
+        return name in _ROW_COLUMNS and hasattr(self, name)
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (UsageRow, dict)):
+            return dict(self.items()) == dict(other.items())
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return 'UsageRow(%r)' % dict(self.items())
+
+
 @dataclasses.dataclass
 class Claim(usage.Placement):
     """Resources of one placed instance that no report includes yet."""
@@ -59,7 +133,8 @@ class UsageCache:
         self._store = store
         #: key -> the node's usage row as last read (or as we changed it).
         self.rows: dict = {}
-        #: key -> {instance uuid: Claim} pending on the node.
+        #: key -> {instance uuid: Claim} pending on the node (no entry:
+        #: none).
         self.pending: dict = {}
         #: The highest usage sequence number read.
         self.high_water = 0
@@ -113,25 +188,34 @@ class UsageCache:
         A node whose cached row is newer than the one read keeps what
         it has, its row and pending claims alike (a claim moves both).
         """
-        wanted = set(keys)
+        # The caller's key objects, to hold the rows under (and share
+        # their texts) rather than a new pair per row read.
+        wanted = {key: key for key in keys}
         older = set()
         for row in rows:
-            key = row_key(row)
-            if key not in wanted:
+            key = wanted.get(row_key(row))
+            if key is None:
                 continue
             if not _row_newer(row, self.rows.get(key)):
                 older.add(key)
                 continue
-            self.rows[key] = row
+            self.rows[key] = UsageRow.of(row, key)
             self.high_water = max(self.high_water, row['seq'])
         keys = [key for key in keys if key not in older]
-        fresh: dict = {key: {} for key in keys}
+        fresh: dict = {}
         for row in pending:
             key = row_key(row)
             if key not in older:
                 fresh.setdefault(key, {})[row['instance_uuid']] = \
                     Claim.from_row(row)
-        self.pending.update(fresh)
+        # A node with nothing pending has no entry: an empty one per
+        # node would cost a dict each across a whole fleet.
+        for key in keys:
+            claims = fresh.get(key)
+            if claims:
+                self.pending[key] = claims
+            else:
+                self.pending.pop(key, None)
         return keys
 
     def claimed(self, key, claims: list, after: dict | None,
@@ -152,9 +236,10 @@ class UsageCache:
                 moved_from.update(
                     other for other, held in self.pending.items()
                     if other != key and claim.instance_uuid in held)
+        after = UsageRow.of(after, key)
         known = _usage_after_claim(self.rows.get(key), after, requests)
         if known is not None:
-            self.rows[key] = known
+            self.rows[key] = known = UsageRow.of(known, key)
         return known is after, moved_from
 
     def confirmed(self, keys: typing.Iterable, instance_uuids: list) -> None:

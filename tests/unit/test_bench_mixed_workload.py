@@ -110,3 +110,41 @@ def test_specs_carry_images_hints_and_server_groups(mix):
     grown = max(len(s.instance_group.members) for s in specs
                 if s.instance_group is not None)
     assert 1 < grown <= mix.GROUP_MAX_MEMBERS + 10
+
+
+@pytest.fixture(scope='module')
+def bench():
+    path = os.path.join(os.path.dirname(_PATH), 'bench_mixed.py')
+    spec = importlib.util.spec_from_file_location('bench_mixed', path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_in_process_fleet_keeps_no_report_per_host(mix, bench):
+    """The in-process bench shares its process with the scheduler whose
+    RSS it prints: its fleet keeps the hosts' descriptions and what was
+    built on them, and makes each report as it sends it."""
+    spec = mix.fleet(60)
+    computes = bench.InProcessFleet(spec, 25)
+    held = []
+    for value in vars(computes).values():
+        if isinstance(value, dict):
+            value = list(value.values())
+        held += value if isinstance(value, list) else [value]
+    assert not any(isinstance(value, objects.HostState) for value in held)
+    host = spec.hosts[7]
+    before = computes.state(7)
+    assert before.host == host.name
+    request = objects.RequestSpec(is_bfv=False, flavor=objects.Flavor(
+        memory_mb=512, vcpus=2, root_gb=10, extra_specs={}))
+    computes.built(request, ['u-1', 'u-2'], [host.name, host.name])
+    after = computes.state(7)
+    assert after.memory_mb_used == before.memory_mb_used + 1024
+    assert after.vcpus_used == before.vcpus_used + 4
+    assert after.local_gb_used == before.local_gb_used + 20
+    assert after.num_instances == before.num_instances + 2
+    assert after.instance_uuids == before.instance_uuids + ['u-1', 'u-2']
+    if before.disk_available_least is not None:
+        assert after.disk_available_least == \
+            before.disk_available_least - 20

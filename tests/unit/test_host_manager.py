@@ -836,6 +836,76 @@ def test_nodes_reporting_the_same_numa_topology_share_it():
         manager.get_host_state('h2').numa_topology
 
 
+def _model_report(host, **fields):
+    values = {'cpu_info': {'arch': 'x86_64', 'model': 'Skylake'},
+              'supported_instances': [['x86_64', 'kvm', 'hvm']]}
+    values.update(fields)
+    return fixtures.report(host, hypervisor_hostname=host, **values)
+
+
+def test_nodes_of_one_hardware_model_share_equal_containers():
+    """A view's containers are replaced, never changed in place: nodes
+    whose reports carry equal ones keep one between them (one CPU
+    description per hardware model, one empty list for every node
+    without instances), and a claim's instance list reaches no other
+    node."""
+    manager = fixtures.manager_with([_model_report('h1'),
+                                     _model_report('h2'),
+                                     _model_report('h3', cpu_info={
+                                         'arch': 'aarch64'})])
+    h1, h2, h3 = (manager.get_host_state(h) for h in ('h1', 'h2', 'h3'))
+    assert h1.cpu_info is h2.cpu_info
+    assert h1.supported_instances is h2.supported_instances
+    assert h1.instance_uuids is h2.instance_uuids
+    assert h1.metrics is h2.metrics
+    assert h3.cpu_info is not h1.cpu_info
+    assert h3.cpu_info == {'arch': 'aarch64'}
+    # The host's names are one text, not a copy each.
+    assert h1.nodename is h1.host and h1.hypervisor_hostname is h1.host
+    manager.flush()
+    manager.claim(h1, fixtures.request(), fixtures.uuid(1))
+    assert manager.get_host_state('h1').instance_uuids == [fixtures.uuid(1)]
+    assert manager.get_host_state('h2').instance_uuids == []
+    assert manager._reports.get(('h1', 'h1')).instance_uuids == []
+
+
+def test_a_node_without_pending_claims_has_no_entry_for_them():
+    """What is pending is kept for the nodes that have any, not as an
+    empty entry per node of the fleet."""
+    manager = fixtures.manager_with([fixtures.report('h1'),
+                                     fixtures.report('h2')])
+    manager.flush()
+    manager.refresh_nodes([('h1', 'h1'), ('h2', 'h2')])
+    assert manager._usage_cache.pending == {}
+    manager.claim(manager.get_host_state('h1'), fixtures.request(),
+                  fixtures.uuid(1))
+    manager.refresh_nodes([('h1', 'h1'), ('h2', 'h2')])
+    assert list(manager._usage_cache.pending) == [('h1', 'h1')]
+    assert manager.pending_claims(('h2', 'h2')) == []
+
+
+def test_a_cached_usage_row_reads_like_the_stores_dict_in_less_memory():
+    """One usage row is cached per node of the fleet: kept in slots
+    (not a dict each), its names the texts of the key it is held
+    under, read as the store's dict is."""
+    manager = fixtures.manager_with([fixtures.report('h1')])
+    manager.flush()
+    key = ('h1', 'h1')
+    manager.refresh_nodes([key])
+    row = manager._usage_cache.rows[key]
+    stored = usage.usage_get_nodes([key])[0]
+    assert not isinstance(row, dict)
+    assert not hasattr(row, '__dict__')
+    assert dict(row) == stored and row == stored
+    assert row['generation'] == stored['generation']
+    assert row.get('reported_disk_least') == stored['reported_disk_least']
+    assert row.get('no such column', 7) == 7
+    held = next(k for k in manager._usage_cache.rows if k == key)
+    assert row['host'] is held[0] and row['nodename'] is held[1]
+    with pytest.raises(AttributeError):
+        row.generation = 5
+
+
 # --- hosts going down and back up --------------------------------------------
 
 def test_a_silent_host_is_logged_down_once_and_back_up(conf, caplog):
@@ -1184,7 +1254,7 @@ def test_an_older_usage_row_is_not_cached_over_a_newer_one():
     # newer sequence number: that row is taken.
     again = dict(older, generation=0, seq=newer['seq'] + 1)
     manager._reload_nodes([key], [again])
-    assert manager._usage_cache.rows[key] is again
+    assert manager._usage_cache.rows[key] == again
 
 
 class _RefreshAfterCommit:

@@ -126,21 +126,58 @@ def _labelled(label: str, samples: list, wall: float,
 # --- in process --------------------------------------------------------------
 
 class InProcessFleet:
-    """The fleet's compute side in process: the hosts' states, updated by
-    the builds of what was placed, reported at the configured rate."""
+    """The fleet's compute side in process: the hosts, what was built on
+    them, reported at the configured rate.
+
+    A host's report is made when it is sent, from the fleet's
+    description and what was built on the host, not kept: the bench
+    shares its process with the scheduler it measures, and a versioned
+    object kept per host would count several times the scheduler's own
+    memory in the RSS printed (and its objects in every full garbage
+    collection).
+    """
 
     def __init__(self, spec, seed: int):
-        from scheduler.simulator import agent
-        self.states = [agent.build_host_state(host) for host in spec.hosts]
-        self.by_name = {s.host: s for s in self.states}
+        self.hosts = list(spec.hosts)
+        self.index = {host.name: n for n, host in enumerate(self.hosts)}
+        #: Host index -> [memory_mb, vcpus, disk_gb, instance uuids]
+        #: built on it, for the hosts with any.
+        self.used: dict = {}
         for n, (host, mb, cpus, gb) in enumerate(mix.prefill(spec, seed)):
-            self.by_name[host].apply_claim(mb, cpus, gb,
-                                           'prefill-%d' % n)
+            self._build(host, mb, cpus, gb, 'prefill-%d' % n)
         self.sent = 0
+
+    def __len__(self) -> int:
+        return len(self.hosts)
+
+    def _build(self, host: str, memory_mb: int, vcpus: int, disk_gb: int,
+               instance: str) -> None:
+        used = self.used.setdefault(self.index[host], [0, 0, 0, []])
+        used[0] += memory_mb
+        used[1] += vcpus
+        used[2] += disk_gb
+        used[3].append(instance)
+
+    def state(self, index: int):
+        """Host ``index``'s report as its compute would send it now."""
+        from scheduler.simulator import agent
+        host = self.hosts[index]
+        state = agent.build_host_state(host)
+        used = self.used.get(index)
+        if used is not None:
+            memory_mb, vcpus, disk_gb, instances = used
+            state.memory_mb_used = memory_mb
+            state.vcpus_used = vcpus
+            state.local_gb_used = disk_gb
+            if state.disk_available_least is not None:
+                state.disk_available_least -= disk_gb
+            state.num_instances = state.num_io_ops = len(instances)
+            state.instance_uuids = list(instances)
+        return state
 
     def report(self, manager, index: int) -> None:
         from oslo_utils import timeutils
-        state = self.states[index % len(self.states)].obj_clone()
+        state = self.state(index % len(self.hosts))
         state.updated_at = timeutils.utcnow(with_timezone=True)
         manager.update_from_report(state)
         self.sent += 1
@@ -153,8 +190,8 @@ class InProcessFleet:
         flavor = spec_obj.flavor
         disk = 0 if spec_obj.is_bfv else flavor.root_gb
         for instance, host in zip(uuids, hosts):
-            self.by_name[host].apply_claim(flavor.memory_mb, flavor.vcpus,
-                                           disk, instance)
+            self._build(host, flavor.memory_mb, flavor.vcpus, disk,
+                        instance)
             if manager is not None:
                 manager.update_instance_info(host, [instance])
 
@@ -194,8 +231,11 @@ def inprocess_driver(hosts: int, seed: int, inventory_dir: str,
     concurrency.tune_garbage_collector()
     CONF.set_override('enabled_filters', mix.ENABLED_FILTERS,
                       group='filter_scheduler')
+    before = bench_select._rss_mb(os.getpid())
     spec = mix.fleet(hosts)
     computes = InProcessFleet(spec, seed)
+    #: The bench's own part of the RSS printed (the fleet's description).
+    computes.rss_mb = bench_select._rss_mb(os.getpid()) - before
     if url is None:
         tmp = bench_select.file_inventory(inventory_dir)
     else:
@@ -230,7 +270,7 @@ def time_mixed_inprocess(driver, computes, requests: int, duration: float,
     # A phase's own instances: a uuid placed in an earlier phase is
     # refused (InstanceAlreadyPlaced).
     state = mix.MixState(seed * 1000 + instances)
-    per_second = len(computes.states) / CONF.scheduler.report_interval
+    per_second = len(computes) / CONF.scheduler.report_interval
     samples, cpu, refused = [], [], 0
     #: Round trips of the timed requests' selects and of their builds'
     #: confirmations.
@@ -307,9 +347,10 @@ def _bench_inprocess(hosts: int, args, url: str | None) -> None:
         hosts, args.seed, args.inventory_dir, url)
     trips = RoundTrips()
     print('in process, %d hosts (%d types, 3 zones, %d aggregates): '
-          'loaded in %.1f s, RSS %.0f MB; inventory %s'
+          'loaded in %.1f s, RSS %.0f MB (the bench\'s fleet %.0f MB of '
+          'it); inventory %s'
           % (hosts, len(mix.HOST_TYPES), len(mix.AGGREGATES) + 3, load_s,
-             bench_select._rss_mb(os.getpid()),
+             bench_select._rss_mb(os.getpid()), computes.rss_mb,
              '%s/inventory.sqlite' % tmp if url is None
              else url.partition('://')[0]))
     for k in args.instances or [1, 10]:
