@@ -244,8 +244,8 @@ def _sender_main(args) -> None:
         if args.kind == 'busy':
             # A new usage in every report: every one is a change.
             state.memory_mb_used = 512 * (1 + round_no % 50)
-        due = started + sent * step
-        pause = due - time.monotonic()
+        started = _keep_pace(started, sent, step, args.interval)
+        pause = started + sent * step - time.monotonic()
         if pause > 0:
             time.sleep(pause)
         # Made now, as a compute stamps each report.
@@ -268,6 +268,17 @@ def _sender_main(args) -> None:
             with open(args.count_file + '.tmp', 'w') as f:
                 f.write('%d %f\n' % (sent, now))
             os.replace(args.count_file + '.tmp', args.count_file)
+
+
+def _keep_pace(started: float, sent: int, step: float,
+               interval: float) -> float:
+    """The start of the sender's schedule: moved on when the sender
+    fell more than an interval behind (starved of CPU, or its first
+    round of full reports), so that it goes on at the fleet's rate
+    instead of sending what it owes in a burst, as a late compute
+    reports late rather than twice."""
+    behind = time.monotonic() - (started + sent * step)
+    return started + behind if behind > interval else started
 
 
 def _count(path: str) -> int:
@@ -343,7 +354,7 @@ def rabbit_run(hosts: int, services: int, workers: int, path: str,
             cpu0 = _service_cpu(procs)
             time.sleep(args.seconds)
             idle = (_service_cpu(procs) - cpu0) / args.seconds
-            share = -(-hosts // args.senders)
+            share = -(-hosts // _senders(hosts, args))
             senders = [subprocess.Popen(
                 [sys.executable, os.path.abspath(__file__), '--send',
                  '--url', bench_select.RABBIT, '--topic', topic,
@@ -358,7 +369,7 @@ def rabbit_run(hosts: int, services: int, workers: int, path: str,
                       for first in range(0, hosts, share)]
             api = rpcapi.SchedulerAPI(timeout=60)
             ctxt = context.get_admin_context()
-            deadline = time.monotonic() + 120 + 3 * args.interval
+            deadline = time.monotonic() + _load_time(hosts, args.interval)
             while _known(api, ctxt, services * workers) < hosts:
                 if time.monotonic() > deadline or any(
                         sender.poll() is not None for sender in senders):
@@ -393,6 +404,29 @@ def rabbit_run(hosts: int, services: int, workers: int, path: str,
             'rate': reports / wall, 'idle': idle, 'lags': lags}
 
 
+#: Reports a second one sender process keeps up with on a loaded
+#: machine: one cast each, or (``--batch``) a digest each and one
+#: liveness message a batch.
+SENDER_RATE = {'single': 250, 'batched': 2000}
+
+
+def _senders(hosts: int, args) -> int:
+    """``--senders``, else enough sender processes for the fleet's rate:
+    a sender that falls behind sends fewer reports than the figures
+    assume and the fleet's hosts go down."""
+    if args.senders:
+        return args.senders
+    per = SENDER_RATE['batched' if args.batch > 1 else 'single']
+    return max(1, -(-int(hosts / args.interval) // per))
+
+
+def _load_time(hosts: int, interval: float) -> float:
+    """How long the fleet's first full reports may take to reach every
+    worker: the services take them one by one, behind the senders'
+    first round."""
+    return 120 + 3 * interval + hosts / 50
+
+
 def _delete_queues(topic: str, services: int) -> None:
     rpc.tidy_service(topic, ['bench-%d' % n for n in range(services)])
 
@@ -402,6 +436,10 @@ def bench_rabbit(args) -> None:
     print('%d hosts reporting every %g s (%.0f reports/s), services\' CPU '
           'over %d s after a warm-up round, PostgreSQL, shared RabbitMQ'
           % (hosts, args.interval, hosts / args.interval, args.seconds))
+    print('%d sender process(es), %s' % (
+        _senders(hosts, args), 'the quiet nodes of %d reports in one '
+        'liveness message' % args.batch if args.batch > 1
+        else 'one message a report'))
     for path in args.paths:
         for kind in args.kinds:
             base = None
@@ -458,9 +496,11 @@ def main() -> None:
                         help='rabbit: nodes a sender reports at once '
                         '(SchedulerAPI.report_many: the quiet ones in one '
                         'liveness message, as the simulator sends them)')
-    parser.add_argument('--senders', type=int, default=2,
+    parser.add_argument('--senders', type=int,
                         help='rabbit: sender processes (the hosts shared '
-                        'among them)')
+                        'among them); default: enough for the fleet\'s '
+                        'rate (%d reports/s each, %d with --batch)'
+                        % (SENDER_RATE['single'], SENDER_RATE['batched']))
     # The sender (a process of its own).
     parser.add_argument('--send', action='store_true',
                         help=argparse.SUPPRESS)
