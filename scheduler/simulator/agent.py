@@ -698,10 +698,14 @@ class Fleet:
                 LOG.exception('Checking the fleet queue bindings failed')
 
     def _schedule(self, interval: float, rng: random.Random) -> list:
-        """Each host's next report time, spread over one interval."""
+        """Each host's next report time, spread evenly over one interval
+        in the order of the first reports (each at a random point of its
+        own share): the start-up of a large fleet takes a while, and the
+        hosts that reported first have waited longest."""
         now = time.monotonic()
-        heap = [(now + interval * rng.random(), name)
-                for name in self.hosts]
+        share = interval / max(1, len(self.hosts))
+        heap = [(now + share * (index + rng.random()), name)
+                for index, name in enumerate(self.hosts)]
         heapq.heapify(heap)
         return heap
 

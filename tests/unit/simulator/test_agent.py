@@ -441,7 +441,7 @@ class TestReporting:
             Random=lambda: random.Random(7)))
         sim_fleet = agent.Fleet(fleet.uniform(20, prefix='pace'),
                                 scheduler_api=api)
-        sim_fleet._stopping = _StopAfter(clock, 3.0)
+        sim_fleet._stopping = _StopAfter(clock, 3.5)
         reports = []
         api.update_service_capabilities = \
             lambda ctxt, state: reports.append((clock.now, state.host))
@@ -799,3 +799,18 @@ class TestRateStatement:
         assert 'sustains about 1000 reports/s' in record.getMessage()
         assert 's late: the machine does not give it the CPU it needs' \
             in record.getMessage()
+
+
+def test_first_round_follows_the_order_of_the_first_reports(api,
+                                                            monkeypatch):
+    """The hosts that reported first at start-up report first again: a
+    large fleet's start-up takes a while, and a random order left some
+    early hosts a whole start-up plus an interval without a report."""
+    clock = _Clock()
+    monkeypatch.setattr(agent, 'time', clock)
+    sim_fleet = agent.Fleet(fleet.uniform(50, prefix='order'),
+                            scheduler_api=api)
+    heap = sim_fleet._schedule(10.0, random.Random(3))
+    by_time = [name for _at, name in sorted(heap)]
+    assert by_time == list(sim_fleet.hosts)
+    assert all(clock.now <= at < clock.now + 10.0 for at, _name in heap)
