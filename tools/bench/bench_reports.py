@@ -176,8 +176,9 @@ def _fleet(hosts: int, busy_round: int) -> list:
 
 
 def run(hosts: int, worker_counts: list, rounds: int,
-        kinds: tuple = ('quiet', 'busy'), rate: float = 400.0) -> None:
-    for fanout in (True, False):
+        kinds: tuple = ('quiet', 'busy'), rate: float = 400.0,
+        paths: tuple = ('fanout', 'intake')) -> None:
+    for fanout in [path == 'fanout' for path in paths]:
         mode = 'fanout (1.4)' if fanout else 'intake (1.5)'
         base: dict = {}
         for count in worker_counts:
@@ -485,7 +486,9 @@ def main() -> None:
                         help='rabbit: SERVICESxWORKERS (repeatable; '
                         'default 1x1 and 1x4)')
     parser.add_argument('--paths', nargs='+', default=['intake', 'fanout'],
-                        choices=['intake', 'fanout'])
+                        choices=['intake', 'fanout'],
+                        help='how reports reach the workers (a fleet of '
+                        '100,000 hosts takes minutes a path in process)')
     parser.add_argument('--interval', type=float, default=5.0,
                         help='rabbit: seconds between two reports of a host')
     parser.add_argument('--seconds', type=int, default=40,
@@ -524,7 +527,8 @@ def main() -> None:
         bench_rabbit(args)
         return
     for hosts in args.hosts:
-        run(hosts, args.workers, args.rounds, tuple(args.kinds), args.rate)
+        run(hosts, args.workers, args.rounds, tuple(args.kinds), args.rate,
+            tuple(args.paths))
 
 
 if __name__ == '__main__':
