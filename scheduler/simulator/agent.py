@@ -44,6 +44,7 @@ brings the scheduler up to date.
 
 import collections
 import heapq
+import math
 import os
 import random
 import threading
@@ -155,6 +156,9 @@ class SimulatedCompute:
         self.received: collections.deque = collections.deque(
             maxlen=RECEIVED_KEPT)
         self._lock = threading.Lock()
+        #: The copy of ``state`` that reports carry, made again only
+        #: after a change (None): see ``snapshot``.
+        self._sent: objects.HostState | None = None
         #: Whether an RPC server takes this host's ``send_report``
         #: (compute API 1.1): only then may it send liveness messages,
         #: because a scheduler that does not hold the report one names
@@ -169,12 +173,23 @@ class SimulatedCompute:
     def snapshot(self) -> objects.HostState:
         """A copy of the state to send, stamped now.
 
+        While the state does not change, the same copy comes back,
+        stamped again: a quiet host's reports say the same thing, and
+        copying a whole HostState at every report was most of what a
+        large fleet cost its process.  Whoever sends it sends it at once
+        and keeps nothing of it, so stamping it again is safe; a build
+        or a termination drops the copy (under the lock) and the next
+        snapshot makes a new one, so a report already handed out never
+        changes state.
+
         Stamped under the lock: a report cloned before a build and
         stamped after a later snapshot would carry an older state under
         a newer time, and the scheduler keeps the newest report.
         """
         with self._lock:
-            state = self.state.obj_clone()
+            if self._sent is None:
+                self._sent = self.state.obj_clone()
+            state = self._sent
             state.updated_at = timeutils.utcnow(with_timezone=True)
         return state
 
@@ -216,6 +231,7 @@ class SimulatedCompute:
                          {'host': self.name, 'uuid': instance_uuid})
                 return True
             problem = self._does_not_fit(memory_mb, vcpus, disk_gb, limits)
+            self._sent = None
             if problem:
                 self.state.failed_builds += 1
             else:
@@ -251,6 +267,7 @@ class SimulatedCompute:
             if usage is not None:
                 self.state.apply_claim(*usage, instance_uuid=instance_uuid,
                                        sign=-1)
+                self._sent = None
             self.received.append(('terminate_instance', instance_uuid,
                                   usage is not None))
         ctxt = ctxt or ctx_mod.get_admin_context()
@@ -400,6 +417,66 @@ class Progress:
         rate = (self.reports - self._marked_reports) / elapsed
         self._mark, self._marked_reports = now, self.reports
         return rate
+
+
+class SendRate:
+    """What the first report interval says of this process's pace.
+
+    The rate it sustains is the reports it sent over the CPU time the
+    whole process spent meanwhile (reporting, serving casts, the bus's
+    heartbeats): what one core gives it.  Not wall time: most of a
+    send's wall time is the broker's confirm, which costs nothing while
+    the process waits, and a late reporter puts more hosts in each
+    liveness message, so wall time would only say how busy the fleet
+    already is.  What the machine does not give it shows as ``late``:
+    how long after its time the latest host's report went.
+    """
+
+    def __init__(self):
+        self.reports = 0
+        self.late = 0.0
+        self._cpu = time.process_time()
+
+    def add(self, reports: int, late: float) -> None:
+        self.reports += reports
+        self.late = max(self.late, late)
+
+    def sustained(self) -> float | None:
+        """Reports a second on one core, or None before any was sent."""
+        cpu = time.process_time() - self._cpu
+        if not self.reports or cpu <= 0:
+            return None
+        return self.reports / cpu
+
+
+def rate_statement(hosts: int, interval: float, sustained: float,
+                   late: float = 0.0) -> tuple:
+    """``(warn, text)``: the report rate ``hosts`` reporting every
+    ``interval`` seconds need, the rate this process ``sustained``, and
+    when it falls short (or its reports went ``late`` by more than
+    their jitter), what to change.
+
+    Said once, when the first report interval is over: a fleet beyond
+    its process's rate reports late, and past ``service_down_time``
+    its hosts are judged down and come back (they flap), which looks
+    like a scheduler fault unless the simulator says so.
+    """
+    need = hosts / interval
+    text = ('%d hosts every %g s need %.0f reports/s; this process '
+            'sustains about %.0f reports/s on one core (its CPU time over '
+            'its first report interval)'
+            % (hosts, interval, need, sustained))
+    if need > sustained:
+        return True, ('%s: hosts will report late and may be judged '
+                      'down; set --report-interval to at least %d, or '
+                      'split the fleet over several simulators'
+                      % (text, math.ceil(hosts / sustained)))
+    if late > interval * Fleet.JITTER:
+        return True, ('%s, but reports went up to %.1f s late: the '
+                      'machine does not give it the CPU it needs (load '
+                      'average %.1f); hosts may be judged down'
+                      % (text, late, os.getloadavg()[0]))
+    return False, text
 
 
 class Fleet:
@@ -621,10 +698,14 @@ class Fleet:
                 LOG.exception('Checking the fleet queue bindings failed')
 
     def _schedule(self, interval: float, rng: random.Random) -> list:
-        """Each host's next report time, spread over one interval."""
+        """Each host's next report time, spread evenly over one interval
+        in the order of the first reports (each at a random point of its
+        own share): the start-up of a large fleet takes a while, and the
+        hosts that reported first have waited longest."""
         now = time.monotonic()
-        heap = [(now + interval * rng.random(), name)
-                for name in self.hosts]
+        share = interval / max(1, len(self.hosts))
+        heap = [(now + share * (index + rng.random()), name)
+                for index, name in enumerate(self.hosts)]
         heapq.heapify(heap)
         return heap
 
@@ -650,17 +731,22 @@ class Fleet:
         rng = random.Random()
         heap = self._schedule(interval, rng)
         ctxt = ctx_mod.get_admin_context()
+        rate = SendRate()
+        measure_until = time.monotonic() + interval
         while heap and not self.stopping:
             now = time.monotonic()
             names = self._take_asked()
             asked = set(names)
+            late = 0.0
             while heap and heap[0][0] <= now and not self.stopping:
                 due, name = heapq.heappop(heap)
+                late = max(late, now - due)
                 if name not in asked:
                     names.append(name)
                 spread = rng.uniform(1 - self.JITTER, 1 + self.JITTER)
                 heapq.heappush(heap, (max(due, now) + interval * spread,
                                       name))
+            sent = self.progress.reports
             try:
                 self._report_due(ctxt, names)
             except exception.SchedulerTooOld as e:
@@ -668,6 +754,10 @@ class Fleet:
                 self.fatal = e
                 self.request_stop()
                 return
+            if measure_until is not None:
+                rate.add(self.progress.reports - sent, late)
+                if time.monotonic() >= measure_until:
+                    measure_until = self._say_rate(interval, rate)
             if self.progress.due():
                 LOG.info('%(count)d simulated host(s) reporting: '
                          '%(rate).1f reports/s',
@@ -675,6 +765,17 @@ class Fleet:
                           'rate': self.progress.rate()})
             wait = heap[0][0] - time.monotonic() if heap else self.TICK
             self._stopping.wait(min(max(wait, self.TICK), self.ASKED_WAIT))
+
+    def _say_rate(self, interval: float, rate: SendRate) -> float | None:
+        """Log the rate statement; None once said, else (nothing was
+        sent yet: every host silent) when to try again."""
+        sustained = rate.sustained()
+        if sustained is None:
+            return time.monotonic() + interval
+        warn, text = rate_statement(len(self.hosts), interval, sustained,
+                                    rate.late)
+        (LOG.warning if warn else LOG.info)('%s', text)
+        return None
 
     def _report_due(self, ctxt, names: list) -> None:
         """Report the hosts ``names`` (due now).

@@ -178,8 +178,9 @@ def _fleet(hosts: int, busy_round: int) -> list:
 
 
 def run(hosts: int, worker_counts: list, rounds: int,
-        kinds: tuple = ('quiet', 'busy'), rate: float = 400.0) -> None:
-    for fanout in (True, False):
+        kinds: tuple = ('quiet', 'busy'), rate: float = 400.0,
+        paths: tuple = ('fanout', 'intake')) -> None:
+    for fanout in [path == 'fanout' for path in paths]:
         mode = 'fanout (1.4)' if fanout else 'intake (1.5)'
         base: dict = {}
         for count in worker_counts:
@@ -246,8 +247,8 @@ def _sender_main(args) -> None:
         if args.kind == 'busy':
             # A new usage in every report: every one is a change.
             state.memory_mb_used = 512 * (1 + round_no % 50)
-        due = started + sent * step
-        pause = due - time.monotonic()
+        started = _keep_pace(started, sent, step, args.interval)
+        pause = started + sent * step - time.monotonic()
         if pause > 0:
             time.sleep(pause)
         # Made now, as a compute stamps each report.
@@ -270,6 +271,17 @@ def _sender_main(args) -> None:
             with open(args.count_file + '.tmp', 'w') as f:
                 f.write('%d %f\n' % (sent, now))
             os.replace(args.count_file + '.tmp', args.count_file)
+
+
+def _keep_pace(started: float, sent: int, step: float,
+               interval: float) -> float:
+    """The start of the sender's schedule: moved on when the sender
+    fell more than an interval behind (starved of CPU, or its first
+    round of full reports), so that it goes on at the fleet's rate
+    instead of sending what it owes in a burst, as a late compute
+    reports late rather than twice."""
+    behind = time.monotonic() - (started + sent * step)
+    return started + behind if behind > interval else started
 
 
 def _count(path: str) -> int:
@@ -348,7 +360,7 @@ def rabbit_run(hosts: int, services: int, workers: int, path: str,
             cpu0 = _service_cpu(procs)
             time.sleep(args.seconds)
             idle = (_service_cpu(procs) - cpu0) / args.seconds
-            share = -(-hosts // args.senders)
+            share = -(-hosts // _senders(hosts, args))
             senders = [subprocess.Popen(
                 [sys.executable, os.path.abspath(__file__), '--send',
                  '--url', bench_select.RABBIT, '--topic', topic,
@@ -363,7 +375,7 @@ def rabbit_run(hosts: int, services: int, workers: int, path: str,
                       for first in range(0, hosts, share)]
             api = rpcapi.SchedulerAPI(timeout=60)
             ctxt = context.get_admin_context()
-            deadline = time.monotonic() + 120 + 3 * args.interval
+            deadline = time.monotonic() + _load_time(hosts, args.interval)
             while _known(api, ctxt, services * workers) < hosts:
                 if time.monotonic() > deadline or any(
                         sender.poll() is not None for sender in senders):
@@ -398,6 +410,29 @@ def rabbit_run(hosts: int, services: int, workers: int, path: str,
             'rate': reports / wall, 'idle': idle, 'lags': lags}
 
 
+#: Reports a second one sender process keeps up with on a loaded
+#: machine: one cast each, or (``--batch``) a digest each and one
+#: liveness message a batch.
+SENDER_RATE = {'single': 250, 'batched': 2000}
+
+
+def _senders(hosts: int, args) -> int:
+    """``--senders``, else enough sender processes for the fleet's rate:
+    a sender that falls behind sends fewer reports than the figures
+    assume and the fleet's hosts go down."""
+    if args.senders:
+        return args.senders
+    per = SENDER_RATE['batched' if args.batch > 1 else 'single']
+    return max(1, -(-int(hosts / args.interval) // per))
+
+
+def _load_time(hosts: int, interval: float) -> float:
+    """How long the fleet's first full reports may take to reach every
+    worker: the services take them one by one, behind the senders'
+    first round."""
+    return 120 + 3 * interval + hosts / 50
+
+
 def _delete_queues(topic: str, services: int) -> None:
     rpc.tidy_service(topic, ['bench-%d' % n for n in range(services)])
 
@@ -409,6 +444,10 @@ def bench_rabbit(args) -> None:
           % (hosts, args.interval, hosts / args.interval, args.seconds,
              '' if args.report_workers is None else
              ', report_workers = %d' % args.report_workers))
+    print('%d sender process(es), %s' % (
+        _senders(hosts, args), 'the quiet nodes of %d reports in one '
+        'liveness message' % args.batch if args.batch > 1
+        else 'one message a report'))
     for path in args.paths:
         for kind in args.kinds:
             base = None
@@ -454,7 +493,9 @@ def main() -> None:
                         help='rabbit: SERVICESxWORKERS (repeatable; '
                         'default 1x1 and 1x4)')
     parser.add_argument('--paths', nargs='+', default=['intake', 'fanout'],
-                        choices=['intake', 'fanout'])
+                        choices=['intake', 'fanout'],
+                        help='how reports reach the workers (a fleet of '
+                        '100,000 hosts takes minutes a path in process)')
     parser.add_argument('--interval', type=float, default=5.0,
                         help='rabbit: seconds between two reports of a host')
     parser.add_argument('--seconds', type=int, default=40,
@@ -469,9 +510,11 @@ def main() -> None:
                         help="rabbit: the services' [scheduler] "
                         'report_workers (default: theirs; 0: every worker '
                         'consumes the report queues)')
-    parser.add_argument('--senders', type=int, default=2,
+    parser.add_argument('--senders', type=int,
                         help='rabbit: sender processes (the hosts shared '
-                        'among them)')
+                        'among them); default: enough for the fleet\'s '
+                        'rate (%d reports/s each, %d with --batch)'
+                        % (SENDER_RATE['single'], SENDER_RATE['batched']))
     # The sender (a process of its own).
     parser.add_argument('--send', action='store_true',
                         help=argparse.SUPPRESS)
@@ -495,7 +538,8 @@ def main() -> None:
         bench_rabbit(args)
         return
     for hosts in args.hosts:
-        run(hosts, args.workers, args.rounds, tuple(args.kinds), args.rate)
+        run(hosts, args.workers, args.rounds, tuple(args.kinds), args.rate,
+            tuple(args.paths))
 
 
 if __name__ == '__main__':

@@ -409,6 +409,9 @@ class _Clock:
     def monotonic(self) -> float:
         return self.now
 
+    def process_time(self) -> float:
+        return 0.0
+
 
 class _StopAfter:
     """The fleet's stop event: a wait moves ``clock`` on by what was
@@ -438,7 +441,7 @@ class TestReporting:
             Random=lambda: random.Random(7)))
         sim_fleet = agent.Fleet(fleet.uniform(20, prefix='pace'),
                                 scheduler_api=api)
-        sim_fleet._stopping = _StopAfter(clock, 3.0)
+        sim_fleet._stopping = _StopAfter(clock, 3.5)
         reports = []
         api.update_service_capabilities = \
             lambda ctxt, state: reports.append((clock.now, state.host))
@@ -683,3 +686,131 @@ def test_an_asked_report_goes_with_the_reporter_not_the_server_thread(
     sim_fleet._report_loop(10.0)
     assert api.casts == [('report_many', 1)]
     assert sim_fleet._take_asked() == []
+
+
+class TestSnapshotOfAnUnchangedHost:
+    """A quiet host's report is the same state again: copying the whole
+    HostState for each one was most of the simulator's time per report,
+    so a copy is made only when the state changed."""
+
+    def test_copied_once_until_the_state_changes(self, compute, ctxt,
+                                                 monkeypatch):
+        copies = []
+        clone = objects.HostState.obj_clone
+
+        def counting_clone(state):
+            copies.append(state.host)
+            return clone(state)
+        monkeypatch.setattr(objects.HostState, 'obj_clone', counting_clone)
+        first = compute.snapshot()
+        first_at = first.updated_at
+        second = compute.snapshot()
+        assert len(copies) == 1
+        assert second.updated_at >= first_at, 'stamped at each report'
+        assert compute.run_instance(UUID1, _spec(memory_mb=1024, vcpus=1))
+        assert len(copies) == 2, 'the build made a new copy'
+        assert first.memory_mb_used == 0, 'a sent report is not changed'
+        assert compute.snapshot().memory_mb_used == 1024
+        assert len(copies) == 2
+        assert compute.terminate_instance(UUID1)
+        assert compute.snapshot().memory_mb_used == 0
+        assert len(copies) == 3
+
+
+class _CpuClock(_Clock):
+    """``_Clock`` with a CPU time that moves only when told."""
+
+    cpu = 0.0
+
+    def process_time(self) -> float:
+        return self.cpu
+
+
+class TestRateStatement:
+    """The simulator says what report rate it sustains, measured over its
+    first report interval, and warns when the fleet needs more."""
+
+    def test_the_line_names_the_need_and_the_rate(self):
+        warn, text = agent.rate_statement(10000, 10, 800.0)
+        assert warn
+        assert text.startswith('10000 hosts every 10 s need 1000 '
+                               'reports/s; this process sustains about '
+                               '800 reports/s')
+        assert 'set --report-interval to at least 13' in text
+        warn, text = agent.rate_statement(10000, 10, 5000.0)
+        assert not warn
+        assert text.startswith('10000 hosts every 10 s need 1000 '
+                               'reports/s; this process sustains about '
+                               '5000 reports/s')
+
+    def test_late_reports_are_warned_of(self):
+        warn, text = agent.rate_statement(100, 10, 5000.0, late=3.0)
+        assert warn
+        assert 'but reports went up to 3.0 s late' in text
+        assert not agent.rate_statement(100, 10, 5000.0, late=0.5)[0]
+
+    def _run(self, monkeypatch, cost: float, caplog,
+             stall: float = 0.0) -> list:
+        """20 hosts every 1 s, each report taking ``cost`` seconds of
+        the reporter's (fake) clock and CPU time, each wait ``stall``
+        seconds more than asked; the statement's log records."""
+        clock = _CpuClock()
+        monkeypatch.setattr(agent, 'time', clock)
+        api = _LivenessAPI()
+
+        def report_many(ctxt, states):
+            clock.now += cost * len(states)
+            clock.cpu += cost * len(states)
+            return len(states)
+        api.report_many = report_many
+        sim_fleet = agent.Fleet(fleet.uniform(20, prefix='rate'),
+                                scheduler_api=api)
+        agent.FleetEndpoint(sim_fleet)
+        sim_fleet._stopping = _StopAfter(clock, 3.5)
+        if stall:
+            wait = sim_fleet._stopping.wait
+
+            def stalled(timeout):
+                clock.now += stall
+                return wait(timeout)
+            sim_fleet._stopping.wait = stalled
+        caplog.set_level('INFO', logger=agent.LOG.logger.name)
+        sim_fleet._report_loop(1.0)
+        return [r for r in caplog.records if 'this process sustains'
+                in r.getMessage()]
+
+    def test_a_fleet_beyond_the_rate_is_warned_of_once(self, monkeypatch,
+                                                       caplog):
+        [record] = self._run(monkeypatch, 0.1, caplog)
+        assert record.levelname == 'WARNING'
+        assert record.getMessage().startswith(
+            '20 hosts every 1 s need 20 reports/s; this process sustains '
+            'about 10 reports/s')
+
+    def test_a_fleet_within_the_rate_is_one_info_line(self, monkeypatch,
+                                                      caplog):
+        [record] = self._run(monkeypatch, 0.001, caplog)
+        assert record.levelname == 'INFO'
+        assert 'sustains about 1000 reports/s' in record.getMessage()
+
+    def test_a_starved_process_is_warned_of(self, monkeypatch, caplog):
+        [record] = self._run(monkeypatch, 0.001, caplog, stall=0.5)
+        assert record.levelname == 'WARNING'
+        assert 'sustains about 1000 reports/s' in record.getMessage()
+        assert 's late: the machine does not give it the CPU it needs' \
+            in record.getMessage()
+
+
+def test_first_round_follows_the_order_of_the_first_reports(api,
+                                                            monkeypatch):
+    """The hosts that reported first at start-up report first again: a
+    large fleet's start-up takes a while, and a random order left some
+    early hosts a whole start-up plus an interval without a report."""
+    clock = _Clock()
+    monkeypatch.setattr(agent, 'time', clock)
+    sim_fleet = agent.Fleet(fleet.uniform(50, prefix='order'),
+                            scheduler_api=api)
+    heap = sim_fleet._schedule(10.0, random.Random(3))
+    by_time = [name for _at, name in sorted(heap)]
+    assert by_time == list(sim_fleet.hosts)
+    assert all(clock.now <= at < clock.now + 10.0 for at, _name in heap)
