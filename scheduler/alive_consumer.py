@@ -6,7 +6,7 @@ publishes through oslo.messaging to the alive queue
 costs the service several times what the host manager does with it:
 a wake-up, a green thread, a dispatch and an acknowledgement a message.
 This consumer takes them with kombu instead: it drains what the broker
-has sent (at most ``PREFETCH`` unacknowledged), serves the batch in its
+has sent (at most a prefetch unacknowledged), serves the batch in its
 own thread and acknowledges it with one frame.
 
 What stays as through the RPC server:
@@ -51,8 +51,9 @@ from scheduler import rpc
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
 
-#: Messages taken off the bus and not yet acknowledged, at most: the
-#: batch a wake-up may serve.  The rest waits on the broker.
+#: Messages taken off the bus and not yet acknowledged, at most, where
+#: ``[oslo_messaging_rabbit] rabbit_qos_prefetch_count`` sets no bound:
+#: the batch a wake-up may serve.  The rest waits on the broker.
 PREFETCH = 100
 
 #: Seconds one wait for the broker lasts, at most: how soon a stop is
@@ -198,6 +199,16 @@ def queue_of(conf: cfg.ConfigOpts | None = None,
                        auto_delete=auto_delete, queue_arguments=arguments)
 
 
+def _configured_prefetch(conf: cfg.ConfigOpts) -> int:
+    """The prefetch the service's oslo.messaging servers get, or
+    ``PREFETCH`` where it sets no bound (0) or is not registered."""
+    try:
+        count = conf.oslo_messaging_rabbit.rabbit_qos_prefetch_count
+    except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
+        return PREFETCH
+    return count if count and count > 0 else PREFETCH
+
+
 class AliveConsumer:
     """Takes the alive queue with kombu; the lifecycle of an
     oslo.messaging server (``start``, ``stop``, ``wait``) so that the
@@ -209,12 +220,14 @@ class AliveConsumer:
 
     def __init__(self, endpoint, transport_url: str | None = None,
                  conf: cfg.ConfigOpts | None = None,
-                 prefetch: int = PREFETCH):
-        """``endpoint``: the manager's ``AliveEndpoint``."""
+                 prefetch: int | None = None):
+        """``endpoint``: the manager's ``AliveEndpoint``; ``prefetch``:
+        by default the service's ``rabbit_qos_prefetch_count``, as for
+        its other servers (an operator's value wins)."""
         self._endpoint = endpoint
         self._conf = conf or CONF
         self._url = transport_url
-        self._prefetch = prefetch
+        self._prefetch = prefetch or _configured_prefetch(self._conf)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._started = threading.Event()

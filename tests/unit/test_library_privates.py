@@ -132,9 +132,12 @@ def test_the_alive_queue_is_declared_as_oslo_messaging_declares_it(conf):
     # How the driver's connection derives ``durable`` from the options.
     assert 'self.amqp_durable_queues or self.rabbit_quorum_queue' in \
         inspect.getsource(impl_rabbit.Connection)
+    # On CONF itself, as the rabbit driver registers them: options
+    # registered through the fixture are unregistered after the test,
+    # and later tests setting them before any driver loads would fail.
     for group, options in om_opts.list_opts():
         if group == 'oslo_messaging_rabbit':
-            conf.register_opts(options, group=group)
+            cfg.CONF.register_opts(options, group=group)
     conf.config(transport_url='rabbit://u:p@127.0.0.1:5672/')
     cases = [({}, {}),
              ({'amqp_durable_queues': True, 'amqp_auto_delete': True},

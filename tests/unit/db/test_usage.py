@@ -441,7 +441,11 @@ def test_confirmations_together_are_one_transaction_on_sqlite():
     finally:
         sa.event.remove(engine.get_engine(), 'begin', began)
     assert counts == [1, 1, 1]
-    assert len(begun) == 1
+    # One transaction on SQLite (one fsync) and PostgreSQL (one
+    # statement); MariaDB and MySQL confirm each build on its own (the
+    # backend scenarios run this test there too).
+    one_each = engine.get_engine().dialect.name in ('mysql', 'mariadb')
+    assert len(begun) == (3 if one_each else 1)
     statuses = {uuid: p['status'] for uuid, p in usage.placements_get(
         [fixtures.uuid(n) for n in (1, 2, 3)]).items()}
     assert set(statuses.values()) == {'active'}
