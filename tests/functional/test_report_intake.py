@@ -106,6 +106,18 @@ def test_each_report_taken_once_every_worker_sees_every_host(
     assert DOWN_LINE not in service.log()
 
 
+def _no_host_lost_for_a_down_time(cluster, service) -> None:
+    """For longer than service_down_time every answer knows every host:
+    a host whose reports were lost with a killed worker, or not read by
+    another, would be marked down."""
+    deadline = time.monotonic() + DOWN_TIME + 3
+    while time.monotonic() < deadline:
+        _every_answer_knows_every_host(cluster, answers=2)
+        time.sleep(1)
+    _every_answer_knows_every_host(cluster)
+    assert DOWN_LINE not in service.log(), service.log()[-3000:]
+
+
 def test_a_worker_killed_while_reports_flow_loses_no_host(
         cluster, postgresql_url):
     service = _start(cluster, postgresql_url)
@@ -117,14 +129,7 @@ def test_a_worker_killed_while_reports_flow_loses_no_host(
     daemons.wait_for(lambda: len(_worker_pids(service)) == 2
                      and victim not in _worker_pids(service), 60,
                      what='a new worker')
-    # Longer than service_down_time: a host whose reports were lost
-    # with the worker, or not read by the other, would be marked down.
-    deadline = time.monotonic() + DOWN_TIME + 3
-    while time.monotonic() < deadline:
-        _every_answer_knows_every_host(cluster, answers=2)
-        time.sleep(1)
-    _every_answer_knows_every_host(cluster)
-    assert DOWN_LINE not in service.log(), service.log()[-3000:]
+    _no_host_lost_for_a_down_time(cluster, service)
 
 
 @pytest.mark.parametrize('executor', ['eventlet', 'threading'])
@@ -151,15 +156,8 @@ def test_the_report_worker_killed_while_reports_flow_loses_no_host(
     daemons.wait_for(lambda: len(_worker_pids(service)) == 2
                      and consumer not in _worker_pids(service), 60,
                      what='a new worker')
-    # Longer than service_down_time: a host whose reports were lost
-    # with the consumer, or not read by the other, would be marked down.
-    deadline = time.monotonic() + DOWN_TIME + 3
-    while time.monotonic() < deadline:
-        _every_answer_knows_every_host(cluster, answers=2)
-        time.sleep(1)
-    _every_answer_knows_every_host(cluster)
+    _no_host_lost_for_a_down_time(cluster, service)
     assert _intake_consumers(cluster) == 1
-    assert DOWN_LINE not in service.log(), service.log()[-3000:]
 
 
 def test_a_broker_restart_while_reports_flow_loses_no_host(
