@@ -2,9 +2,10 @@
 
 A liveness message (``report_alive``, API 1.6) is a cast a compute
 publishes through oslo.messaging to the alive queue
-(``rpc.alive_target``).  Through an oslo.messaging RPC server each one
-costs the service several times what the host manager does with it:
-a wake-up, a green thread, a dispatch and an acknowledgement a message.
+(``rpc.alive_target``).  The host manager's work on one is a digest
+compared and a time renewed, less than what an oslo.messaging RPC
+server spends around each message: a wake-up, a green thread, a
+dispatch and an acknowledgement.
 This consumer takes them with kombu instead: it drains what the broker
 has sent (at most a prefetch unacknowledged), serves the batch in its
 own thread and acknowledges it with one frame.

@@ -187,7 +187,8 @@ def tune_garbage_collector() -> None:
     raises an exception per poll), and a collection costs what it
     frees, so many small collections pause requests less than a few
     large ones.  The figures behind both choices are in
-    doc/performance.md ("Pauses of the garbage collector").
+    doc/performance.md ("Pauses of the garbage collector", "Ad hoc
+    measurements").
     """
     gc.set_threshold(2000, 50, 2500)
 

@@ -162,8 +162,9 @@ _SLOTS = tuple(host_state_obj.HostState.fields) + _OWN
 
 def _slot_copier():
     """A function copying every slot of one view onto another, one
-    assignment per slot (claims copy a view per instance placed: a
-    ``getattr``/``setattr`` loop costs several times as much)."""
+    assignment per slot, generated once (claims copy a view per
+    instance placed, and a ``getattr``/``setattr`` loop would look up
+    every name on every copy)."""
     lines = ['def copy_slots(source, target):']
     lines += ['    target.%s = source.%s' % (name, name) for name in _SLOTS]
     namespace: dict = {}

@@ -26,7 +26,8 @@ class NodeReports:
         #: key -> the node's last report view.
         self._by_key: dict = {}
         #: host -> its nodes' keys, sorted (a tuple: most hosts have
-        #: one node, and a set each would cost several times as much).
+        #: one node, and one is held per host of the fleet, so the
+        #: smallest container that holds it).
         self._nodes_of: dict = {}
         #: Keys of the nodes that stopped reporting.
         self._down: set = set()

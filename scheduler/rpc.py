@@ -244,7 +244,7 @@ def _bounded_executor(executor_cls: type, at_once: dict | None = None
     ``rabbit_qos_prefetch_count`` bounds only what is unacknowledged.
     A service slower than its casters would move the broker's whole
     queue into its memory, and the resident size would stay
-    (doc/performance.md, "Memory").  Bounded here, the
+    (doc/performance.md, "Ad hoc measurements").  Bounded here, the
     consumer stops reading while the bound is reached: the rest waits
     on the broker, unacknowledged and redelivered to another worker if
     this one dies, and another daemon on the topic gets its share.

@@ -42,8 +42,8 @@ _ROW_COLUMNS = frozenset(ROW_COLUMNS)
 class UsageRow:
     """A cached usage row, read like the store's dict (``row[name]``,
     ``row.get(name)``, ``dict(row)``) but kept in slots: one is held
-    per node of the fleet, and a dict of these columns costs three
-    times as much.  Never changed once made; a column the store did not
+    per node of the fleet, and slots spare each row a dict of its own.
+    Never changed once made; a column the store did not
     give is missing, as in its dict."""
 
     __slots__ = ROW_COLUMNS

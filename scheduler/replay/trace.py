@@ -58,9 +58,9 @@ def hashed(value: str | None, key: bytes) -> str | None:
 def spec_primitive(spec_obj, clear: bool, key: bytes) -> dict:
     """The RequestSpec as the trace keeps it (ids hashed unless ``clear``).
 
-    The ids are replaced in the primitive (a new dict), never in the
-    request being served; copying the object first cost three times
-    the primitive itself.
+    The ids are replaced in the primitive, never in the request being
+    served: the primitive is a new dict already, so the request needs
+    no copy of its own.
     """
     primitive = spec_obj.obj_to_primitive()
     if not clear:
