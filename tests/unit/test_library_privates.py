@@ -6,10 +6,17 @@ docstring; the others are tested where they are used:
 ``trust.RAW_MESSAGE_ATTRIBUTE`` and ``trust.FAKE_DRIVER_MODULE`` in
 test_trust.py, ``amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MAX`` in
 test_rpc.py, oslo.versionedobjects' ``_changed_fields`` in
-objects/test_objects.py.
+objects/test_objects.py, the notification listener's
+``_poll_style_listener``, ``_on_incoming``, ``_consumers`` and
+``_connection_lock`` in test_taken_messages.py, and the AMQP driver's
+``_send_reply``, ``_obsolete_reply_queues`` and ``_get_connection`` in
+test_replies.py.
 """
 
 import inspect
+import logging
+import sys
+import threading
 
 from oslo_config import cfg
 import oslo_messaging
@@ -19,6 +26,7 @@ from oslo_messaging._drivers import impl_rabbit
 from oslo_messaging import server as om_server
 from oslo_versionedobjects import base as ovo_base
 
+from scheduler import concurrency
 from scheduler import objects
 from scheduler import rejections
 from scheduler import rpc
@@ -168,3 +176,55 @@ def test_the_alive_queue_is_declared_as_oslo_messaging_declares_it(conf):
             theirs.exchange.type, theirs.exchange.durable,
             theirs.exchange.auto_delete), options
         assert ours.routing_key == ours.name
+
+
+def test_loggers_take_the_logging_modules_lock_by_its_name():
+    # concurrency._defer_native_log_records swaps ``logging._lock`` for
+    # a native lock: that only helps while logging takes the lock it
+    # finds under that name when a logger's level cache misses.
+    taken = []
+    real = logging._lock
+
+    class Recording:
+        def acquire(self, *args, **kwargs):
+            taken.append(True)
+            return real.acquire(*args, **kwargs)
+
+        def release(self):
+            real.release()
+
+        def __enter__(self):
+            self.acquire()
+            return self
+
+        def __exit__(self, *exc):
+            self.release()
+
+    logging._lock = Recording()
+    try:
+        logging.getLogger('library-privates-%d' % id(taken)).isEnabledFor(
+            logging.INFO)
+    finally:
+        logging._lock = real
+    assert taken
+
+
+def test_current_frames_gives_a_native_threads_stack():
+    # concurrency.thread_stacks logs what a thread left behind at stop
+    # is doing from ``sys._current_frames()``.
+    parked = threading.Event()
+    release = threading.Event()
+
+    def park_here_for_the_test():
+        parked.set()
+        release.wait(10)
+
+    thread = threading.Thread(target=park_here_for_the_test)
+    thread.start()
+    try:
+        assert parked.wait(10)
+        assert thread.ident in sys._current_frames()
+        assert 'park_here_for_the_test' in concurrency.thread_stacks([thread])
+    finally:
+        release.set()
+        thread.join(10)
