@@ -281,8 +281,7 @@ class HostView(host_state_obj.HostResources):
             elif name == 'numa_topology' and value is not None:
                 value = value.obj_clone()
             values[name] = value
-        # Coerced when the report arrived: not again.
-        return host_state_obj.HostState.from_coerced(values)
+        return host_state_obj.HostState(**values)
 
     def set_aggregates(self, aggregates: list,
                        like: 'HostView | None' = None) -> None:

@@ -139,9 +139,7 @@ def stored_view(row: dict) -> host_view.HostView | None:
     """The view of a report row of the inventory; None (logged) when
     the saved report cannot be read."""
     try:
-        # Written by a worker from a report it had checked: not checked
-        # and coerced again field by field.
-        state = objects.HostState.from_own_primitive(row['report'])
+        state = objects.HostState.obj_from_primitive(row['report'])
     except Exception as e:
         LOG.warning('Ignoring unreadable saved report of %s/%s: %s',
                     row['host'], row['nodename'], e)

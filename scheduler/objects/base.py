@@ -8,7 +8,6 @@ only serializer: ``scheduler.rpc`` wraps it with the request context.
 from oslo_utils import versionutils
 from oslo_versionedobjects import base as ovo_base
 from oslo_versionedobjects import exception as ovo_exc
-from oslo_versionedobjects import fields as ovo_fields
 
 from scheduler import exception
 
@@ -22,28 +21,6 @@ class SchedulerObjectRegistry(ovo_base.VersionedObjectRegistry):
         current = getattr(objects, cls.obj_name(), None)
         if current is None or cls.VERSION >= current.VERSION:
             setattr(objects, cls.obj_name(), cls)
-
-
-#: Class -> its ``obj_fields``.
-_FIELD_NAMES: dict = {}
-
-#: Fields whose value coercion makes a str, number, bool or time.
-_SCALAR_FIELDS = (
-    ovo_fields.StringField, ovo_fields.UUIDField, ovo_fields.IntegerField,
-    ovo_fields.NonNegativeIntegerField, ovo_fields.FloatField,
-    ovo_fields.NonNegativeFloatField, ovo_fields.BooleanField,
-    ovo_fields.DateTimeField)
-#: Class -> names of its fields that may hold a versioned object.
-_NESTING: dict = {}
-
-
-def _may_nest(cls) -> tuple:
-    names = _NESTING.get(cls)
-    if names is None:
-        names = _NESTING[cls] = tuple(
-            name for name, field in cls.fields.items()
-            if not isinstance(field, _SCALAR_FIELDS))
-    return names
 
 
 class SchedulerObject(ovo_base.VersionedObject,
@@ -68,24 +45,15 @@ class SchedulerObject(ovo_base.VersionedObject,
                     type(data).__name__))
         return super().obj_from_primitive(primitive, context)
 
-    @property
-    def obj_fields(self):
-        """oslo's ``obj_fields``, made once per class, with a quick
-        ``in``: oslo builds the list anew at every ``obj_attr_is_set``
-        (asked for every field at every serialisation)."""
-        cls = type(self)
-        names = _FIELD_NAMES.get(cls)
-        if names is None:
-            names = _FIELD_NAMES[cls] = dict.fromkeys(
-                list(cls.fields) + list(cls.obj_extra_fields)).keys()
-        return names
-
     def obj_to_primitive(self, target_version: str | None = None,
                          version_manifest: dict | None = None) -> dict:
-        """oslo's ``obj_to_primitive``; at the object's own version
-        without comparing parsed versions and with one
-        ``obj_what_changed`` walk instead of two.  The primitive is the
-        same (a test compares them); a backport is oslo's own code.
+        """oslo's ``obj_to_primitive``, quicker at the object's own
+        version: no version parsed and compared, one ``obj_what_changed``
+        walk instead of two.  Kept because every Selection of an answer
+        and its limits go through it, and the saving shows in the CPU
+        of a select call on the mixed workload (measured with
+        tools/bench/bench_objects.py).  The primitive is oslo's (a test
+        compares them); a backport is oslo's own code.
         """
         if ((target_version is not None and target_version != self.VERSION)
                 or version_manifest):
@@ -105,60 +73,6 @@ class SchedulerObject(ovo_base.VersionedObject,
         if changes:
             obj[key + 'changes'] = changes
         return obj
-
-    def obj_what_changed(self) -> set:
-        """oslo's ``obj_what_changed``, looking for nested changes only
-        in the fields that can hold an object (not a string, number,
-        boolean or time).  A test checks the two answers agree.
-        """
-        fields = self.fields
-        changes = {name for name in self._changed_fields if name in fields}
-        for name in _may_nest(type(self)):
-            if self.obj_attr_is_set(name):
-                value = getattr(self, name)
-                if (isinstance(value, ovo_base.VersionedObject)
-                        and value.obj_what_changed()):
-                    changes.add(name)
-        return changes
-
-    @classmethod
-    def from_coerced(cls, values: dict):
-        """An object holding ``values`` (coerced already, by another
-        object of this class) as they are, all marked changed.
-
-        oslo offers no public way to set a value without coercing it:
-        they are stored where its setter stores them
-        (``ovo_base._get_attrname``); tests/unit/test_library_privates.py
-        fails if a new oslo.versionedobjects moves that.
-        """
-        self = cls()
-        for name, value in values.items():
-            setattr(self, ovo_base._get_attrname(name), value)
-        self._changed_fields.update(values)
-        return self
-
-    @classmethod
-    def from_own_primitive(cls, primitive: dict):
-        """An object from a primitive of this class at this version that
-        the scheduler made itself (a report another worker stored): its
-        values are converted back, not coerced again (``from_coerced``).
-        Any other primitive goes through ``obj_from_primitive``.
-        """
-        key = cls.OBJ_SERIAL_NAMESPACE + '.'
-        data = primitive.get(key + 'data') if isinstance(
-            primitive, dict) else None
-        if (not isinstance(data, dict)
-                or primitive.get(key + 'name') != cls.obj_name()
-                or primitive.get(key + 'namespace')
-                != cls.OBJ_PROJECT_NAMESPACE
-                or primitive.get(key + 'version') != cls.VERSION
-                or not data.keys() <= cls.fields.keys()):
-            return cls.obj_from_primitive(primitive)
-        blank = cls()
-        return cls.from_coerced({
-            name: None if raw is None
-            else cls.fields[name].from_primitive(blank, name, raw)
-            for name, raw in data.items()})
 
     def obj_get(self, name: str, default=None):
         """Return a field's value, or ``default`` when it is not set."""
@@ -194,10 +108,6 @@ def _plain(value):
     return value
 
 
-#: Types the serializer gives back as they are, without a look.
-_SCALARS = frozenset((str, int, float, bool, type(None)))
-
-
 class SchedulerObjectSerializer(ovo_base.VersionedObjectSerializer):
     """Turns objects into primitives and back, with typed errors.
 
@@ -209,17 +119,7 @@ class SchedulerObjectSerializer(ovo_base.VersionedObjectSerializer):
 
     OBJ_BASE_CLASS = SchedulerObject
 
-    def serialize_entity(self, context, entity):
-        # A call's arguments and answers are mostly strings, numbers,
-        # booleans and None: oslo gives them back as they are, after a
-        # few checks each.
-        if type(entity) in _SCALARS:
-            return entity
-        return super().serialize_entity(context, entity)
-
     def deserialize_entity(self, context, entity):
-        if type(entity) in _SCALARS:
-            return entity
         try:
             return super().deserialize_entity(context, entity)
         except ovo_exc.IncompatibleObjectVersion as e:

@@ -1,7 +1,5 @@
 """Selection: one destination chosen for one instance."""
 
-import functools
-
 from oslo_utils import versionutils
 
 from scheduler.objects import base
@@ -42,32 +40,16 @@ class Selection(base.SchedulerObject):
     @classmethod
     def from_host_state(cls, host_state, instance_uuid=None,
                         weight=None, limits=None) -> 'Selection':
-        """A Selection for ``host_state`` with the request's ``limits``.
-
-        Each value is coerced by its field, as the constructor does,
-        except the node's uuid, checked once per distinct node
-        (``_node_uuid``): oslo's check of a uuid cost more than the rest
-        of the Selection, and a request's choices and alternates name
-        the same few nodes again and again.
-        """
-        blank = cls()
-        given = {
-            'service_host': host_state.host,
-            'nodename': host_state.nodename,
-            'instance_uuid': instance_uuid,
-            'limits': request_parts.SchedulerLimits.from_dict(
-                host_state.limits if limits is None else limits),
-            'availability_zone': min(host_state.availability_zones,
-                                     default=None),
-            'weight': weight}
-        values = {name: cls.fields[name].coerce(blank, name, value)
-                  for name, value in given.items()}
-        node_uuid = host_state.uuid
-        values['compute_node_uuid'] = _node_uuid(node_uuid) \
-            if isinstance(node_uuid, str) else cls.fields[
-                'compute_node_uuid'].coerce(blank, 'compute_node_uuid',
-                                            node_uuid)
-        return cls.from_coerced(values)
+        """A Selection for ``host_state`` with the request's ``limits``."""
+        return cls(service_host=host_state.host,
+                   nodename=host_state.nodename,
+                   compute_node_uuid=host_state.uuid,
+                   instance_uuid=instance_uuid,
+                   limits=request_parts.SchedulerLimits.from_dict(
+                       host_state.limits if limits is None else limits),
+                   availability_zone=min(host_state.availability_zones,
+                                         default=None),
+                   weight=weight)
 
     def to_legacy_dict(self) -> dict:
         """The seed's ``{'host', 'nodename', 'limits'}`` destination dict."""
@@ -83,11 +65,3 @@ class Selection(base.SchedulerObject):
                    limits=request_parts.SchedulerLimits.from_dict(
                        dest.get('limits')),
                    availability_zone=None, weight=None)
-
-
-@functools.lru_cache(maxsize=65536)
-def _node_uuid(value: str) -> str:
-    """``value`` coerced by Selection's ``compute_node_uuid`` field, once
-    per distinct value (a node's uuid never changes)."""
-    return Selection.fields['compute_node_uuid'].coerce(
-        Selection(), 'compute_node_uuid', value)

@@ -5,8 +5,7 @@ The places (and why no public API does) are in each module's own
 docstring; the others are tested where they are used:
 ``trust.RAW_MESSAGE_ATTRIBUTE`` and ``trust.FAKE_DRIVER_MODULE`` in
 test_trust.py, ``amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MAX`` in
-test_rpc.py, oslo.versionedobjects' ``_changed_fields`` in
-objects/test_objects.py, the notification listener's
+test_rpc.py, the notification listener's
 ``_poll_style_listener``, ``_on_incoming``, ``_consumers`` and
 ``_connection_lock`` in test_taken_messages.py, and the AMQP driver's
 ``_send_reply``, ``_obsolete_reply_queues`` and ``_get_connection`` in
@@ -24,10 +23,8 @@ from oslo_messaging._drivers import amqpdriver
 from oslo_messaging._drivers import base as om_drivers
 from oslo_messaging._drivers import impl_rabbit
 from oslo_messaging import server as om_server
-from oslo_versionedobjects import base as ovo_base
 
 from scheduler import concurrency
-from scheduler import objects
 from scheduler import rejections
 from scheduler import rpc
 
@@ -60,30 +57,6 @@ def test_the_records_rejections_takes_are_still_logged_there():
         module = modules[logger]
         assert module.LOG.name == logger
         assert start in inspect.getsource(module)
-
-
-def test_versioned_objects_keep_field_values_under_obj_():
-    # SchedulerObject.from_coerced stores a value under the name
-    # oslo's setter gives it.
-    assert ovo_base._get_attrname('nodename') == '_obj_nodename'
-    sel = objects.Selection(nodename='h1')
-    assert sel.__dict__['_obj_nodename'] == 'h1'
-
-
-def test_from_coerced_is_the_constructor_for_coerced_values():
-    # SchedulerObject.from_coerced stores values where oslo's setter
-    # does, and marks them changed where it does.
-    sel = objects.Selection(
-        service_host='h1', nodename='n1', weight=1.5,
-        compute_node_uuid='5d1f8a6e-8f4b-4c2e-9a53-0c6f1f7e2b10',
-        limits=objects.SchedulerLimits(vcpu=8))
-    values = {name: getattr(sel, name) for name in sel.fields
-              if sel.obj_attr_is_set(name)}
-    copy = objects.Selection.from_coerced(values)
-    assert copy.obj_what_changed() == sel.obj_what_changed()
-    data = 'versioned_object.data'
-    assert copy.obj_to_primitive()[data] == sel.obj_to_primitive()[data]
-    assert {name: getattr(copy, name) for name in values} == values
 
 
 # -- alive_consumer: oslo.messaging's wire format and topic queues -----------
