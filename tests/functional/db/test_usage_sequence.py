@@ -26,11 +26,15 @@ CONF = conf.CONF
 
 #: More rows than the fixed window readers looked back over (16).
 OTHERS = 40
-#: The late writer's node, between two others: MariaDB's next-key locks
-#: of its ``SELECT ... FOR UPDATE`` cover the gaps on either side of it,
-#: and the others' nodes sort after both.
+#: The late writer's node, between others that sort before the rest:
+#: MariaDB's next-key locks of its ``SELECT ... FOR UPDATE`` cover the
+#: gaps on either side of it in the host index.  Enough rows that the
+#: others' ``SELECT ... FOR UPDATE`` of 40 hosts reads that index too: a
+#: scan of a small table locks every row, the late one's included, and
+#: the others would wait for it.
 LATE = 'b-late'
-NEIGHBOURS = ['a-below', 'c-above']
+NEIGHBOURS = (['a-below%03d' % n for n in range(200)]
+              + ['c-above%03d' % n for n in range(200)])
 
 
 @pytest.fixture(params=['postgresql_url', 'mysql_url'])
@@ -109,7 +113,7 @@ def test_others_batch_committed_first_hides_no_row(inventory, monkeypatch):
     # as many numbers, while an earlier one is still open.
     usage.apply_reports([_report(host, 0, 0) for host in [LATE] + NEIGHBOURS])
     reader = usage_cache.UsageCache(usage)
-    assert len(_refresh(reader)) == 3
+    assert len(_refresh(reader)) == 1 + len(NEIGHBOURS)
 
     took, release = _held_open(monkeypatch)
     late = threading.Thread(
