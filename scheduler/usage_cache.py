@@ -3,7 +3,8 @@
 ``UsageCache`` owns, per node, the ``node_usage`` row last read (or as
 this worker's claims changed it) and the claims pending on the node,
 made by this worker or any other sharing the inventory, plus the usage
-sequence number up to which changes were read.  It shares the host
+sequence number up to which changes were read and the numbers below it
+not seen yet (``SeqGaps``).  It shares the host
 manager's lock: its ``read_*`` methods query the inventory without the
 lock; everything else is called with the lock held.
 
@@ -40,12 +41,12 @@ class SeqGaps:
     counter row), where no gap is ever opened.
     """
 
-    #: The most open gaps kept, the newest: each is a number the read
-    #: asks for (one index probe each).  Past it the oldest are given
-    #: up first, as the least likely to show: a first read after a
-    #: load or a long idle stretch finds every number overwritten
-    #: since.
-    MOST = 256
+    #: The most open gaps kept, the newest: each is a number every
+    #: read asks for (an index probe, and a parameter the client
+    #: sends).  Past it the oldest are given up first, as the least
+    #: likely to show: a load, or a first read after a quiet stretch,
+    #: finds most numbers below its mark long overwritten.
+    MOST = 64
 
     def __init__(self, tracked: bool, expiry: float,
                  clock: typing.Callable[[], float] = time.monotonic):
@@ -63,9 +64,11 @@ class SeqGaps:
         if not self._open:
             return []
         given_up = self._clock() - self._expiry
-        for seq in [seq for seq, found in self._open.items()
-                    if found <= given_up]:
-            del self._open[seq]
+        # Copied first (one step under the GIL): a load may change the
+        # gaps while a read, without the lock, gets them.
+        for seq, found in list(self._open.items()):
+            if found <= given_up:
+                self._open.pop(seq, None)
         return sorted(self._open)
 
     def seen(self, seqs: typing.Iterable) -> None:
@@ -99,7 +102,7 @@ class SeqGaps:
                 break
         if len(self._open) > self.MOST:
             for seq in sorted(self._open)[:len(self._open) - self.MOST]:
-                del self._open[seq]
+                self._open.pop(seq, None)
 
 
 #: The columns of a ``node_usage`` row as the usage store reads them.
@@ -219,16 +222,18 @@ class UsageCache:
 
     def _gaps(self) -> SeqGaps:
         if self._seq is None:
-            # A number is given up after the claim expiry
-            # (``service_down_time``).  A writer's transaction holds
-            # it until it commits, and nothing in the inventory bounds
-            # how long (PostgreSQL sets no lock or statement timeout by
-            # default; MariaDB's lock wait timeout bounds each wait,
-            # not the transaction).  The writers are short transactions
-            # that wait only for each other's row locks: one still open
-            # after the claim expiry is stuck as long as a claim whose
-            # build never came, which the inventory gives up too.  A
-            # gap kept costs an index probe per read, not rows.
+            # A gap is given up after the claim expiry
+            # (``service_down_time``).  A writer's transaction holds its
+            # number until it commits, and nothing in the inventory
+            # bounds how long (PostgreSQL sets no lock or statement
+            # timeout by default; MariaDB's lock wait timeout bounds
+            # each wait, not the transaction).  The writers are short
+            # transactions that wait only for each other's row locks:
+            # one still open after the claim expiry is stuck as long as
+            # a claim whose build never came, which the inventory gives
+            # up too.  A gap kept costs each read a number to look up,
+            # not rows; more than ``SeqGaps.MOST`` of them give the
+            # oldest up sooner.
             self._seq = SeqGaps(not self._store.commits_in_seq_order(),
                                 CONF.scheduler.service_down_time)
         return self._seq

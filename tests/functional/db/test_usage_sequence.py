@@ -95,9 +95,12 @@ def test_a_row_committed_after_higher_numbers_is_read(inventory,
     late.start()
     try:
         assert took.wait(60)
-        # Others write after it took its number, and commit first.
-        for host in others:
-            usage.apply_reports([_report(host, 256, 1)])
+        # Others write after it took its number, and commit first;
+        # twice each, so that the reader also skips numbers that never
+        # show (written over), and asks for them all.
+        for minute in (1, 2):
+            for host in others:
+                usage.apply_reports([_report(host, 128 * minute, minute)])
         assert len(_refresh(reader)) == OTHERS
     finally:
         release.set()
@@ -105,6 +108,7 @@ def test_a_row_committed_after_higher_numbers_is_read(inventory,
     assert not late.is_alive()
 
     assert _refresh(reader) == [(LATE, LATE)]
+    assert reader.rows[(LATE, LATE)]['reported_memory_mb'] == 512
     assert _refresh(reader) == []
 
 
