@@ -122,6 +122,7 @@ class HostManager:
             self._usage_cache.take(usage_rows, pending,
                                    [usage_cache.row_key(r)
                                     for r in usage_rows])
+            self._usage_cache.loaded(usage_rows)
             for key, _view in self._reports.items():
                 self._views.compose(key)
             self._loaded = True

@@ -3,7 +3,8 @@
 ``UsageCache`` owns, per node, the ``node_usage`` row last read (or as
 this worker's claims changed it) and the claims pending on the node,
 made by this worker or any other sharing the inventory, plus the usage
-sequence number up to which changes were read.  It shares the host
+sequence number up to which changes were read and the numbers below it
+not seen yet (``SeqGaps``).  It shares the host
 manager's lock: its ``read_*`` methods query the inventory without the
 lock; everything else is called with the lock held.
 
@@ -17,17 +18,91 @@ import datetime
 import time
 import typing
 
+from oslo_config import cfg
+
 from scheduler.db import instances
 from scheduler.db import usage
 
-#: How far behind the highest sequence number seen each refresh looks
-#: again, where the inventory's sequence is native.  Its numbers are
-#: handed out when a transaction writes and become visible when it
-#: commits, which may be out of order; rows committed late are caught by
-#: this window (and, if missed, by the claim's own check, which
-#: refreshes the node).  SQLite's counter row makes commits visible in
-#: order: no window there (``usage.commits_in_seq_order``).
-SEQ_LOOKBACK = 16
+CONF = cfg.CONF
+
+
+class SeqGaps:
+    """How far a reader has read a sequence whose numbers may become
+    visible out of order, and the numbers below that it has not seen.
+
+    A native sequence (PostgreSQL, MariaDB) hands a number out when a
+    transaction writes and shows it when the transaction commits: a
+    number taken first may show after higher ones were read.  Each
+    number skipped by a read (an open gap) is read again, by number,
+    until it shows or is given up (``expiry``).  Most never show: the
+    number of a row written again since, or of a transaction rolled
+    back.  With no open gap a read is the rows after the mark, as on a
+    sequence whose commits show in order (``tracked`` False: SQLite's
+    counter row), where no gap is ever opened.
+    """
+
+    #: The most open gaps kept, the newest: each is a number every
+    #: read asks for (an index probe, and a parameter the client
+    #: sends).  Past it the oldest are given up first, as the least
+    #: likely to show: a load, or a first read after a quiet stretch,
+    #: finds most numbers below its mark long overwritten.
+    MOST = 64
+
+    def __init__(self, tracked: bool, expiry: float,
+                 clock: typing.Callable[[], float] = time.monotonic):
+        #: The highest number read.
+        self.high = 0
+        self._tracked = tracked
+        self._expiry = expiry
+        self._clock = clock
+        #: Open gap -> when it was first found (``clock``).
+        self._open: dict = {}
+
+    def open(self) -> list:
+        """The open gaps, ascending, those found over ``expiry`` ago
+        given up."""
+        if not self._open:
+            return []
+        given_up = self._clock() - self._expiry
+        # Copied first (one step under the GIL): a load may change the
+        # gaps while a read, without the lock, gets them.
+        for seq, found in list(self._open.items()):
+            if found <= given_up:
+                self._open.pop(seq, None)
+        return sorted(self._open)
+
+    def seen(self, seqs: typing.Iterable) -> None:
+        """A read returned rows of numbers ``seqs`` (ascending): the
+        rows after ``high`` and those of open gaps.  The numbers it
+        skipped between ``high`` and its highest are new gaps."""
+        skipped = []
+        high = self.high
+        for seq in seqs:
+            if seq <= high:
+                self._open.pop(seq, None)
+                continue
+            if seq > high + 1 and self._tracked:
+                skipped.append((high + 1, seq - 1))
+            high = seq
+        self.high = high
+        if skipped:
+            self._skipped(skipped)
+
+    def _skipped(self, ranges: list) -> None:
+        """Open the numbers of ``ranges`` (ascending), the newest
+        ``MOST`` of them; keep the newest ``MOST`` open gaps."""
+        found = self._clock()
+        room = self.MOST
+        for first, last in reversed(ranges):
+            start = max(first, last - room + 1)
+            for seq in range(start, last + 1):
+                self._open[seq] = found
+            room -= last - start + 1
+            if room <= 0:
+                break
+        if len(self._open) > self.MOST:
+            for seq in sorted(self._open)[:len(self._open) - self.MOST]:
+                self._open.pop(seq, None)
 
 
 #: The columns of a ``node_usage`` row as the usage store reads them.
@@ -136,17 +211,40 @@ class UsageCache:
         #: key -> {instance uuid: Claim} pending on the node (no entry:
         #: none).
         self.pending: dict = {}
-        #: The highest usage sequence number read.
-        self.high_water = 0
-        #: ``SEQ_LOOKBACK``, or 0 where commits are seen in order.
-        self._lookback: int | None = None
+        #: How far the usage sequence was read (made on first use: it
+        #: asks the store whether its commits show in order).
+        self._seq: SeqGaps | None = None
+
+    @property
+    def high_water(self) -> int:
+        """The highest usage sequence number read."""
+        return self._gaps().high
+
+    def _gaps(self) -> SeqGaps:
+        if self._seq is None:
+            # A gap is given up after the claim expiry
+            # (``service_down_time``).  A writer's transaction holds its
+            # number until it commits, and nothing in the inventory
+            # bounds how long (PostgreSQL sets no lock or statement
+            # timeout by default; MariaDB's lock wait timeout bounds
+            # each wait, not the transaction).  The writers are short
+            # transactions that wait only for each other's row locks:
+            # one still open after the claim expiry is stuck as long as
+            # a claim whose build never came, which the inventory gives
+            # up too.  A gap kept costs each read a number to look up,
+            # not rows; more than ``SeqGaps.MOST`` of them give the
+            # oldest up sooner.
+            self._seq = SeqGaps(not self._store.commits_in_seq_order(),
+                                CONF.scheduler.service_down_time)
+        return self._seq
 
     # -- reading the inventory (without the lock) -------------------------
 
     def read_changed(self) -> list:
-        """Rows changed since the last look, in sequence order."""
-        return self._store.changed_since(
-            max(0, self.high_water - self._seq_lookback()))
+        """Rows changed since the last look, in sequence order: those
+        after the highest number read and those of its open gaps."""
+        gaps = self._gaps()
+        return self._store.changed_since(gaps.high, gaps.open())
 
     def read_nodes(self, keys: set) -> list:
         """The usage rows of nodes ``keys``."""
@@ -158,23 +256,21 @@ class UsageCache:
                     if row_key(row) in keys]
         return self._store.usage_get_nodes(sorted(keys))
 
-    def _seq_lookback(self) -> int:
-        if self._lookback is None:
-            self._lookback = 0 if self._store.commits_in_seq_order() \
-                else SEQ_LOOKBACK
-        return self._lookback
-
     # -- changing the cache (with the lock held) --------------------------
 
     def changed(self, rows: list) -> list:
         """The keys of ``rows`` (from ``read_changed``) this cache does
         not hold yet; moves the mark past all of them."""
         changed = [row_key(row) for row in rows if self._is_new(row)]
-        if rows:
-            # Rows this worker already holds (its own claims) move the
-            # mark too, or every request would read them again.
-            self.high_water = max(self.high_water, rows[-1]['seq'])
+        # Rows this worker already holds (its own claims) move the mark
+        # too, or every request would read them again.
+        self._gaps().seen([row['seq'] for row in rows])
         return changed
+
+    def loaded(self, rows: list) -> None:
+        """``rows`` are every usage row (a load): the mark moves past
+        them, the numbers below it that none has open."""
+        self._gaps().seen(sorted(row['seq'] for row in rows))
 
     def _is_new(self, row: dict) -> bool:
         known = self.rows.get(row_key(row))
@@ -199,8 +295,9 @@ class UsageCache:
             if not _row_newer(row, self.rows.get(key)):
                 older.add(key)
                 continue
+            # The mark is not moved: rows read by node leave the
+            # numbers of other nodes' rows below theirs unread.
             self.rows[key] = UsageRow.of(row, key)
-            self.high_water = max(self.high_water, row['seq'])
         keys = [key for key in keys if key not in older]
         fresh: dict = {}
         for row in pending:

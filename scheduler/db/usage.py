@@ -76,6 +76,7 @@ from oslo_db import exception as db_exc
 from oslo_serialization import jsonutils
 from oslo_utils import timeutils
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 from sqlalchemy import orm
 
 from scheduler.db import engine
@@ -201,20 +202,47 @@ def usage_get_nodes(keys: Sequence[Key]) -> list[dict]:
     return found
 
 
-def changed_since(seq: int) -> list[dict]:
-    """Usage rows changed after ``seq``, in sequence order.
+def changed_since(seq: int, gaps: Sequence[int] = ()) -> list[dict]:
+    """Usage rows changed after ``seq``, and those whose number is one
+    of ``gaps`` (numbers below ``seq`` not seen yet, see
+    ``usage_cache.SeqGaps``), in sequence order.
 
     Asked before every request: plain rows, no ORM objects.
     """
+    params = {'seq': seq}
+    stmt = _CHANGED_SINCE
+    if gaps:
+        params['gaps'] = list(gaps)
+        stmt = _CHANGED_SINCE_OR_GAPS
+
+    def read(conn):
+        if gaps and conn.dialect.name == 'postgresql':
+            # One array parameter, adapted by the driver: an expanding
+            # IN costs the client a parameter per gap at every read.
+            return engine.fetch_compiled(conn, _CHANGED_SINCE_OR_ANY, params)
+        return engine.fetch_compiled(conn, stmt, params)
+
     return engine.run_read(lambda conn: [
-        dict(zip(_USAGE_COLUMNS, row)) for row in
-        engine.fetch_compiled(conn, _CHANGED_SINCE, {'seq': seq})])
+        dict(zip(_USAGE_COLUMNS, row)) for row in read(conn)])
 
 
+_SEQ = _USAGE.__table__.c.seq
 _CHANGED_SINCE = sa.select(
     *[_USAGE.__table__.c[name] for name in _USAGE_COLUMNS]).where(
-        _USAGE.__table__.c.seq > sa.bindparam('seq', type_=sa.BigInteger)
-).order_by(_USAGE.__table__.c.seq)
+        _SEQ > sa.bindparam('seq', type_=sa.BigInteger)
+).order_by(_SEQ)
+_CHANGED_SINCE_OR_GAPS = sa.select(
+    *[_USAGE.__table__.c[name] for name in _USAGE_COLUMNS]).where(
+        sa.or_(_SEQ > sa.bindparam('seq', type_=sa.BigInteger),
+               _SEQ.in_(sa.bindparam('gaps', expanding=True,
+                                     type_=sa.BigInteger)))
+).order_by(_SEQ)
+_CHANGED_SINCE_OR_ANY = sa.select(
+    *[_USAGE.__table__.c[name] for name in _USAGE_COLUMNS]).where(
+        sa.or_(_SEQ > sa.bindparam('seq', type_=sa.BigInteger),
+               _SEQ == sa.any_(sa.bindparam(
+                   'gaps', type_=postgresql.ARRAY(sa.BigInteger))))
+).order_by(_SEQ)
 
 
 def pending_claims(keys: Iterable[Key] | None = None) -> list[dict]:
@@ -255,8 +283,8 @@ def commits_in_seq_order() -> bool:
     without native sequences): a transaction bumps it first and holds
     its lock until it commits, so no reader ever sees a number before a
     smaller one.  A native sequence hands numbers out without waiting
-    for commits, and a reader must look back (``HostManager``'s
-    ``refresh_usage``).
+    for commits, and a reader must read again the numbers it skipped
+    (``usage_cache.SeqGaps``).
     """
     return not engine.get_engine().dialect.supports_sequences
 

@@ -253,6 +253,20 @@ def test_changed_since_returns_rows_in_sequence_order():
     assert usage.changed_since(changed[-1]['seq']) == []
 
 
+def test_changed_since_also_returns_the_rows_of_the_gaps_asked():
+    usage.apply_reports([_report('h2', 'h2'), _report('h3', 'h3')])
+    _claim(1)
+    _claim(2, host='h2', node='h2')
+    _claim(3, host='h3', node='h3')
+    seqs = {r['host']: r['seq'] for r in usage.usage_get_all()}
+    # h1's and h2's numbers taken as gaps below h3's; one no row has.
+    changed = usage.changed_since(seqs['h3'],
+                                  [seqs['h2'], seqs['h1'], 10 ** 9])
+    assert [r['host'] for r in changed] == ['h1', 'h2']
+    assert [r['host'] for r in usage.changed_since(seqs['h2'], [])] == \
+        ['h3']
+
+
 def test_new_nodes_reported_together_get_their_rows_in_node_order():
     # A service's first flush writes every node's row in one statement
     # (tests/functional/db/test_backends.py: on PostgreSQL and MariaDB
