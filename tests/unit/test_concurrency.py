@@ -211,13 +211,17 @@ LOG = logging.getLogger('work')
 lock = threading.Lock()
 got = []
 
+native = eventlet.patcher.original('threading')
+held, let_go = native.Event(), native.Event()
+
 def waiter():
     got.append(lock.acquire(timeout=3))
 
 def work():
     lock.acquire()
+    held.set()
     LOG.warning('logged by the work')
-    eventlet.patcher.original('time').sleep(0.5)
+    let_go.wait(30)
     lock.release()
 
 def run_work():
@@ -231,8 +235,12 @@ def run_work():
         print('work:', type(e).__name__)
 
 worker = eventlet.spawn(run_work)
-eventlet.sleep(0.2)  # the work holds the lock
-eventlet.spawn(waiter).wait()
+while not held.is_set():  # until the work holds the lock
+    eventlet.sleep(0.01)
+waiting = eventlet.spawn(waiter)
+eventlet.sleep(0)  # the waiter runs until it waits for the lock
+let_go.set()
+waiting.wait()
 worker.wait()
 print('green thread got the lock:', got[0])
 '''

@@ -61,9 +61,24 @@ def old_scheduler(conf, fake_transport, monkeypatch):
         serializer=rpc.RequestContextSerializer(),
         access_policy=oslo_messaging.ExplicitRPCAccessPolicy)
     server.start()
+    endpoint.server = server
     yield endpoint
     server.stop()
     server.wait()
+
+
+def _served_all(old_scheduler, conf, fake_transport) -> None:
+    """Return once the old scheduler served every message sent to it
+    before: a call made after them is answered once they were taken
+    (the queue is first in, first out), and its server's ``wait``
+    returns once what it took is served.  Stops the server."""
+    client = oslo_messaging.get_rpc_client(
+        fake_transport, oslo_messaging.Target(
+            topic=conf.conf.scheduler.topic, version='1.3'),
+        serializer=rpc.RequestContextSerializer())
+    client.call(CTX, 'get_version_info')
+    old_scheduler.server.stop()
+    old_scheduler.server.wait()
 
 
 def test_the_first_report_honours_an_auto_cap(old_scheduler, conf,
@@ -76,7 +91,7 @@ def test_the_first_report_honours_an_auto_cap(old_scheduler, conf,
 
 
 def test_without_a_cap_a_cast_it_cannot_hear_fails_at_the_sender(
-        old_scheduler, fake_transport, caplog):
+        old_scheduler, conf, fake_transport, caplog):
     api = rpcapi.SchedulerAPI(transport=fake_transport, timeout=10)
     with caplog.at_level(logging.ERROR, logger='scheduler.rpcapi'):
         for _ in range(2):
@@ -86,7 +101,7 @@ def test_without_a_cap_a_cast_it_cannot_hear_fails_at_the_sender(
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1, errors
     assert '[upgrade_levels] scheduler' in errors[0].getMessage()
-    time.sleep(0.2)
+    _served_all(old_scheduler, conf, fake_transport)
     assert old_scheduler.reports == []
 
 
