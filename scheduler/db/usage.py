@@ -898,6 +898,12 @@ def apply_reports(reports: Sequence[NodeReport]) -> list[str]:
                     getattr(row, name) == value
                     for name, value in values.items()
                     if name != 'reported_at'):
+                # Nothing to tell the other workers (no sequence number,
+                # no generation), but the time is the row's: a report
+                # taken before this one, written after it, is older.
+                if (row.reported_at is None
+                        or row.reported_at < values['reported_at']):
+                    row.reported_at = values['reported_at']
                 continue
             change = dict.fromkeys(('memory_mb', 'vcpus', 'disk_gb',
                                     'instances'), 0)

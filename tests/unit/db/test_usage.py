@@ -137,6 +137,27 @@ def test_an_older_report_never_comes_back():
     assert _row()['reported_memory_mb'] == 2048
 
 
+def test_an_older_report_never_comes_back_after_one_that_changed_nothing():
+    # The newer report says what the row already holds, so nothing of
+    # the usage is written; its time still is, or the older one, taken
+    # between the two, would be written over it.
+    usage.apply_reports([_report(used=2048, at=T0)])
+    usage.apply_reports([_report(used=2048, at=T0 + datetime.timedelta(2))])
+    usage.apply_reports([_report(used=0, at=T0 + datetime.timedelta(1))])
+    assert _row()['reported_memory_mb'] == 2048
+
+
+def test_a_report_that_changed_nothing_moves_no_sequence_number():
+    # Workers read rows changed since a sequence number: a row whose
+    # time alone moved is not news to them.
+    usage.apply_reports([_report(used=2048, at=T0)])
+    before = _row()
+    usage.apply_reports([_report(used=2048, at=T0 + datetime.timedelta(2))])
+    after = _row()
+    assert (after['seq'], after['generation']) == (before['seq'],
+                                                   before['generation'])
+
+
 def test_a_report_of_a_new_node_creates_its_row():
     usage.apply_reports([_report('h2', 'h2', used=512)])
     assert _row('h2', 'h2')['reported_memory_mb'] == 512
