@@ -13,10 +13,15 @@ inventory old (``silent_before_start``): that stretch is not counted
 either.
 
 ``Hearing.check`` runs at every periodic task: a worker that took a
-report since the last check was heard; one that did not (quiet fleet,
-another worker takes the reports, or the broker is gone) asks the
-broker for a connection.  Computes that all stop while the broker
-stays reachable are judged down as before.
+report since the last check was heard.  A worker without a report turn
+(``[scheduler] report_workers``) takes the word of the workers that
+hold one: they publish when they last heard (``heard_at``: a report
+taken, or the broker answering), and while that is recent
+(``vouch_window``) it opens no connection of its own.  One that has
+neither (quiet fleet, the holders' word is old because they died or
+are stuck, or the broker is gone) asks the broker for a connection.
+Computes that all stop while the broker stays reachable are judged
+down as before.
 """
 
 import logging
@@ -32,6 +37,18 @@ CONF = cfg.CONF
 #: Seconds a probe of the broker may take.
 PROBE_TIMEOUT = 1.0
 
+#: Seconds beyond a periodic interval for which the word of the
+#: workers that take the reports stays good: their hearing time moves
+#: with every report they take, or at each of their periodic checks in
+#: a silent fleet, and reaches the others within the turn step
+#: (``report_consumers.RETRY_EVERY``).
+VOUCH_SLACK = 5.0
+
+
+def vouch_window() -> float:
+    """Seconds the report workers' word that they heard stays good."""
+    return CONF.scheduler.periodic_task_interval + VOUCH_SLACK
+
 
 class Hearing:
     """Tells the liveness clock when no report can reach this worker.
@@ -39,14 +56,28 @@ class Hearing:
     ``probe()``: whether the broker takes a connection now.
     ``last_report()``: the liveness time this worker last took a report
     at, or None.
+    ``vouched()``: when the workers that take this service's reports
+    last heard the computes, as they published it, or None.
     """
 
     def __init__(self, probe: typing.Callable[[], bool],
-                 last_report: typing.Callable[[], float | None]):
+                 last_report: typing.Callable[[], float | None],
+                 vouched: typing.Callable[[], float | None] | None = None):
         self._probe = probe
         self._last_report = last_report
+        self._vouched = vouched or (lambda: None)
         #: The last time reports could reach this worker.
         self._heard_at = liveness.now()
+
+    @property
+    def heard_at(self) -> float:
+        """The last time reports reached this worker as far as it knows:
+        a report it took, or its last check that heard (what a report
+        worker publishes for the others)."""
+        taken = self._last_report()
+        if taken is not None and taken > self._heard_at:
+            return taken
+        return self._heard_at
 
     def check(self) -> None:
         """Note whether reports can reach this worker now."""
@@ -54,6 +85,13 @@ class Hearing:
         taken = self._last_report()
         if taken is not None and taken > self._heard_at:
             self._heard(taken)
+            return
+        vouched = self._vouched()
+        # Once deaf, only a word newer than what this worker last heard
+        # says the broker is back.
+        if (vouched is not None and now - vouched <= vouch_window()
+                and (vouched > self._heard_at or not liveness.is_deaf())):
+            self._heard(max(vouched, self._heard_at))
             return
         if self._probe():
             self._heard(now)

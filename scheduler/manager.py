@@ -183,7 +183,8 @@ class SchedulerManager(periodic_task.PeriodicTasks):
         self.hearing = hearing.Hearing(
             probe=lambda: rpc.broker_reachable(
                 timeout=hearing.PROBE_TIMEOUT),
-            last_report=lambda: self.reports.lag.noted_at)
+            last_report=lambda: self.reports.lag.noted_at,
+            vouched=lambda: self.reports.lag.holders_heard_at)
 
     # -- RPC: placement -------------------------------------------------
 

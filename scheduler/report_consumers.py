@@ -17,7 +17,10 @@ dead one had not acknowledged goes back to the queue for it.
 The lock file of a turn also carries the report lag its holder
 measures (``publish_lag``): the workers without a turn take no report
 and measure none, yet must not judge a host down for the time its
-reports wait in the queue (``heard_lag``, ``report_lag.ReportLag``).
+reports wait in the queue (``heard``, ``report_lag.ReportLag``).  It
+carries too when its holder last heard the computes (a report taken,
+or the broker answering its probe): a worker without a turn does not
+probe the broker itself while the holders hear (``hearing.Hearing``).
 """
 
 import errno
@@ -35,11 +38,13 @@ RETRY_EVERY = 1.0
 #: Directory under ``[DEFAULT] state_path`` that holds the turns.
 DIRECTORY = 'report-workers'
 
-#: One lag record: the lag and when it was measured (liveness clock),
-#: fixed width, written in one call at the start of the file, so that
-#: a reader never sees a shorter record over a longer one.
-_RECORD = '%20.3f %20.3f\n'
-_RECORD_SIZE = len(_RECORD % (0.0, 0.0))
+#: One record: the lag, when it was measured, and when the holder last
+#: heard the computes (0: not said; liveness clock), fixed width,
+#: written in one call at the start of the file, so that a reader never
+#: sees a shorter record over a longer one.  A record of two fields
+#: (an older holder) says no hearing time.
+_RECORD = '%20.3f %20.3f %20.3f\n'
+_RECORD_SIZE = len(_RECORD % (0.0, 0.0, 0.0))
 
 _BUSY = (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES)
 
@@ -113,25 +118,40 @@ class Turns:
         if fd is not None:
             os.close(fd)
 
-    def publish_lag(self, lag: float) -> None:
-        """The holder: the report lag it measures now, for the others."""
-        record = (_RECORD % (max(0.0, lag), liveness.now())).encode()
+    def publish_lag(self, lag: float, heard_at: float | None = None) -> None:
+        """The holder: the report lag it measures now, and when it last
+        heard the computes (``hearing.Hearing.heard_at``), for the
+        others."""
+        record = (_RECORD % (max(0.0, lag), liveness.now(),
+                             max(0.0, heard_at or 0.0))).encode()
         with self._lock:
             if self._fd is not None:
                 os.pwrite(self._fd, record, 0)
 
-    def heard_lag(self, stale_after: float) -> float | None:
-        """The largest report lag the holders published in the last
-        ``stale_after`` seconds; None when none did."""
+    def heard(self, stale_after: float) -> tuple:
+        """``(lag, heard_at)``: the largest report lag the holders
+        published in the last ``stale_after`` seconds, and the latest
+        time they said they heard the computes; each None when none
+        said it."""
         now = liveness.now()
-        heard = None
+        lag = heard_at = None
         for slot in range(self.slots):
             try:
                 with open(self.path(slot), 'rb') as f:
                     record = f.read(_RECORD_SIZE)
-                lag, at = (float(part) for part in record.split())
+                fields = [float(part) for part in record.split()]
+                slot_lag, at = fields[:2]
             except (OSError, ValueError):
                 continue
-            if now - at <= stale_after:
-                heard = lag if heard is None else max(heard, lag)
-        return heard
+            if now - at > stale_after:
+                continue
+            lag = slot_lag if lag is None else max(lag, slot_lag)
+            if len(fields) > 2 and fields[2] > 0:
+                heard_at = fields[2] if heard_at is None \
+                    else max(heard_at, fields[2])
+        return lag, heard_at
+
+    def heard_lag(self, stale_after: float) -> float | None:
+        """The largest report lag the holders published in the last
+        ``stale_after`` seconds; None when none did."""
+        return self.heard(stale_after)[0]

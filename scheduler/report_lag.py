@@ -38,6 +38,9 @@ class ReportLag:
         #: The lag the workers that take the reports published, and
         #: when this worker heard it (``hear``), or None.
         self._heard: tuple | None = None
+        #: When the workers that take the reports last heard the
+        #: computes, as they said (``hear``; liveness clock), or None.
+        self.holders_heard_at: float | None = None
 
     def note(self, sent: datetime.datetime | None) -> None:
         """A report made by its compute at ``sent`` was taken now."""
@@ -51,11 +54,14 @@ class ReportLag:
             self._lags.append(lag)
             self.noted_at = now
 
-    def hear(self, lag: float) -> None:
+    def hear(self, lag: float, heard_at: float | None = None) -> None:
         """The workers of this service that take the reports measure
-        ``lag`` now; this worker takes none."""
+        ``lag`` now, and last heard the computes at ``heard_at`` (None:
+        they did not say); this worker takes none."""
         with self._lock:
             self._heard = (max(0.0, lag), liveness.now())
+            if heard_at is not None:
+                self.holders_heard_at = heard_at
 
     def current(self, stale_after: float) -> float:
         """The least lag of the last reports; else the lag heard from

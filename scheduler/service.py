@@ -228,9 +228,11 @@ class Service(service.Service):
 
     def _mind_report_turn(self) -> None:
         """Timer, every ``report_consumers.RETRY_EVERY`` seconds: the
-        holder of a turn publishes its report lag; a worker without one
-        hears it, and takes a turn once one is free (its holder ended)
-        and starts the report queues' servers."""
+        holder of a turn publishes its report lag and when it last heard
+        the computes; a worker without one hears them (and so needs no
+        probe of the broker of its own, ``hearing``), and takes a turn
+        once one is free (its holder ended) and starts the report
+        queues' servers."""
         try:
             self._report_turn_step()
         except Exception:
@@ -244,11 +246,12 @@ class Service(service.Service):
         stale_after = CONF.scheduler.service_down_time
         lag = self.manager.reports.lag
         if turns.held:
-            turns.publish_lag(lag.current(stale_after=stale_after))
+            turns.publish_lag(lag.current(stale_after=stale_after),
+                              heard_at=self.manager.hearing.heard_at)
             return
-        heard = turns.heard_lag(stale_after=stale_after)
+        heard, heard_at = turns.heard(stale_after=stale_after)
         if heard is not None:
-            lag.hear(heard)
+            lag.hear(heard, heard_at=heard_at)
         if not self._took_turn():
             return
         started = False
@@ -404,10 +407,25 @@ def launch(server: Service, workers: int | None = None) -> 'Launched':
     if concurrency.EXECUTOR == concurrency.THREADING:
         from scheduler import threading_launcher
         launcher = threading_launcher.Launcher(server, workers)
+    elif workers > 1:
+        # oslo.service's launch() would build the same launcher with
+        # its default look every 10 ms.
+        launcher = service.ProcessLauncher(
+            CONF, wait_interval=CHILD_WATCH_EVERY, restart_method='mutate')
+        launcher.launch_service(server, workers=workers)
     else:
         launcher = service.launch(CONF, server, workers=workers,
                                   restart_method='mutate')
     return Launched(launcher, server.readiness)
+
+
+#: Seconds between two looks of a multi-worker service's launching
+#: process for a worker that ended (and for a signal it was sent):
+#: oslo.service looks every 10 ms by default, which costs the idle
+#: parent more CPU than an idle worker spends.  A worker that dies is
+#: forked again, and a SIGTERM or SIGHUP to the service passed on to its
+#: workers, this much later at most.
+CHILD_WATCH_EVERY = 0.5
 
 
 class Launched:

@@ -77,15 +77,58 @@ def test_without_renewal_the_lock_is_shared_across_fork():
                                                   'False']
 
 
+class _Launchers:
+    """Records the launchers ``service.launch`` builds (none forks)."""
+
+    def __init__(self, monkeypatch, calls: list):
+        self.built = []
+        launchers = self
+
+        class ProcessLauncher:
+            def __init__(self, conf, wait_interval=0.01,
+                         restart_method='reload'):
+                calls.append('launch')
+                launchers.built.append(('process', wait_interval))
+
+            def launch_service(self, server, workers=1):
+                pass
+
+        def launch(conf, server, workers=1, restart_method='reload'):
+            calls.append('launch')
+            # oslo.service's own: a ProcessLauncher of its default wait.
+            self.built.append(('process' if workers > 1 else 'service',
+                               0.01))
+        monkeypatch.setattr(service.service, 'ProcessLauncher',
+                            ProcessLauncher)
+        monkeypatch.setattr(service.service, 'launch', launch)
+
+
 def test_the_launcher_forks_only_after_renewal_is_set_up(monkeypatch):
     calls = []
     monkeypatch.setattr(concurrency, 'own_log_locks_after_fork',
                         lambda: calls.append('renew'))
-    monkeypatch.setattr(service.service, 'launch',
-                        lambda *args, **kwargs: calls.append('launch'))
+    _Launchers(monkeypatch, calls)
     service.launch(types.SimpleNamespace(binary='scheduler-service'),
                    workers=2)
     assert calls == ['renew', 'launch']
+
+
+def test_the_launcher_of_several_workers_does_not_poll_them_constantly(
+        monkeypatch):
+    """oslo.service's parent process looks for a dead worker every
+    10 ms by default: that is more CPU than an idle worker spends.  A
+    dead worker is forked again, and a signal to the service acted on,
+    within ``CHILD_WATCH_EVERY`` instead."""
+    launchers = _Launchers(monkeypatch, [])
+    monkeypatch.setattr(concurrency, 'EXECUTOR', concurrency.EVENTLET)
+    service.launch(types.SimpleNamespace(binary='scheduler-service'),
+                   workers=4)
+    (kind, wait), = launchers.built
+    assert kind == 'process' and wait >= 0.1
+    # One worker runs in the launching process: nothing to watch.
+    service.launch(types.SimpleNamespace(binary='scheduler-service'),
+                   workers=1)
+    assert launchers.built[1][0] == 'service'
 
 
 def _yields(monkeypatch, since_last_switch: float,

@@ -133,3 +133,96 @@ def test_the_managers_periodic_task_probes_the_broker(
     clock[0] = START + 10
     manager._watch_hearing(context.get_admin_context())
     assert liveness.is_deaf()
+
+
+# -- a worker without a report turn takes the report workers' word -----
+
+
+def test_a_worker_without_the_turn_does_not_probe_while_the_holder_hears(
+        clock):
+    broker = _Broker()
+    ears = hearing.Hearing(probe=broker, last_report=lambda: None,
+                           vouched=lambda: clock[0] - 2)
+    for step in range(1, 8):
+        clock[0] = START + 10 * step
+        ears.check()
+    assert broker.probes == 0 and not liveness.is_deaf()
+
+
+def test_the_holder_s_word_probed_in_a_silent_fleet_is_enough(clock):
+    """The holder takes no report either: it probes at its own periodic
+    checks, whatever their phase against this worker's."""
+    broker = _Broker()
+    holder_probed = [START]
+    ears = hearing.Hearing(probe=broker, last_report=lambda: None,
+                           vouched=lambda: holder_probed[0])
+    for step in range(1, 8):
+        clock[0] = START + 10 * step + 0.5
+        ears.check()
+        holder_probed[0] = START + 10 * step + 0.9
+    assert broker.probes == 0
+
+
+def test_a_worker_probes_once_the_holder_s_word_is_old(clock):
+    """The holder was killed (or is stuck): its last word ages."""
+    broker = _Broker()
+    ears = hearing.Hearing(probe=broker, last_report=lambda: None,
+                           vouched=lambda: START)
+    clock[0] = START + 10
+    ears.check()
+    assert broker.probes == 0
+    clock[0] = START + hearing.vouch_window() + 1
+    ears.check()
+    assert broker.probes == 1
+
+
+def test_an_outage_heard_through_the_holder_s_word_is_credited(clock):
+    """The broker goes: the holder's word stops at its last report; this
+    worker goes deaf from there, and hears again with the holder."""
+    hm = host_manager.HostManager(inventory=object())
+    hm.update_from_report(fixtures.report('h1'))
+    broker = _Broker()
+    holder = [START + 5]
+    ears = hearing.Hearing(probe=broker, last_report=lambda: None,
+                           vouched=lambda: holder[0])
+    clock[0] = START + 10
+    ears.check()
+    broker.reachable = False
+    clock[0] = START + 20
+    ears.check()
+    assert not liveness.is_deaf()
+    clock[0] = START + 30
+    ears.check()
+    assert liveness.is_deaf() and broker.probes == 1
+    clock[0] = START + 300
+    assert _up(hm) == ['h1']
+    # Still down: the old word does not end the deafness.
+    ears.check()
+    assert liveness.is_deaf()
+    broker.reachable = True
+    holder[0] = START + 301
+    clock[0] = START + 302
+    ears.check()
+    assert not liveness.is_deaf() and broker.probes == 2
+    # h1 was heard 5 s before the last word: 55 s left once heard again.
+    clock[0] = START + 301 + 54
+    assert _up(hm) == ['h1']
+    clock[0] = START + 301 + 56
+    assert _up(hm) == []
+
+
+def test_a_report_worker_publishes_what_it_last_heard(clock):
+    taken = [None]
+    broker = _Broker()
+    ears = hearing.Hearing(probe=broker, last_report=lambda: taken[0])
+    assert ears.heard_at == START
+    clock[0] = START + 10
+    ears.check()
+    assert ears.heard_at == START + 10
+    taken[0] = START + 12
+    assert ears.heard_at == START + 12
+    broker.reachable = False
+    clock[0] = START + 30
+    ears.check()
+    ears.check()
+    assert ears.heard_at == START + 12

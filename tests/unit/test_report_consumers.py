@@ -138,6 +138,36 @@ def test_the_others_hear_the_lag_the_holders_publish(tmp_path,
         turns.release()
 
 
+def test_the_others_hear_when_the_holders_last_heard(tmp_path, monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr(liveness, 'clock', lambda: clock[0])
+    holders = [_turns(tmp_path, slots=2) for _ in range(2)]
+    other = _turns(tmp_path, slots=2)
+    assert other.heard(stale_after=60) == (None, None)
+    for turns in holders:
+        assert turns.take()
+    holders[0].publish_lag(1.0, heard_at=990.0)
+    holders[1].publish_lag(2.0, heard_at=995.5)
+    assert other.heard(stale_after=60) == (2.0, 995.5)
+    # A holder that says nothing of it.
+    holders[1].publish_lag(2.0)
+    assert other.heard(stale_after=60) == (2.0, 990.0)
+    clock[0] += 61
+    assert other.heard(stale_after=60) == (None, None)
+    for turns in holders:
+        turns.release()
+
+
+def test_a_record_of_an_older_holder_says_no_hearing_time(tmp_path,
+                                                          monkeypatch):
+    monkeypatch.setattr(liveness, 'clock', lambda: 1000.0)
+    other = _turns(tmp_path)
+    with open(other.path(0), 'w') as f:
+        f.write('%20.3f %20.3f\n' % (3.0, 999.0))
+    assert other.heard(stale_after=60) == (3.0, None)
+    assert other.heard_lag(stale_after=60) == 3.0
+
+
 def test_a_worker_without_reports_takes_the_lag_it_heard(monkeypatch):
     clock = [1000.0]
     monkeypatch.setattr(liveness, 'clock', lambda: clock[0])

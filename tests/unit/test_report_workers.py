@@ -9,9 +9,12 @@ the tests run the timer's step (``_mind_report_turn``) themselves, and
 check that ``start()`` sets the timer.
 """
 
+import datetime
+
 import pytest
 
 from scheduler import concurrency
+from scheduler import context
 from scheduler import report_consumers
 from scheduler import rpc
 from scheduler import service as service_mod
@@ -145,6 +148,29 @@ def test_the_others_hear_the_consumer_s_report_lag(workers, monkeypatch):
     first._mind_report_turn()
     second._mind_report_turn()
     assert second.manager.reports.lag.current(stale_after=60) == 42.0
+
+
+def test_no_probe_of_the_broker_without_the_turn_while_the_holder_hears(
+        workers, monkeypatch):
+    """A worker without a report turn opens no AMQP connection of its
+    own to probe the broker while the holder says it hears."""
+    probes = []
+    monkeypatch.setattr(rpc, 'broker_reachable',
+                        lambda timeout: probes.append(1) or True)
+    first, second = workers(), workers()
+    ctxt = context.get_admin_context()
+    # The holder takes reports (or its own probe answers).
+    first.manager.reports.lag.note(datetime.datetime.now(
+        datetime.timezone.utc))
+    first._mind_report_turn()
+    second._mind_report_turn()
+    second.manager._watch_hearing(ctxt)
+    assert probes == []
+    # Without the holder's word (here: a worker of another service, or
+    # the holder's record gone), it probes as before.
+    second.manager.reports.lag.holders_heard_at = None
+    second.manager._watch_hearing(ctxt)
+    assert probes == [1]
 
 
 def test_no_state_directory_means_every_worker_consumes(workers, conf,

@@ -468,7 +468,7 @@ def bench_rabbit(args) -> None:
                                         lags[int(0.95 * (len(lags) - 1))],
                                         lags[-1])
                 print('%-6s %-5s %dx%d  %6.0f us CPU/report  x%.2f  %.2f '
-                      'cores (idle %.2f)  %5.0f reports/s  load %.1f%s'
+                      'cores (idle %.3f)  %5.0f reports/s  load %.1f%s'
                       % (path, kind, services, workers, got['per'] * 1e6,
                          got['per'] / base, got['cores'], got['idle'],
                          got['rate'], load, lag), flush=True)
