@@ -341,38 +341,6 @@ class SharedRead:
             event.set()
 
 
-def side_by_side(first, second) -> tuple:
-    """``(first(), second())``, ``first`` run on a thread of its own
-    (green under eventlet) while ``second`` runs on this one.
-
-    For independent waits, such as two reads on two connections of a
-    database server: the caller waits for the longer, not for both one
-    after the other.  ``first``'s error is raised once both ended (the
-    error of ``second`` first, if it failed too).  Never on a
-    ``run_native`` thread.
-    """
-    import threading
-    refuse_native_thread('side_by_side')
-    outcome: dict = {}
-
-    def run_first():
-        try:
-            outcome['result'] = first()
-        except BaseException as e:
-            outcome['error'] = e
-
-    thread = threading.Thread(target=run_first, name='side-by-side',
-                              daemon=True)
-    thread.start()
-    try:
-        second_result = second()
-    finally:
-        thread.join()
-    if 'error' in outcome:
-        raise outcome['error']
-    return outcome['result'], second_result
-
-
 class NativeThreadError(RuntimeError):
     """Code that may only run in a green thread ran on a native one."""
 

@@ -492,23 +492,13 @@ class HostManager:
 
         Cheap when nothing changed (one indexed query each).  Requests
         that come during a read share the next one, begun after they
-        came (``concurrency.SharedRead``).  On a database server the
-        reports and the usage are read side by side, each on a
-        connection of its own: every request waits for the read, and
-        the read waits for the slower of the two, not for both in turn.
-        Returns how many nodes' usage was refreshed.
+        came (``concurrency.SharedRead``).  Returns how many nodes'
+        usage was refreshed.
         """
         return self._fresh.run(self._refresh_usage) or 0
 
     def _refresh_usage(self) -> int:
-        if self.usage_db.reads_overlap():
-            _reports, changed = concurrency.side_by_side(
-                self.refresh_changed_reports, self._refresh_changed_usage)
-            return changed
         self.refresh_changed_reports()
-        return self._refresh_changed_usage()
-
-    def _refresh_changed_usage(self) -> int:
         rows = self._usage_cache.read_changed()
         with self._lock:
             changed = self._usage_cache.changed(rows)

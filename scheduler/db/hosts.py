@@ -253,9 +253,11 @@ def host_reports_get(keys: Sequence[tuple[str, str]]) -> list[dict]:
     """The stored nodes ``keys`` (``(host, nodename)``) with their
     reports decoded, as ``host_reports_get_all`` gives them.
 
-    Part of the freshness read before a request: no transaction (on
-    PostgreSQL one round trip a chunk, where BEGIN, SELECT and COMMIT
-    were three); each node's row is whole as one statement read it."""
+    Part of the freshness read before a request, read as
+    ``host_reports_changed_since`` reads (``engine.run_read``): on
+    PostgreSQL in autocommit, one round trip a chunk where BEGIN,
+    SELECT and COMMIT were three; each statement took a snapshot of its
+    own in the transaction too (READ COMMITTED)."""
     wanted = set(keys)
     hosts = sorted({host for host, _node in wanted})
 

@@ -220,12 +220,13 @@ _CHANGED_SINCE = sa.select(
 def pending_claims(keys: Iterable[Key] | None = None) -> list[dict]:
     """Pending placements on the nodes ``keys`` (every node for None).
 
-    Of given nodes (part of the freshness read before a request): no
-    transaction, as ``changed_since`` reads: on PostgreSQL each
-    statement is one round trip, where BEGIN, SELECT and COMMIT were
-    three.  The claims of one node come from one statement (a host's
-    nodes are in one chunk), so each node's are as one moment left
-    them, which is all ``UsageCache.take`` relies on.
+    Of given nodes (part of the freshness read before a request), read
+    as ``changed_since`` reads (``engine.run_read``): on PostgreSQL in
+    autocommit, one round trip a statement where BEGIN, SELECT and
+    COMMIT were three.  What is read is the same: under READ COMMITTED
+    each statement took a snapshot of its own in the transaction too,
+    and a node's claims come from one statement (a host's nodes are in
+    one chunk).
     """
     stmt = sa.select(_INST).where(_INST.pending.is_(True))
     if keys is None:
@@ -245,14 +246,6 @@ def pending_claims(keys: Iterable[Key] | None = None) -> list[dict]:
                         found.append(_placement_dict(row))
         return found
     return engine.run_read(read)
-
-
-def reads_overlap() -> bool:
-    """Whether two reads of this inventory gain from running side by
-    side (``HostManager.refresh_usage``): on a database server, each on
-    a connection of its own, the waits overlap; SQLite reads in the
-    process and would only take turns."""
-    return engine.get_engine().dialect.name != 'sqlite'
 
 
 def placements_get(instance_uuids: Sequence[str]) -> dict[str, dict]:

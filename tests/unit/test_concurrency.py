@@ -493,32 +493,3 @@ def assert_collector_tuned() -> None:
 def test_the_collector_is_tuned_for_many_long_lived_objects(gc_defaults):
     concurrency.tune_garbage_collector()
     assert_collector_tuned()
-
-
-def test_side_by_side_gives_both_results():
-    assert concurrency.side_by_side(lambda: 1, lambda: 2) == (1, 2)
-
-
-def test_side_by_side_runs_the_first_while_the_second_waits_for_it():
-    first_ran = threading.Event()
-
-    def first():
-        first_ran.set()
-        return 'first'
-
-    def second():
-        return first_ran.wait(timeout=30)
-    assert concurrency.side_by_side(first, second) == ('first', True)
-
-
-def test_side_by_side_raises_the_first_error_once_both_ended():
-    ended = []
-
-    def first():
-        raise ValueError('first failed')
-
-    def second():
-        ended.append('second')
-    with pytest.raises(ValueError, match='first failed'):
-        concurrency.side_by_side(first, second)
-    assert ended == ['second']

@@ -21,7 +21,6 @@ from scheduler.db import engine
 from scheduler.db import models
 from scheduler.db import usage
 from scheduler.drivers import filter_scheduler
-from scheduler import concurrency
 from scheduler import exception
 from scheduler import host_manager
 from scheduler import host_view
@@ -1602,60 +1601,3 @@ def test_a_report_from_the_intake_is_its_takers_view_once_stored():
     assert store.seen == [['h1']]
     # And once the usage is written, the view has it.
     assert taker.get_host_state('h1').memory_mb_used == 1024
-
-
-class _OverlappingStore:
-    """The usage store of a database server: says its reads overlap,
-    and notes when the usage read begins."""
-
-    def __init__(self):
-        self.usage_read_began = threading.Event()
-
-    def __getattr__(self, name):
-        return getattr(usage, name)
-
-    def reads_overlap(self) -> bool:
-        return True
-
-    def changed_since(self, seq: int) -> list:
-        self.usage_read_began.set()
-        return []
-
-
-class _WaitingInventory:
-    """An inventory whose read of changed reports waits (30 s at most)
-    for the usage read to begin, and notes whether it did."""
-
-    def __init__(self, inventory, began: threading.Event):
-        self._inventory, self._began = inventory, began
-        self.saw_usage_read = None
-
-    def __getattr__(self, name):
-        return getattr(self._inventory, name)
-
-    def host_reports_changed_since(self, changed_seq: int) -> list:
-        self.saw_usage_read = self._began.wait(timeout=30)
-        return []
-
-
-def test_a_database_server_reads_reports_and_usage_side_by_side():
-    # Each read waits for the server: every request waits for the
-    # freshness read, which waits for the slower of the two reads, not
-    # for one after the other.
-    store = _OverlappingStore()
-    inventory = _WaitingInventory(fixtures.memory_inventory(),
-                                  store.usage_read_began)
-    manager = host_manager.HostManager(inventory=inventory,
-                                       usage_store=store)
-    manager.refresh_usage()
-    assert inventory.saw_usage_read is True
-
-
-def test_sqlite_reads_reports_and_usage_in_turn(monkeypatch):
-    assert usage.reads_overlap() is False
-    began = []
-    monkeypatch.setattr(concurrency, 'side_by_side',
-                        lambda *a: began.append(a))
-    manager = fixtures.manager_with([fixtures.report('h1')])
-    manager.refresh_usage()
-    assert began == []
