@@ -251,16 +251,26 @@ def host_report_times(keys: Sequence[tuple[str, str]]) -> list[dict]:
 
 def host_reports_get(keys: Sequence[tuple[str, str]]) -> list[dict]:
     """The stored nodes ``keys`` (``(host, nodename)``) with their
-    reports decoded, as ``host_reports_get_all`` gives them."""
+    reports decoded, as ``host_reports_get_all`` gives them.
+
+    Part of the freshness read before a request, read as
+    ``host_reports_changed_since`` reads (``engine.run_read``): on
+    PostgreSQL in autocommit, one round trip a chunk where BEGIN,
+    SELECT and COMMIT were three; each statement took a snapshot of its
+    own in the transaction too (READ COMMITTED)."""
     wanted = set(keys)
-    found = []
-    with transaction() as session:
-        for chunk in chunks(sorted({host for host, _node in wanted})):
-            for row in session.scalars(sa.select(models.Host).where(
-                    models.Host.host.in_(chunk))):
-                if (row.host, row.nodename) in wanted:
-                    found.append(_host_dict(row))
-    return found
+    hosts = sorted({host for host, _node in wanted})
+
+    def read(conn) -> list[dict]:
+        found = []
+        with orm.Session(bind=conn) as session:
+            for chunk in chunks(hosts):
+                for row in session.scalars(sa.select(models.Host).where(
+                        models.Host.host.in_(chunk))):
+                    if (row.host, row.nodename) in wanted:
+                        found.append(_host_dict(row))
+        return found
+    return engine.run_read(read)
 
 
 def report_seq() -> int:

@@ -246,21 +246,34 @@ _CHANGED_SINCE_OR_ANY = sa.select(
 
 
 def pending_claims(keys: Iterable[Key] | None = None) -> list[dict]:
-    """Pending placements on the nodes ``keys`` (every node for None)."""
+    """Pending placements on the nodes ``keys`` (every node for None).
+
+    Of given nodes (part of the freshness read before a request), read
+    as ``changed_since`` reads (``engine.run_read``): on PostgreSQL in
+    autocommit, one round trip a statement where BEGIN, SELECT and
+    COMMIT were three.  What is read is the same: under READ COMMITTED
+    each statement took a snapshot of its own in the transaction too,
+    and a node's claims come from one statement (a host's nodes are in
+    one chunk).
+    """
     stmt = sa.select(_INST).where(_INST.pending.is_(True))
-    with engine.transaction() as session:
-        if keys is None:
+    if keys is None:
+        with engine.transaction() as session:
             return [_placement_dict(r)
                     for r in session.execute(stmt).scalars()]
-        wanted = set(keys)
-        hosts = sorted({host for host, _node in wanted})
+    wanted = set(keys)
+    hosts = sorted({host for host, _node in wanted})
+
+    def read(conn) -> list[dict]:
         found = []
-        for chunk in engine.chunks(hosts):
-            for row in session.execute(
-                    stmt.where(_INST.host.in_(chunk))).scalars():
-                if (row.host, row.nodename) in wanted:
-                    found.append(_placement_dict(row))
+        with orm.Session(bind=conn) as session:
+            for chunk in engine.chunks(hosts):
+                for row in session.execute(
+                        stmt.where(_INST.host.in_(chunk))).scalars():
+                    if (row.host, row.nodename) in wanted:
+                        found.append(_placement_dict(row))
         return found
+    return engine.run_read(read)
 
 
 def placements_get(instance_uuids: Sequence[str]) -> dict[str, dict]:
