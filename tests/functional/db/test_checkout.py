@@ -12,31 +12,16 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
-from scheduler import conf
-from scheduler.db import api
 from scheduler.db import availability
 from scheduler.db import checkout
 from scheduler.db import engine
-from scheduler.db import migration
 from scheduler.db import usage
 
-CONF = conf.CONF
 _LIMITS = {'memory_mb': 1 << 20, 'vcpu': 1 << 10, 'disk_gb': 1 << 20}
 
 
-@pytest.fixture(params=['postgresql_url', 'mysql_url'])
-def backend(request):
-    url = request.getfixturevalue(request.param)
-    CONF.set_override('connection', url, group='database')
-    api.reset_engine()
-    migration.db_sync()
-    yield url
-    api.reset_engine()
-    CONF.clear_override('connection', group='database')
-
-
 @pytest.fixture
-def pings(backend, monkeypatch):
+def pings(db_server, monkeypatch):
     """The pings the engine's dialect sends, counted."""
     dialect = engine.get_engine().dialect
     sent = []
@@ -116,7 +101,7 @@ def _drop_connections(url: str) -> int:
 
 
 def test_a_connection_the_server_dropped_costs_the_caller_nothing(
-        backend, pings, monkeypatch):
+        db_server, pings, monkeypatch):
     # Several connections in the pool, all in steady use, then all
     # dropped by the server (a restart between two requests): the next
     # claim and read run on new connections, without an error and
@@ -127,7 +112,7 @@ def test_a_connection_the_server_dropped_costs_the_caller_nothing(
     for conn in held:
         conn.close()
     _claim()
-    assert _drop_connections(backend) >= 1
+    assert _drop_connections(db_server) >= 1
     began = []
     monkeypatch.setattr(availability, 'unavailable',
                         lambda e: began.append(e) or e)

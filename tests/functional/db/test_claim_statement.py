@@ -11,26 +11,11 @@ one statement is checked against the database's own rows.
 import uuid
 
 import pytest
-import sqlalchemy as sa
 
-from scheduler import conf
-from scheduler.db import api
-from scheduler.db import engine
-from scheduler.db import migration
 from scheduler.db import usage
+from tests.functional.db import statement_log
 
-CONF = conf.CONF
 _LIMITS = {'memory_mb': 4096, 'vcpu': 8, 'disk_gb': 100}
-
-
-@pytest.fixture
-def postgresql(postgresql_url):
-    CONF.set_override('connection', postgresql_url, group='database')
-    api.reset_engine()
-    migration.db_sync()
-    yield
-    api.reset_engine()
-    CONF.clear_override('connection', group='database')
 
 
 def _request(node='n1', memory_mb=1024, **kw):
@@ -44,33 +29,9 @@ def _report(node='n1'):
                                           timeutils.utcnow(), frozenset())])
 
 
-class _Driver:
-    """What reaches the driver: statements and commits."""
-
-    def __init__(self):
-        self.statements, self.commits = [], 0
-
-    def __enter__(self):
-        eng = engine.get_engine()
-        sa.event.listen(eng, 'before_cursor_execute', self._execute)
-        sa.event.listen(eng, 'commit', self._commit)
-        return self
-
-    def __exit__(self, *exc):
-        eng = engine.get_engine()
-        sa.event.remove(eng, 'before_cursor_execute', self._execute)
-        sa.event.remove(eng, 'commit', self._commit)
-
-    def _execute(self, conn, cursor, statement, *args):
-        self.statements.append(statement)
-
-    def _commit(self, conn):
-        self.commits += 1
-
-
 def test_a_claim_is_one_statement_and_no_transaction(postgresql):
     _report()
-    with _Driver() as driver:
+    with statement_log.StatementLog() as driver:
         placed = usage.claim_many([_request(), _request()])
     assert len(driver.statements) == 1, driver.statements
     assert driver.commits == 0
@@ -132,7 +93,7 @@ def test_a_build_confirms_its_claims_in_one_statement(postgresql):
     _report()
     placed = usage.claim_many([_request(), _request()])
     uuids = [p['instance_uuid'] for p in placed]
-    with _Driver() as driver:
+    with statement_log.StatementLog() as driver:
         assert usage.confirm('n1', uuids + [str(uuid.uuid4())]) == 2
     assert len(driver.statements) == 1, driver.statements
     assert driver.commits == 0
@@ -152,7 +113,7 @@ def test_builds_confirmed_together_in_one_statement(postgresql):
         [_request('n1'), _request('n1')])]
     on_n2 = [p['instance_uuid'] for p in usage.claim_many(
         [_request('n2')])]
-    with _Driver() as driver:
+    with statement_log.StatementLog() as driver:
         assert usage.confirm_many([
             ('n1', on_n1 + [str(uuid.uuid4())]),
             ('n2', on_n2),

@@ -2,24 +2,8 @@
 row locks, READ COMMITTED and native sequences, which SQLite has not."""
 
 from hypothesis import settings
-import pytest
 
-from scheduler import conf
-from scheduler.db import api
-from scheduler.db import migration
 from tests.unit.db import usage_machine
-
-CONF = conf.CONF
-
-
-@pytest.fixture
-def postgresql(postgresql_url):
-    CONF.set_override('connection', postgresql_url, group='database')
-    api.reset_engine()
-    migration.db_sync()
-    yield
-    api.reset_engine()
-    CONF.clear_override('connection', group='database')
 
 
 class PostgresqlMachine(usage_machine.UsageMachine):

@@ -14,15 +14,9 @@ its number, by wrapping the step that writes the rows.
 import datetime
 import threading
 
-import pytest
 
-from scheduler import conf
-from scheduler.db import api
-from scheduler.db import migration
 from scheduler.db import usage
 from scheduler import usage_cache
-
-CONF = conf.CONF
 
 #: More rows than the fixed window readers looked back over (16).
 OTHERS = 40
@@ -35,17 +29,6 @@ OTHERS = 40
 LATE = 'b-late'
 NEIGHBOURS = (['a-below%03d' % n for n in range(200)]
               + ['c-above%03d' % n for n in range(200)])
-
-
-@pytest.fixture(params=['postgresql_url', 'mysql_url'])
-def inventory(request):
-    url = request.getfixturevalue(request.param)
-    CONF.set_override('connection', url, group='database')
-    api.reset_engine()
-    migration.db_sync()
-    yield url
-    api.reset_engine()
-    CONF.clear_override('connection', group='database')
 
 
 def _report(host: str, used: int, minute: int) -> usage.NodeReport:
@@ -81,7 +64,7 @@ def _held_open(monkeypatch):
     return took, release
 
 
-def test_a_row_committed_after_higher_numbers_is_read(inventory,
+def test_a_row_committed_after_higher_numbers_is_read(db_server,
                                                       monkeypatch):
     others = ['d-other%03d' % n for n in range(OTHERS)]
     hosts = [LATE] + NEIGHBOURS + others
@@ -112,7 +95,7 @@ def test_a_row_committed_after_higher_numbers_is_read(inventory,
     assert _refresh(reader) == []
 
 
-def test_others_batch_committed_first_hides_no_row(inventory, monkeypatch):
+def test_others_batch_committed_first_hides_no_row(db_server, monkeypatch):
     # A new fleet's first flush: one transaction writes many rows, with
     # as many numbers, while an earlier one is still open.
     usage.apply_reports([_report(host, 0, 0) for host in [LATE] + NEIGHBOURS])
