@@ -136,11 +136,6 @@ def monkey_patch() -> None:
     _patched = True
 
 
-def patched() -> bool:
-    """Whether the process runs on eventlet (green threads)."""
-    return _patched
-
-
 def _green_psycopg2() -> None:
     """Make psycopg2 yield to other green threads while it waits.
 

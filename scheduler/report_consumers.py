@@ -150,8 +150,3 @@ class Turns:
                 heard_at = fields[2] if heard_at is None \
                     else max(heard_at, fields[2])
         return lag, heard_at
-
-    def heard_lag(self, stale_after: float) -> float | None:
-        """The largest report lag the holders published in the last
-        ``stale_after`` seconds; None when none did."""
-        return self.heard(stale_after)[0]

@@ -9,7 +9,7 @@ intake queue (API 1.5) every worker that consumes it takes its share
 of the same queue, so each such worker's figure is the deployment's;
 a worker that consumes no report queue (``[scheduler] report_workers``)
 hears the figure of those that do (``hear``,
-``report_consumers.Turns.heard_lag``).
+``report_consumers.Turns.heard``).
 
 The lag feeds the ``scheduler_report_lag_seconds`` gauge, a warning
 when it exceeds ``[scheduler] report_interval``, and the liveness

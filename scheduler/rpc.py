@@ -82,17 +82,10 @@ def get_transport(conf: cfg.ConfigOpts | None = None,
     return _TRANSPORTS[key]
 
 
-def get_notification_transport(conf: cfg.ConfigOpts | None = None):
-    bound_consumer_idle_wait()
-    trust.stamp_published_messages()
-    return oslo_messaging.get_notification_transport(
-        conf or cfg.CONF, allowed_remote_exmods=ALLOWED_EXMODS)
-
-
 _NOTIFIERS: dict = {}
 
 
-def get_notifier(publisher_id: str, conf: cfg.ConfigOpts | None = None):
+def get_notifier(publisher_id: str):
     """A Notifier for versioned notifications.
 
     Driver, topics and transport come from oslo.messaging's
@@ -100,9 +93,12 @@ def get_notifier(publisher_id: str, conf: cfg.ConfigOpts | None = None):
     sends nothing.
     """
     if publisher_id not in _NOTIFIERS:
-        conf = conf or cfg.CONF
+        bound_consumer_idle_wait()
+        trust.stamp_published_messages()
+        transport = oslo_messaging.get_notification_transport(
+            cfg.CONF, allowed_remote_exmods=ALLOWED_EXMODS)
         _NOTIFIERS[publisher_id] = oslo_messaging.Notifier(
-            get_notification_transport(conf), publisher_id=publisher_id,
+            transport, publisher_id=publisher_id,
             serializer=RequestContextSerializer())
     return _NOTIFIERS[publisher_id]
 
@@ -120,8 +116,8 @@ def cleanup() -> None:
 class RequestContextSerializer(oslo_messaging.Serializer):
     """Serialises the request context and the versioned objects."""
 
-    def __init__(self, base: oslo_messaging.Serializer | None = None):
-        self._base = base or objects_base.SchedulerObjectSerializer()
+    def __init__(self):
+        self._base = objects_base.SchedulerObjectSerializer()
 
     def serialize_entity(self, ctxt, entity):
         return self._base.serialize_entity(ctxt, entity)

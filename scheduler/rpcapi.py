@@ -94,7 +94,7 @@ class SchedulerAPI:
             cap = CONF.upgrade_levels.scheduler
             manifest = None
             if cap == 'auto':
-                cap, manifest = self._ask_server_version()
+                cap, manifest = self._probe_version(self._timeout)
             target = oslo_messaging.Target(topic=CONF.scheduler.topic,
                                            version='1.0')
             self._client = rpc.get_client(target, version_cap=cap,
@@ -103,9 +103,6 @@ class SchedulerAPI:
             self._server_manifest = manifest
             LOG.debug('Scheduler RPC client capped at %s', cap or 'latest')
         return self._client
-
-    def _ask_server_version(self) -> tuple:
-        return self._probe_version(self._timeout)
 
     def _probe_version(self, timeout: float | None) -> tuple:
         """(API version, object manifest) of a running scheduler."""
