@@ -306,7 +306,7 @@ class HostManager:
         now = report_backlog.stored_time()
         try:
             seq = self.db.host_reports_save(
-                [report_backlog.report_row(item.view.report, now)
+                [report_backlog.report_row(item.view, now)
                  for item in taken])
         except Exception as e:
             report_backlog.write_failed(e, 'host reports')

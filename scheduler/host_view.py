@@ -199,6 +199,17 @@ _ATTACHED: dict = {}
 _ATTACHED_MAX = 4096
 
 
+_BLANK: list = []
+
+
+def _blank_report() -> host_state_obj.HostState:
+    """An empty HostState, the object a field's ``to_primitive`` is
+    given (``HostView.report_primitive``)."""
+    if not _BLANK:
+        _BLANK.append(host_state_obj.HostState())
+    return _BLANK[0]
+
+
 class HostView(host_state_obj.HostResources):
     """One node as the scheduler sees it right now.
 
@@ -282,6 +293,34 @@ class HostView(host_state_obj.HostResources):
                 value = value.obj_clone()
             values[name] = value
         return host_state_obj.HostState(**values)
+
+    def report_primitive(self) -> dict:
+        """``self.report.obj_to_primitive()`` without the object: what
+        the inventory stores of the compute's last report.
+
+        Each value goes through its field's public ``to_primitive``, as
+        serializing the object does, without the versioned object's
+        per-attribute machinery (coercion, change tracking, set checks),
+        which made the stored form of a changed report cost as much as
+        decoding it from the wire.  The values need no coercion: they
+        are a decoded report's, already coerced (``__init__`` keeps
+        plain copies of its containers, which serialize alike).  Every
+        field is set and listed as changed, as in an object made with
+        every field's value (a test compares the two).
+        """
+        source = self.reported_view()
+        blank = _blank_report()
+        data = {}
+        for name, field in host_state_obj.HostState.fields.items():
+            data[name] = field.to_primitive(blank, name,
+                                            getattr(source, name))
+        key = host_state_obj.HostState.OBJ_SERIAL_NAMESPACE + '.'
+        return {key + 'name': host_state_obj.HostState.obj_name(),
+                key + 'namespace':
+                    host_state_obj.HostState.OBJ_PROJECT_NAMESPACE,
+                key + 'version': host_state_obj.HostState.VERSION,
+                key + 'data': data,
+                key + 'changes': list(data)}
 
     def set_aggregates(self, aggregates: list,
                        like: 'HostView | None' = None) -> None:

@@ -95,7 +95,7 @@ class ReportBacklog:
             for chunk in _batches(dirty_keys):
                 with self._lock:
                     views = [self._reports.get(key) for key in chunk]
-                rows = [report_row(view.report, now)
+                rows = [report_row(view, now)
                         for view in views if view is not None]
                 if rows:
                     self._written(chunk, db.host_reports_save(rows), True)
@@ -145,11 +145,13 @@ def stored_time() -> datetime.datetime:
         liveness.now(), datetime.timezone.utc).replace(tzinfo=None)
 
 
-def report_row(report, now: datetime.datetime) -> dict:
-    """What ``host_reports_save`` writes of a report."""
-    return {'host': report.host, 'nodename': report.nodename,
-            'uuid': report.obj_get('uuid'), 'disabled': report.disabled,
-            'report': report.obj_to_primitive(), 'updated_at': now}
+def report_row(view, now: datetime.datetime) -> dict:
+    """What ``host_reports_save`` writes of the report of ``view`` (a
+    ``HostView``)."""
+    source = view.reported_view()
+    return {'host': source.host, 'nodename': source.nodename,
+            'uuid': source.uuid, 'disabled': source.disabled,
+            'report': view.report_primitive(), 'updated_at': now}
 
 
 def _batches(keys: list) -> typing.Iterator[list]:

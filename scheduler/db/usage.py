@@ -977,23 +977,42 @@ def _update_usage_rows(conn: sa.Connection, changed: list) -> None:
 
 
 def _update_from_values(conn: sa.Connection, changed: list) -> None:
-    """PostgreSQL: ``UPDATE ... FROM (VALUES ...)``, a batch a statement
-    (psycopg2 sends an executemany as one statement per row)."""
-    table = _USAGE.__table__
-    names = sorted(name for name in changed[0] if name != '_id')
+    """PostgreSQL: ``UPDATE ... FROM unnest(arrays)``, a batch a statement
+    (psycopg2 sends an executemany as one statement per row).
+
+    One array parameter a column, adapted by the driver: the statement's
+    text does not depend on the rows, so it is compiled once, whereas a
+    ``VALUES`` list of literal rows was compiled again for every batch,
+    each value rendered by the client (most of a busy report's write).
+    """
+    names = tuple(sorted(name for name in changed[0] if name != '_id'))
+    stmt = _UPDATE_FROM_ARRAYS.get(names)
+    if stmt is None:
+        stmt = _UPDATE_FROM_ARRAYS[names] = _update_from_arrays(names)
     for chunk in engine.chunks(changed, 500):
-        rows = sa.values(sa.column('_id', table.c.id.type),
-                         *[sa.column(name, table.c[name].type)
-                           for name in names],
-                         name='reported').data(
-            [tuple([values['_id']] + [values[name] for name in names])
-             for values in chunk])
-        # A column of NULLs in VALUES is text to PostgreSQL: cast back.
-        conn.execute(sa.update(table).where(table.c.id == rows.c._id)
-                     .values({name: sa.cast(rows.c[name], table.c[name].type)
-                              for name in names})
-                     .values(generation=table.c.generation + 1,
-                             seq=models.USAGE_SEQUENCE.next_value()))
+        conn.execute(stmt, {name: [values[name] for values in chunk]
+                            for name in ('_id',) + names})
+
+
+#: The statements of ``_update_from_values``, by the names they write.
+_UPDATE_FROM_ARRAYS: dict = {}
+
+
+def _update_from_arrays(names: tuple) -> sa.Update:
+    table = _USAGE.__table__
+    columns = [('_id', table.c.id.type)] + [(name, table.c[name].type)
+                                            for name in names]
+    # Each array typed (the dialect renders the cast): an array of NULLs
+    # alone (no disk measured anywhere) would otherwise be text.
+    rows = sa.func.unnest(*[
+        sa.bindparam(name, type_=postgresql.ARRAY(type_))
+        for name, type_ in columns]).table_valued(
+            *[sa.column(name, type_) for name, type_ in columns],
+            name='reported').render_derived(name='reported')
+    return (sa.update(table).where(table.c.id == rows.c._id)
+            .values({name: rows.c[name] for name in names})
+            .values(generation=table.c.generation + 1,
+                    seq=models.USAGE_SEQUENCE.next_value()))
 
 
 def _count(change: dict, inst, sign: int) -> None:

@@ -51,3 +51,22 @@ def test_a_late_sender_goes_on_at_the_fleet_pace(bench, monkeypatch,
         assert new + sent * step == pytest.approx(1000.0)
     else:
         assert new == started
+
+
+@pytest.mark.parametrize('rate, lags, flagged', [
+    (400.0, [0.5, 0.7, 1.2], ''),
+    # A loaded machine: senders and service starved, reports waiting.
+    (150.0, [30.0, 60.0, 65.0], 'senders reached 150 of the 400'),
+    (400.0, [6.0, 8.0, 9.0], 'services were behind'),
+    (400.0, [], ''),
+])
+def test_a_run_that_did_not_keep_up_is_not_a_figure(bench, rate, lags,
+                                                    flagged):
+    """CPU a report is the services' CPU over the reports sent: when the
+    senders fall short or the services fall behind, it is a figure of
+    the machine's load, not of a report."""
+    said = bench._behind({'rate': rate, 'lags': lags}, 400.0, 5.0)
+    if flagged:
+        assert flagged in said
+    else:
+        assert said == ''

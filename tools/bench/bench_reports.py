@@ -472,6 +472,27 @@ def bench_rabbit(args) -> None:
                       % (path, kind, services, workers, got['per'] * 1e6,
                          got['per'] / base, got['cores'], got['idle'],
                          got['rate'], load, lag), flush=True)
+                warning = _behind(got, hosts / args.interval, args.interval)
+                if warning:
+                    print('       NOT A FIGURE: %s' % warning, flush=True)
+
+
+def _behind(got: dict, asked: float, interval: float) -> str:
+    """Why a run's CPU a report is not the cost of a report, if it is
+    not: the CPU is divided by the reports sent, so senders short of
+    the rate asked (a loaded machine) or services behind them (reports
+    waiting on the bus, the lag past an interval) make it a figure of
+    the load, lower than what a report costs when every one is taken
+    as it comes (a backlog is written in larger batches)."""
+    why = []
+    if got['rate'] < 0.9 * asked:
+        why.append('the senders reached %.0f of the %.0f reports/s asked'
+                   % (got['rate'], asked))
+    if got['lags'] and statistics.median(got['lags']) > interval:
+        why.append('the median lag to the inventory (%.1f s) is past the '
+                   'interval: the services were behind'
+                   % statistics.median(got['lags']))
+    return '; '.join(why)
 
 
 def main() -> None:
