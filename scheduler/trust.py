@@ -171,7 +171,11 @@ def operator_users() -> set:
 def is_operator(ctxt) -> bool:
     """Whether ``ctxt`` came through an operator's credential."""
     who = sender(ctxt)
-    return who == LOCAL or (who is not None and who in operator_users())
+    # As ``operator_users`` without making the set: asked for every
+    # report.
+    return who == LOCAL or (who is not None and (
+        who in _url_users(CONF.transport_url)
+        or who in CONF.trust.admin_users))
 
 
 def is_admin(ctxt) -> bool:

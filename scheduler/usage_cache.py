@@ -361,13 +361,15 @@ class UsageCache:
         row = self.rows.get(key)
         if row is None:
             return True
-        listed = set(view.instance_uuids)
-        # A placement the report lists stops pending; a built one it
-        # does not list is unlisted, then dropped by a newer report
-        # that still does not list it.
-        if any(uuid in listed or claim.status != instances.CLAIMED
-               for uuid, claim in self.pending.get(key, {}).items()):
-            return True
+        pending = self.pending.get(key)
+        if pending:
+            listed = set(view.instance_uuids)
+            # A placement the report lists stops pending; a built one it
+            # does not list is unlisted, then dropped by a newer report
+            # that still does not list it.
+            if any(uuid in listed or claim.status != instances.CLAIMED
+                   for uuid, claim in pending.items()):
+                return True
         return (row['reported_memory_mb'], row['reported_vcpus'],
                 row['reported_disk_gb'], row['reported_instances'],
                 row.get('reported_disk_least')) != (
