@@ -89,10 +89,7 @@ def record(ctxt, args: dict) -> taken_casts.Cast | None:
 
 def forget(taken: taken_casts.Cast | None) -> None:
     """The cast is over: its row goes (kept through an outage, it is
-    taken over later, and finds its instances placed or serves them).
-
-    Nothing to do once every instance was claimed: the last claim's
-    transaction deleted the row (``taken_casts.settle_in``).
+    taken over later, and finds its instances built or serves them).
     """
     if taken is None or not taken.instance_uuids:
         return
@@ -119,7 +116,14 @@ def replayed(taken: taken_casts.Cast) -> tuple:
 def take_over(placements: Callable[[list], dict]) -> Iterator[tuple]:
     """The overdue rows this worker took over, each with the instances
     still to build, as ``(row, context, arguments)`` (``replayed``);
-    rows whose instances are all placed are deleted.
+    rows whose instances all run (their computes listed them) are
+    deleted.
+
+    An instance placed and not yet listed by its compute is served
+    again: its worker may have died between the claim and the build's
+    cast.  Served again, it gets the placement it has (an earlier try
+    of the same request) and its build goes to that host once more; a
+    compute that already runs it says so and builds nothing.
 
     ``placements``: uuid list -> the placements found (the inventory's,
     ``HostManager.placements``).
@@ -132,11 +136,12 @@ def take_over(placements: Callable[[list], dict]) -> Iterator[tuple]:
         if taken is None:
             continue  # another worker took it, or it was finished
         placed = placements(list(taken.instance_uuids))
-        left = [u for u in taken.instance_uuids if u not in placed]
+        left = [u for u in taken.instance_uuids
+                if u not in placed or placed[u]['pending']]
         if not left:
             taken_casts.forget(taken)
             LOG.info('Cast for instance(s) %(uuids)s taken by %(by)s at '
-                     '%(at)s: every instance already placed; its record '
+                     '%(at)s: every instance already runs; its record '
                      'is dropped', {'uuids': ', '.join(taken.instance_uuids),
                                     'by': seen.taken_by,
                                     'at': seen.taken_at.isoformat()})

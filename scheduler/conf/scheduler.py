@@ -243,10 +243,13 @@ value of ``service_down_time``).
 oslo.messaging acknowledges a cast before a worker serves it, so the
 broker cannot redeliver a cast whose worker was killed: each worker
 records every such cast in the inventory (table ``taken_casts``) until
-its instances are claimed or it ends otherwise, and every worker's
+the builds of its instances are sent or it ends otherwise, and every
+worker's
 periodic task (each ``periodic_task_interval``) takes over the rows
 older than this, one worker each, and serves them as fresh casts
-(logged at INFO with the instance uuids).  A row is renewed at each
+(logged at INFO with the instance uuids); an instance claimed and not
+yet listed by its compute keeps its placement, and its build is sent
+to that host again.  A row is renewed at each
 instance the worker claims.  The default is the age at which claims
 never confirmed expire: by then the worker that took the cast is dead
 or stuck.  A worker still serving a cast that was taken over stops at

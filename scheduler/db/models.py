@@ -273,7 +273,7 @@ class TakenCast(Base):
     oslo.messaging acknowledges a cast before serving it, so the broker
     cannot hand it to another worker if this one dies: this row can.
     ``token`` changes each time a worker takes the row over, and the
-    claim that settles the row checks it (the claiming worker still
+    claim that renews the row checks it (the claiming worker still
     owns the cast).
     """
 

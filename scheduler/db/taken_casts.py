@@ -6,16 +6,17 @@ reads it, before a worker serves it: the broker cannot give a
 A worker killed -9 while it held casts lost them without a trace.
 
 So a worker writes one row per cast it takes, committed before it does
-anything else with the cast (``record``), and the row goes:
-
-* instance by instance, in the transaction that claims the instance
-  (``settle_in``, called by ``usage.claim_many`` for the cast this
-  thread serves, ``serving``): a crash after the claim's commit leaves
-  nothing to serve twice.  The claim checks the row's ``token``: if
-  another worker took the cast over meanwhile, the claim rolls back
-  (``TakenOver``) and that worker builds the instance;
-* when the cast ends otherwise: refused, NoValidHost, no compute took
-  it (``forget``; each is logged where it happens, as before).
+anything else with the cast (``record``), and the row goes when the
+cast ends (``forget``: every instance's build sent, or refused,
+NoValidHost, no compute took it; each is logged where it happens).
+A claim does not take its instance out of the row: between the
+claim's commit and the ``run_instance`` cast to the compute, a worker
+killed -9 would leave the instance claimed and never built.  The
+claim checks the row's ``token`` in its transaction, and renews it
+(``renew_in``, called by ``usage.claim_many`` for the cast this thread
+serves, ``serving``): if another worker took the cast over meanwhile,
+the claim rolls back (``TakenOver``) and that worker builds the
+instance.
 
 The database knows nothing of worker liveness: as claims expire by age
 (``usage.expire``), a row older than a cutoff is taken over by any
@@ -90,34 +91,21 @@ def forget(taken: Cast) -> bool:
     return engine.run_in_transaction(delete) == 1
 
 
-def settle_in(conn: sa.Connection, taken: Cast,
-              claimed: Sequence[str]) -> None:
-    """In a claim's transaction: take ``claimed`` out of the cast's row,
-    or delete the row once nothing of it is left to claim.
+def renew_in(conn: sa.Connection, taken: Cast) -> None:
+    """In a claim's transaction: the cast's row is still this worker's;
+    renewed, a worker that makes progress is not taken over.
 
+    The row keeps the instance: until the cast ends, a takeover sends
+    the build of an instance claimed and not yet listed by its compute
+    to the host claimed (the claim is found again, not made twice).
     Raises ``TakenOver`` (the caller's transaction rolls back) when the
     row is no longer this worker's: another worker serves the cast now.
     """
-    done = set(claimed)
-    left = [u for u in taken.instance_uuids if u not in done]
-    if left:
-        # Renewed: a worker that makes progress is not taken over.
-        changed = conn.execute(sa.update(_CAST).where(
-            _CAST.id == taken.id, _CAST.token == taken.token).values(
-            instance_uuids=jsonutils.dumps(left),
-            taken_at=timeutils.utcnow())).rowcount
-    else:
-        changed = conn.execute(sa.delete(_CAST).where(
-            _CAST.id == taken.id, _CAST.token == taken.token)).rowcount
+    changed = conn.execute(sa.update(_CAST).where(
+        _CAST.id == taken.id, _CAST.token == taken.token).values(
+        taken_at=timeutils.utcnow())).rowcount
     if changed != 1:
         raise TakenOver(cast_id=taken.id)
-
-
-def settled(taken: Cast, claimed: Sequence[str]) -> None:
-    """The claim's transaction committed: the held copy follows it."""
-    done = set(claimed)
-    taken.instance_uuids = [u for u in taken.instance_uuids
-                            if u not in done]
 
 
 def overdue(taken_before: datetime.datetime) -> list[Cast]:
@@ -161,7 +149,7 @@ _SERVING: contextvars.ContextVar = contextvars.ContextVar(
 
 @contextlib.contextmanager
 def serving(taken: Cast | None) -> Iterator[None]:
-    """Claims made inside settle ``taken`` (``usage.claim_many``).
+    """Claims made inside renew ``taken`` (``usage.claim_many``).
 
     A context variable: each green thread (eventlet) and each native
     thread (threading) that serves a message has its own.

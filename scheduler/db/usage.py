@@ -533,8 +533,8 @@ def _claim_many(requests: Sequence[ClaimRequest],
         by_node.setdefault((request.host, request.nodename),
                            []).append(request)
     # The taken cast these instances come from (if its row was written)
-    # goes, or shrinks, in this transaction: a crash after the commit
-    # leaves nothing to serve again, one before leaves the cast whole.
+    # must still be this worker's: checked and renewed in this
+    # transaction.  The row keeps them until their builds are sent.
     taken = taken_casts.current()
     settles = [r.instance_uuid for r in requests
                if taken is not None and r.instance_uuid in
@@ -566,15 +566,12 @@ def _claim_many(requests: Sequence[ClaimRequest],
         rows = [_pending_values(request, now) for request in requests]
         engine.insert_many(conn, _INSERT_PENDING, rows)
         if settles:
-            taken_casts.settle_in(conn, taken, settles)
+            taken_casts.renew_in(conn, taken)
         return [dict(row, numa=request.numa, pci=request.pci,
                      usage=after[(request.host, request.nodename)])
                 for row, request in zip(rows, requests)]
 
-    placed = engine.run_in_transaction(claim_in)
-    if settles:
-        taken_casts.settled(taken, settles)
-    return placed
+    return engine.run_in_transaction(claim_in)
 
 
 #: The most instances a one-statement claim takes (its statement is

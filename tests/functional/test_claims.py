@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 
 import oslo_messaging
 import pytest
@@ -133,10 +134,41 @@ def _start(cluster, url: str, services: int = 2, **opts) -> None:
     cluster.start_sim(fleet=_fleet(cluster.tmp))
     for name, daemon in zip(names, started):
         cluster.wait_ready(daemon, name, scheduler_opts['workers'])
-    daemons.wait_for(
-        lambda: cluster.api.explain(cluster.admin_ctxt, fixtures.request(
-            memory_mb=SLOT_MB))['passed'] == HOSTS,
-        60, what='every simulated host to report')
+    _wait_for_the_fleet(cluster, HOSTS)
+
+
+#: Seconds without one more host known to a worker after which the
+#: fleet's start is reported as stuck: the wait goes on while hosts
+#: come, however slowly a loaded machine starts them.
+FLEET_QUIET = 60
+
+
+def _wait_for_the_fleet(cluster, hosts: int) -> None:
+    """Wait until the worker that answers passes every simulated host
+    for a slot; fail once no more hosts came for ``FLEET_QUIET`` s,
+    saying what the workers knew and what the simulator said."""
+    seen = {'best': -1, 'last': None, 'error': None}
+    progress = time.monotonic()
+    while time.monotonic() - progress < FLEET_QUIET:
+        try:
+            answer = cluster.api.explain(cluster.admin_ctxt, fixtures.request(
+                memory_mb=SLOT_MB))
+        except oslo_messaging.MessagingTimeout as e:
+            seen['error'] = e  # a starved worker: the wait goes on
+        else:
+            if answer['passed'] == hosts:
+                return
+            seen['last'] = {k: answer[k] for k in ('hosts_known', 'passed')}
+            if answer['passed'] > seen['best']:
+                seen['best'] = answer['passed']
+                progress = time.monotonic()
+        time.sleep(0.5)
+    reporting = [line for line in cluster.sim.log().splitlines()
+                 if 'reports/s' in line or 'Could not send' in line]
+    pytest.fail('no more of the %d simulated hosts passed for %d s: last '
+                'answer %s, last error %r; the simulator said:\n%s' % (
+                    hosts, FLEET_QUIET, seen['last'], seen['error'],
+                    '\n'.join(reporting[-10:])))
 
 
 def _exactly_k_twice(cluster, url: str, conf) -> None:
@@ -214,10 +246,7 @@ def test_kill_9_loses_nothing_a_caller_was_promised(cluster, conf, request,
     cluster.start_scheduler(url, name='sched-0',
                             scheduler_opts=SCHEDULER_OPTS)
     cluster.start_sim(fleet=_fleet(cluster.tmp, hosts, slots))
-    daemons.wait_for(
-        lambda: cluster.api.explain(cluster.admin_ctxt, fixtures.request(
-            memory_mb=SLOT_MB))['passed'] == hosts,
-        60, what='every simulated host to report')
+    _wait_for_the_fleet(cluster, hosts)
     _use_inventory(conf, url)
     # A caller whose request died with the worker waits for its timeout.
     # One that gives up early was promised nothing: its request expires

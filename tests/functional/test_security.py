@@ -230,7 +230,13 @@ def test_broker_permissions_keep_each_party_to_its_casts(
         except Exception:  # refused by the broker: what we want
             pass
     conf.config(scheduler=None, group='upgrade_levels')
-    time.sleep(2)
+    # A report the compute may send, after them: once the service took
+    # it, it took (or never got) what was published before.
+    after = objects.HostState(host='after', nodename='after',
+                              memory_mb=4096, vcpus=4, local_gb=100)
+    compute_api.update_service_capabilities(cluster.admin_ctxt, after)
+    daemons.wait_for(lambda: 'New host after' in daemon.log(), 60,
+                     what='the report sent after them to be taken')
     assert 'New host fake' not in daemon.log()
     # The compute cannot call the scheduler.
     with pytest.raises(Exception):

@@ -16,6 +16,7 @@ from scheduler import context
 from scheduler.db import engine
 from scheduler.db import models
 from scheduler.db import taken_casts
+from scheduler.db import usage
 from scheduler.drivers import filter_scheduler
 from scheduler import manager as manager_mod
 from tests.unit import fixtures
@@ -68,18 +69,61 @@ def test_a_served_cast_leaves_no_row():
     assert _rows() == []
 
 
-def test_a_served_cast_costs_no_delete_after_its_claim(monkeypatch):
-    """The claim's own transaction deletes the row of a cast whose
-    instances it all claimed: no second round trip on the cast path."""
-    deletes = []
-    monkeypatch.setattr(taken_casts, 'forget',
-                        lambda taken: deletes.append(taken) or True)
+class _Killed(BaseException):
+    """The worker dies (kill -9) here: nothing after it runs."""
+
+
+def _dies(*args, **kwargs):
+    raise _Killed()
+
+
+def _listed_by_its_compute(uuid: str) -> None:
+    """A report of host ``big`` lists the instance: it runs there."""
+    usage.apply_reports([usage.NodeReport(
+        'big', 'big', memory_mb_used=512, vcpus_used=1, local_gb_used=1,
+        num_instances=1, updated_at=timeutils.utcnow(),
+        instance_uuids=frozenset([uuid]))])
+    assert not usage.placements_get([uuid])[uuid]['pending']
+
+
+def test_a_cast_whose_worker_died_between_claim_and_build_is_built(
+        monkeypatch):
+    """The worker claimed the instance and was killed before its
+    ``run_instance`` cast left: the row still names the instance, and
+    the worker that takes it over sends the build to the host claimed."""
     manager = _manager()
-    manager.schedule_run_instance(CTX, spec_obj=fixtures.request(),
-                                  instance_uuids=[fixtures.uuid(1)])
+    monkeypatch.setattr(manager.driver.compute_rpcapi, 'run_instance',
+                        _dies)
+    with pytest.raises(_Killed):
+        manager.schedule_run_instance(CTX, spec_obj=fixtures.request(),
+                                      instance_uuids=[fixtures.uuid(1)])
+    placed = manager.driver.host_manager.placements([fixtures.uuid(1)])
+    assert placed[fixtures.uuid(1)]['host'] == 'big'
+    assert len(_rows()) == 1
+
+    # The takeover (by any worker of this inventory).
+    manager.driver.compute_rpcapi = _Compute()
+    _take_over_later(manager, monkeypatch)
     assert manager.driver.compute_rpcapi.casts == [('big', fixtures.uuid(1))]
     assert _rows() == []
-    assert deletes == []
+
+
+def test_a_build_the_compute_confirmed_is_not_sent_again(monkeypatch):
+    """Killed after its cast left, before the row went: the compute
+    listed the instance in a report, so the takeover only drops the row."""
+    manager = _manager()
+    monkeypatch.setattr(cast_ledger, 'forget', lambda taken: _dies())
+    with pytest.raises(_Killed):
+        manager.schedule_run_instance(CTX, spec_obj=fixtures.request(),
+                                      instance_uuids=[fixtures.uuid(1)])
+    monkeypatch.undo()
+    assert manager.driver.compute_rpcapi.casts == [('big', fixtures.uuid(1))]
+    _listed_by_its_compute(fixtures.uuid(1))
+
+    manager.driver.compute_rpcapi = _Compute()
+    _take_over_later(manager, monkeypatch)
+    assert manager.driver.compute_rpcapi.casts == []
+    assert _rows() == []
 
 
 def test_a_refused_cast_leaves_no_row():
@@ -121,29 +165,30 @@ def test_a_dead_workers_cast_is_replayed_through_the_cast_path(
     assert fixtures.uuid(1) in line and fixtures.uuid(2) in line
 
 
-def test_only_the_instances_not_placed_are_replayed(monkeypatch):
+def test_only_the_instances_not_running_are_replayed(monkeypatch):
     manager = _manager()
     _taken(fixtures.uuid(1), fixtures.uuid(2))
     manager.select_destinations(CTX, spec_obj=fixtures.request(),
                                 instance_uuids=[fixtures.uuid(1)],
                                 return_objects=True)
+    _listed_by_its_compute(fixtures.uuid(1))
     _take_over_later(manager, monkeypatch)
     assert manager.driver.compute_rpcapi.casts == [('big', fixtures.uuid(2))]
     assert _rows() == []
 
 
-def test_a_cast_whose_instances_are_placed_is_only_dropped(
-        caplog, monkeypatch):
+def test_a_cast_whose_instances_run_is_only_dropped(caplog, monkeypatch):
     manager = _manager()
     _taken(fixtures.uuid(1))
     manager.select_destinations(CTX, spec_obj=fixtures.request(),
                                 instance_uuids=[fixtures.uuid(1)],
                                 return_objects=True)
+    _listed_by_its_compute(fixtures.uuid(1))
     with caplog.at_level(logging.INFO, logger='scheduler.cast_ledger'):
         _take_over_later(manager, monkeypatch)
     assert manager.driver.compute_rpcapi.casts == []
     assert _rows() == []
-    assert any('already placed' in r.getMessage() for r in caplog.records)
+    assert any('already runs' in r.getMessage() for r in caplog.records)
 
 
 def test_a_young_row_is_left_to_its_worker():

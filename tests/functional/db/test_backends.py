@@ -135,7 +135,7 @@ def _claim_scenarios(module=test_usage):
     Conditional UPDATEs, row locks, sequences and savepoints are where
     the backends differ; the scenarios run one after the other on the
     same database, emptied in between.  ``module``: the unit tests'
-    module (the claims', or the taken casts' that claims settle).
+    module (the claims', or the taken casts' that claims renew).
     """
     for name in sorted(dir(module)):
         scenario = getattr(module, name)

@@ -1,5 +1,5 @@
 """Taken casts in the inventory (``scheduler.db.taken_casts``), on a
-migrated SQLite file: the takeover, and the claim that settles a row.
+migrated SQLite file: the takeover, and the claim that renews a row.
 
 The same scenarios run against PostgreSQL and MariaDB in
 tests/functional/db/test_backends.py.
@@ -61,16 +61,21 @@ def test_exactly_one_worker_takes_an_overdue_cast_over():
     assert (row['taken_by'], row['token']) == ('a:2', won.token)
 
 
-def test_a_claim_settles_its_cast_in_the_same_transaction():
+def test_a_claim_renews_its_cast_which_keeps_the_instance():
+    """Until its build is sent (the cast ends, ``forget``), a claimed
+    instance stays in the row: a worker killed in between leaves it to
+    a takeover."""
     taken = taken_casts.record([fixtures.uuid(1), fixtures.uuid(2)],
                                {'args': {}}, 'me:1')
+    [before] = _rows()
     with taken_casts.serving(taken):
         _claim(1)
     [row] = _rows()
-    assert row['instance_uuids'] == '["%s"]' % fixtures.uuid(2)
-    assert taken.instance_uuids == [fixtures.uuid(2)]
-    with taken_casts.serving(taken):
-        _claim(2)
+    assert row['instance_uuids'] == '["%s", "%s"]' % (fixtures.uuid(1),
+                                                      fixtures.uuid(2))
+    assert row['taken_at'] >= before['taken_at']
+    assert row['token'] == taken.token
+    assert taken_casts.forget(taken)
     assert _rows() == []
 
 
