@@ -84,7 +84,11 @@ NUMBERS = ('memory_mb', 'memory_mb_used', 'local_gb', 'local_gb_used',
 #: Boolean columns.
 FLAGS = ('disabled', 'forced_down')
 #: Categorical columns: int32 codes of interned values.
-CODES = ('zones', 'supported', 'host')
+#: ``aggregate_list``: the host's list of aggregates, interned by
+#: identity (views with the same aggregates share one list,
+#: ``HostView.set_aggregates``), so that a filter judging aggregate
+#: metadata finds the few distinct lists without walking every view.
+CODES = ('zones', 'supported', 'host', 'aggregate_list')
 
 
 def _row(view) -> tuple:
@@ -104,7 +108,7 @@ def _row(view) -> tuple:
             (bool(view.disabled), bool(view.forced_down)),
             (frozenset(view.availability_zones),
              tuple(tuple(t) for t in view.supported_instances or ()),
-             view.host))
+             view.host, view.aggregates))
 
 
 def aggregate_number(view, key: str) -> float:
@@ -131,6 +135,24 @@ class _Interner:
             code = self.codes[value] = len(self.values)
             self.values.append(value)
         return code
+
+
+class _IdentityInterner(_Interner):
+    """Object <-> code by identity (for unhashable values).  ``values``
+    keeps every object interned alive, so that its id cannot become
+    another object's."""
+
+    def code(self, value) -> int:
+        code = self.codes.get(id(value))
+        if code is None:
+            code = self.codes[id(value)] = len(self.values)
+            self.values.append(value)
+        return code
+
+
+def _interners() -> dict:
+    return {name: _IdentityInterner() if name == 'aggregate_list'
+            else _Interner() for name in CODES}
 
 
 #: A change waits for the snapshots reading the store's arrays
@@ -263,7 +285,7 @@ class ColumnStore:
         self._next_seq = 0
         self._free: list = []
         self._ordered = None
-        self.interners = {name: _Interner() for name in CODES}
+        self.interners = _interners()
         #: ``Snapshot.has_aggregate_values`` answers, shared by the
         #: snapshots taken since an aggregate column last changed (a new
         #: dict then: older snapshots keep theirs).
@@ -702,6 +724,21 @@ class Columns:
         if not self.snapshot.has_aggregate_values(key):
             return None
         return self.snapshot.aggregate_column(key)[self.rows]
+
+    def one_view_per_code(self, name: str) -> dict:
+        """Code -> one candidate's view with that value of categorical
+        column ``name``, for each value among the candidates (which
+        view of several: unspecified)."""
+        codes = getattr(self, name)
+        if not len(codes):
+            return {}
+        # Later positions overwrite earlier ones: one position per code.
+        position = np.zeros(int(codes.max()) + 1, np.intp)
+        position[codes] = np.arange(len(codes))
+        present = np.flatnonzero(np.bincount(codes))
+        views, rows = self.snapshot.views, self.rows
+        return {code: views[rows[position[code]]]
+                for code in present.tolist()}
 
     def views(self) -> list:
         """The candidates' HostViews, in order (for per-host plugins)."""

@@ -52,21 +52,22 @@ class AggregateInstanceExtraSpecsFilter(base.RequestScopedFilter):
         return None
 
     def filter_columns(self, columns, checks) -> np.ndarray:
-        """``passes`` once per distinct set of aggregates among the
+        """``passes`` once per distinct list of aggregates among the
         candidates, not once per host.
 
         The verdict reads nothing of a host but its aggregates'
         metadata, and views with the same aggregates share one list of
         them (``HostView.set_aggregates``): a fleet of thousands of
-        hosts has a handful of such lists.  A view with its own list is
-        judged on its own, as host by host.
+        hosts has a handful of such lists, told apart by the
+        ``aggregate_list`` column without visiting each view.  A view
+        with its own list is judged on its own, as host by host.
         """
-        views = columns.views()
-        keys = [id(view.aggregates) for view in views]
-        # One view of each list (the last seen: any would do).
-        judged = {key: self._failed(view, checks) is None
-                  for key, view in dict(zip(keys, views)).items()}
-        return np.fromiter(map(judged.__getitem__, keys), bool, len(keys))
+        judged = {code: self._failed(view, checks) is None
+                  for code, view in
+                  columns.one_view_per_code('aggregate_list').items()}
+        table = np.zeros(max(judged, default=0) + 1, bool)
+        table[list(judged)] = list(judged.values())
+        return table[columns.aggregate_list]
 
     def passes(self, host_state, checks) -> base.Verdict:
         failed = self._failed(host_state, checks)

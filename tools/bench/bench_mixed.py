@@ -446,7 +446,8 @@ class RabbitRun:
     def wait_fleet(self, api, ctxt) -> float:
         """Seconds until every worker knows every host and the zones."""
         t0 = time.perf_counter()
-        deadline = time.monotonic() + 300 + self.hosts / 50
+        deadline = time.monotonic() + (self.args.load_timeout
+                                       or 300 + self.hosts / 50)
         probe = mix.MixState(0).spec(mix.RequestMix(0).draw(), ['x'])
         probe.availability_zone = 'az1'
         probe.instance_group = probe.scheduler_hints = None
@@ -728,6 +729,10 @@ def main() -> None:
                         help='where the SQLite inventory file goes '
                              '(default: the system\'s temporary '
                              'directory, on disk)')
+    parser.add_argument('--load-timeout', type=float, default=0,
+                        help='over RabbitMQ: seconds the fleet may take to '
+                             'load (default 300 + hosts / 50; more on a '
+                             'loaded machine)')
     parser.add_argument('--config-file', action='append', default=[])
     args = parser.parse_args()
     args.rabbit_k = args.rabbit_k or None

@@ -5,6 +5,7 @@ from unittest import mock
 
 import pytest
 
+from scheduler import columns as columns_mod
 from scheduler.filters import aggregate_instance_extra_specs as mod
 from scheduler import plugin_testing
 from tests.unit import fixtures
@@ -52,3 +53,38 @@ def test_each_set_of_aggregates_is_judged_once():
         ['s1', 's2', 'f1', 'both']
     # ssd / fast / ssd+fast / plain / none: five distinct sets.
     assert failed.call_count == len({id(h.aggregates) for h in hosts}) == 5
+
+
+def test_the_distinct_lists_are_found_without_walking_every_view():
+    # At 10,000 hosts a walk of every view, to tell their lists of
+    # aggregates apart, cost more than judging the few lists: the
+    # candidates' aggregate_list column tells them apart instead.
+    flt = mod.AggregateInstanceExtraSpecsFilter()
+    spec = fixtures.request(extra_specs={SCOPED + 'cores': '>= 8'})
+    hosts = _hosts()
+    columns = plugin_testing.host_columns(hosts)
+    with mock.patch.object(type(columns), 'views',
+                           side_effect=AssertionError('walked every view')):
+        mask = flt.filter_columns(columns, flt.prepare(spec))
+    assert [h.host for h, ok in zip(hosts, mask) if ok] == ['f1', 'both']
+
+
+def test_a_host_whose_aggregates_change_is_judged_by_its_new_ones():
+    flt = mod.AggregateInstanceExtraSpecsFilter()
+    spec = fixtures.request(extra_specs={SCOPED + 'disk_type': 'ssd'})
+    hosts = _hosts()
+    loose = hosts[6]
+    store = columns_mod.ColumnStore(capacity=len(hosts))
+    for host in hosts:
+        store.view_changed(host.key(), host)
+    moved = loose.successor()
+    moved.set_aggregates(list(hosts[0].aggregates))
+    store.view_changed(moved.key(), moved)
+    snapshot = store.snapshot()
+    try:
+        columns = columns_mod.Columns(snapshot, snapshot.ordered)
+        mask = flt.filter_columns(columns, flt.prepare(spec))
+        passed = [v.host for v, ok in zip(columns.views(), mask) if ok]
+    finally:
+        snapshot.release()
+    assert sorted(passed) == ['both', 'f1', 'loose', 's1', 's2']
