@@ -84,11 +84,11 @@ NUMBERS = ('memory_mb', 'memory_mb_used', 'local_gb', 'local_gb_used',
 #: Boolean columns.
 FLAGS = ('disabled', 'forced_down')
 #: Categorical columns: int32 codes of interned values.
-#: ``aggregate_list``: the host's list of aggregates, interned by
-#: identity (views with the same aggregates share one list,
-#: ``HostView.set_aggregates``), so that a filter judging aggregate
-#: metadata finds the few distinct lists without walking every view.
-CODES = ('zones', 'supported', 'host', 'aggregate_list')
+#: ``aggregate_set``: the number of the host's attached aggregates
+#: (views with the same aggregates share it, ``HostView.set_aggregates``),
+#: so that a filter judging aggregate metadata finds the few distinct
+#: sets without walking every view.
+CODES = ('zones', 'supported', 'host', 'aggregate_set')
 
 
 def _row(view) -> tuple:
@@ -108,7 +108,7 @@ def _row(view) -> tuple:
             (bool(view.disabled), bool(view.forced_down)),
             (frozenset(view.availability_zones),
              tuple(tuple(t) for t in view.supported_instances or ()),
-             view.host, view.aggregates))
+             view.host, view.aggregate_set))
 
 
 def aggregate_number(view, key: str) -> float:
@@ -135,24 +135,6 @@ class _Interner:
             code = self.codes[value] = len(self.values)
             self.values.append(value)
         return code
-
-
-class _IdentityInterner(_Interner):
-    """Object <-> code by identity (for unhashable values).  ``values``
-    keeps every object interned alive, so that its id cannot become
-    another object's."""
-
-    def code(self, value) -> int:
-        code = self.codes.get(id(value))
-        if code is None:
-            code = self.codes[id(value)] = len(self.values)
-            self.values.append(value)
-        return code
-
-
-def _interners() -> dict:
-    return {name: _IdentityInterner() if name == 'aggregate_list'
-            else _Interner() for name in CODES}
 
 
 #: A change waits for the snapshots reading the store's arrays
@@ -285,7 +267,7 @@ class ColumnStore:
         self._next_seq = 0
         self._free: list = []
         self._ordered = None
-        self.interners = _interners()
+        self.interners = {name: _Interner() for name in CODES}
         #: ``Snapshot.has_aggregate_values`` answers, shared by the
         #: snapshots taken since an aggregate column last changed (a new
         #: dict then: older snapshots keep theirs).

@@ -9,6 +9,7 @@ resource arithmetic (``HostResources``), so a filter works on either.
 """
 
 import copy
+import itertools
 import weakref
 
 from oslo_versionedobjects import base as ovo_base
@@ -156,7 +157,7 @@ def _shared_topology(topology):
 
 #: What a view holds besides the report's fields.
 _OWN = ('received_at', 'aggregates', 'availability_zones', 'aggregate_keys',
-        '_metadata', '_ratios', '_reported', '_digest')
+        'aggregate_set', '_metadata', '_ratios', '_reported', '_digest')
 _SLOTS = tuple(host_state_obj.HostState.fields) + _OWN
 
 
@@ -177,8 +178,8 @@ _copy_slots = _slot_copier()
 
 def _derived(aggregates: list, own_ratios: tuple) -> tuple:
     """What a view keeps of its aggregates: the list, its zones, the
-    values of each metadata key, the keys, and the allocation ratios
-    (the aggregates' overrides, else the node's own)."""
+    values of each metadata key, the keys, the allocation ratios (the
+    aggregates' overrides, else the node's own) and a new number."""
     metadata: dict = {}
     for agg in aggregates:
         for key, value in agg.metadata.items():
@@ -188,7 +189,15 @@ def _derived(aggregates: list, own_ratios: tuple) -> tuple:
               for resource, own in zip(host_state_obj.RESOURCES,
                                        own_ratios)}
     return (aggregates, frozenset(aggregates_res.zones_of(aggregates)),
-            metadata, frozenset(metadata), ratios)
+            metadata, frozenset(metadata), ratios, next(_AGGREGATE_SETS))
+
+
+#: Numbers of the attached sets of aggregates (``HostView.aggregate_set``):
+#: views that share what ``_derived`` made share its number, so a filter
+#: that reads only aggregates judges each number once.  A number, not
+#: the list itself, is what the column store interns: it keeps no
+#: aggregate alive once no view holds it.
+_AGGREGATE_SETS = itertools.count()
 
 
 #: (ids of the aggregates, the node's own allocation ratios) -> what
@@ -335,6 +344,7 @@ class HostView(host_state_obj.HostResources):
             self.availability_zones = like.availability_zones
             self._metadata = like._metadata
             self.aggregate_keys = like.aggregate_keys
+            self.aggregate_set = like.aggregate_set
             self._ratios = like._ratios
             return
         own = tuple(getattr(self, '%s_allocation_ratio' % resource)
@@ -349,7 +359,7 @@ class HostView(host_state_obj.HostResources):
                 _ATTACHED.clear()
             _ATTACHED[key] = derived
         (self.aggregates, self.availability_zones, self._metadata,
-         self.aggregate_keys, self._ratios) = derived
+         self.aggregate_keys, self._ratios, self.aggregate_set) = derived
 
     def _attached_like(self, aggregates: list, like: 'HostView') -> bool:
         return like.has_aggregates(aggregates) and all(

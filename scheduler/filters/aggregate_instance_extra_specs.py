@@ -52,22 +52,22 @@ class AggregateInstanceExtraSpecsFilter(base.RequestScopedFilter):
         return None
 
     def filter_columns(self, columns, checks) -> np.ndarray:
-        """``passes`` once per distinct list of aggregates among the
+        """``passes`` once per distinct set of aggregates among the
         candidates, not once per host.
 
         The verdict reads nothing of a host but its aggregates'
         metadata, and views with the same aggregates share one list of
         them (``HostView.set_aggregates``): a fleet of thousands of
-        hosts has a handful of such lists, told apart by the
-        ``aggregate_list`` column without visiting each view.  A view
+        hosts has a handful of such sets, told apart by the
+        ``aggregate_set`` column without visiting each view.  A view
         with its own list is judged on its own, as host by host.
         """
         judged = {code: self._failed(view, checks) is None
                   for code, view in
-                  columns.one_view_per_code('aggregate_list').items()}
+                  columns.one_view_per_code('aggregate_set').items()}
         table = np.zeros(max(judged, default=0) + 1, bool)
         table[list(judged)] = list(judged.values())
-        return table[columns.aggregate_list]
+        return table[columns.aggregate_set]
 
     def passes(self, host_state, checks) -> base.Verdict:
         failed = self._failed(host_state, checks)

@@ -1,11 +1,15 @@
 """AggregateInstanceExtraSpecsFilter over columns: one answer per
 distinct set of aggregates, the same as host by host."""
 
+import gc
 from unittest import mock
+import weakref
 
 import pytest
 
 from scheduler import columns as columns_mod
+from scheduler import host_view
+from scheduler import objects
 from scheduler.filters import aggregate_instance_extra_specs as mod
 from scheduler import plugin_testing
 from tests.unit import fixtures
@@ -58,7 +62,7 @@ def test_each_set_of_aggregates_is_judged_once():
 def test_the_distinct_lists_are_found_without_walking_every_view():
     # At 10,000 hosts a walk of every view, to tell their lists of
     # aggregates apart, cost more than judging the few lists: the
-    # candidates' aggregate_list column tells them apart instead.
+    # candidates' aggregate_set column tells them apart instead.
     flt = mod.AggregateInstanceExtraSpecsFilter()
     spec = fixtures.request(extra_specs={SCOPED + 'cores': '>= 8'})
     hosts = _hosts()
@@ -88,3 +92,25 @@ def test_a_host_whose_aggregates_change_is_judged_by_its_new_ones():
     finally:
         snapshot.release()
     assert sorted(passed) == ['both', 'f1', 'loose', 's1', 's2']
+
+
+def test_the_store_keeps_no_aggregate_alive_that_no_view_holds(monkeypatch):
+    # An operator growing a large aggregate one host at a time replaces
+    # it each time: a store that kept every old one (with its list of
+    # hosts) for as long as the service runs would only grow.
+    monkeypatch.setattr(host_view, '_ATTACHED', {})
+    old = objects.Aggregate.from_row(
+        fixtures.aggregate('old', ['h1'], metadata={'disk_type': 'ssd'}))
+    view = fixtures.host('h1').successor()
+    view.set_aggregates([old])
+    store = columns_mod.ColumnStore(capacity=1)
+    store.view_changed(view.key(), view)
+    moved = view.successor()
+    moved.set_aggregates([objects.Aggregate.from_row(
+        fixtures.aggregate('new', ['h1']))])
+    store.view_changed(moved.key(), moved)
+    gone = weakref.ref(old)
+    del old, view
+    host_view._ATTACHED.clear()
+    gc.collect()
+    assert gone() is None
