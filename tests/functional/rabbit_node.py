@@ -46,6 +46,22 @@ def _scripts() -> tuple[str, str]:
     return server, ctl
 
 
+def _write_cookie(home: str) -> None:
+    """Give the node and its CLI one Erlang cookie before either starts.
+
+    Left to themselves, the server and the first ``rabbitmqctl`` both
+    find no ``.erlang.cookie`` in the shared home, each makes one of its
+    own, and the one that loses the race never reaches the other
+    ("Erlang distribution failed") for as long as the node lives.
+    """
+    path = os.path.join(home, '.erlang.cookie')
+    if os.path.exists(path):
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+    with os.fdopen(fd, 'w') as f:
+        f.write(uuid.uuid4().hex.upper())
+
+
 class RabbitNode:
     """One RabbitMQ node in ``base_dir``; ``url`` reaches it as guest."""
 
@@ -57,6 +73,7 @@ class RabbitNode:
         home = os.path.join(base_dir, 'home')
         for sub in ('home', 'mnesia', 'log'):
             os.makedirs(os.path.join(base_dir, sub), exist_ok=True)
+        _write_cookie(home)
         plugins = os.path.join(base_dir, 'enabled_plugins')
         with open(plugins, 'w') as f:
             f.write('[].\n')
