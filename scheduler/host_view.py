@@ -9,6 +9,7 @@ resource arithmetic (``HostResources``), so a filter works on either.
 """
 
 import copy
+import functools
 import itertools
 import weakref
 
@@ -208,15 +209,11 @@ _ATTACHED: dict = {}
 _ATTACHED_MAX = 4096
 
 
-_BLANK: list = []
-
-
+@functools.cache
 def _blank_report() -> host_state_obj.HostState:
     """An empty HostState, the object a field's ``to_primitive`` is
-    given (``HostView.report_primitive``)."""
-    if not _BLANK:
-        _BLANK.append(host_state_obj.HostState())
-    return _BLANK[0]
+    given (``HostView.report_primitive``); made once, on first use."""
+    return host_state_obj.HostState()
 
 
 class HostView(host_state_obj.HostResources):

@@ -162,20 +162,33 @@ def _url_users(url: str | None) -> frozenset:
                      or {'guest'})
 
 
-def operator_users() -> set:
+#: The last ``operator_users``: (the service's logins, ``[trust]
+#: admin_users`` as oslo.config gave it, the users).  oslo.config hands
+#: out the same value until a reload or an override clears its cache, so
+#: the set is made again only then, not for every report.
+_operators: tuple = (None, None, frozenset())
+
+
+def operator_users() -> frozenset:
     """Broker users trusted as operators: the service's own login(s)
-    and ``[trust] admin_users``."""
-    return _url_users(CONF.transport_url) | set(CONF.trust.admin_users)
+    and ``[trust] admin_users``.  The one rule: ``is_operator`` asks
+    it."""
+    global _operators
+    logins = _url_users(CONF.transport_url)
+    # Read after: parsing a new URL registers options, which clears
+    # oslo.config's cache of values.
+    admins = CONF.trust.admin_users
+    last_logins, last_admins, users = _operators
+    if logins is not last_logins or admins is not last_admins:
+        users = logins | frozenset(admins)
+        _operators = (logins, admins, users)
+    return users
 
 
 def is_operator(ctxt) -> bool:
     """Whether ``ctxt`` came through an operator's credential."""
     who = sender(ctxt)
-    # As ``operator_users`` without making the set: asked for every
-    # report.
-    return who == LOCAL or (who is not None and (
-        who in _url_users(CONF.transport_url)
-        or who in CONF.trust.admin_users))
+    return who == LOCAL or who in operator_users()
 
 
 def is_admin(ctxt) -> bool:

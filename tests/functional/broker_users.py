@@ -94,7 +94,7 @@ class BrokerUsers:
         self.topic = topic
         self.vhost = 'sched-trust-%s' % tag
         self.names = {'vhost': self.vhost, 'topic': topic,
-                      'exchange': 'scheduler'}
+                      'exchange': daemons.CONTROL_EXCHANGE or 'scheduler'}
         self.passwords = {}
         for role in ('service', 'caller', 'compute'):
             self.names[role] = 'sched-%s-%s' % (role, tag)

@@ -8,6 +8,7 @@ them.
 
 import os
 import subprocess
+import warnings
 
 import kombu
 from oslo_config import cfg
@@ -24,6 +25,10 @@ from tests.functional.db_servers import postgresql_url  # noqa: F401
 from tests.functional import services
 
 CONF = cfg.CONF
+
+# This session's control exchange, for this process and every daemon
+# and command of the session: deleted at its end (``_tidy_broker``).
+daemons.CONTROL_EXCHANGE = daemons.unique_topic('scheduler-tests')
 
 
 def _missing_services(terminalreporter) -> list:
@@ -56,8 +61,12 @@ def pytest_terminal_summary(terminalreporter):
 @pytest.fixture
 def rabbit_url(conf):
     """The broker's URL; this process's reply queues, as the daemons'
-    (``daemons.write_multi_config``), go a minute after it is done."""
+    (``daemons.write_multi_config``), go a minute after it is done.
+    The session's control exchange (``daemons.CONTROL_EXCHANGE``) is
+    this process's too."""
     url = services.require_rabbit()
+    _SHARED_BROKER_USED.append(True)
+    conf.config(control_exchange=daemons.CONTROL_EXCHANGE)
     conf.config(rabbit_transient_queues_ttl=daemons.TRANSIENT_QUEUES_TTL,
                 group='oslo_messaging_rabbit')
     return url
@@ -66,34 +75,58 @@ def rabbit_url(conf):
 #: Topics the session's clusters used: their fanout queues are deleted
 #: at the end of the session.
 _TOPICS: set = set()
+#: Not empty once a test of the session used the shared broker.
+_SHARED_BROKER_USED: list = []
+
+
+class BrokerLeftovers(UserWarning):
+    """Queues or exchanges this session declared and did not delete."""
+
+
+def _broker_names(kind: str) -> list:
+    """The names of the shared broker's ``kind`` (queues, exchanges)."""
+    return subprocess.run(
+        ['rabbitmqctl', '-q', 'list_%s' % kind, 'name',
+         '--no-table-headers'], capture_output=True, text=True,
+        timeout=60, check=True).stdout.split()
 
 
 @pytest.fixture(scope='session', autouse=True)
-def _delete_fanout_queues():
-    """Delete the fanout queues of every cluster of the session.
+def _tidy_broker():
+    """Delete what the session left on the shared broker; report the rest.
 
-    oslo.messaging names them ``<topic>_fanout_<random>`` and lets them
-    expire half an hour after their last consumer; the names are only
-    known to the broker, so they are listed once, at the end.
+    The fanout queues of every cluster: oslo.messaging names them
+    ``<topic>_fanout_<random>`` and lets them expire half an hour after
+    their last consumer; the names are only known to the broker, so they
+    are listed once, at the end.  The session's control exchange: every
+    party declared it, none deleted it.
+
+    Then any queue or exchange still named after one of the session's
+    unique names (``daemons.unique_topic``) is reported as a warning: a
+    fixture that does not delete what it declared.  Other processes on
+    the broker never use these names, so they cannot cause the report.
     """
     yield
-    if not _TOPICS:
+    if not _SHARED_BROKER_USED:
         return
     prefixes = tuple('%s_' % topic for topic in _TOPICS)
     try:
-        listed = subprocess.run(
-            ['rabbitmqctl', '-q', 'list_queues', 'name',
-             '--no-table-headers'], capture_output=True, text=True,
-            timeout=60, check=True).stdout.split()
-        doomed = [name for name in listed
-                  if name.startswith(prefixes) and '_fanout_' in name]
+        doomed = [name for name in _broker_names('queues')
+                  if prefixes and name.startswith(prefixes)
+                  and '_fanout_' in name]
         with kombu.Connection(
                 services.RABBIT_URL.replace('rabbit://', 'amqp://', 1),
                 connect_timeout=5) as conn:
-            for name in doomed:
-                conn.default_channel.queue_delete(queue=name)
+            rpc.delete_names(conn, doomed, [daemons.CONTROL_EXCHANGE])
+        left = daemons.own_names(
+            _broker_names('queues') + _broker_names('exchanges'))
     except Exception as e:  # never fail a session on its clean-up
-        print('could not delete the fanout queues: %s' % e)
+        print('could not tidy the shared broker: %s' % e)
+        return
+    if left:
+        warnings.warn(BrokerLeftovers(
+            'this session left %d name(s) on the shared broker: %s'
+            % (len(left), ', '.join(left))))
 
 
 class Cluster:
@@ -124,8 +157,10 @@ class Cluster:
         self.scheduler = None
         self.sim = None
         self._queues_deleted = False
-        # The test process is the caller (a conductor).
-        conf_fixture.config(transport_url=transport_url)
+        # The test process is the caller (a conductor), on the daemons'
+        # control exchange (``daemons.write_multi_config``).
+        conf_fixture.config(transport_url=transport_url,
+                            control_exchange=daemons.CONTROL_EXCHANGE)
         conf_fixture.config(topic=self.topic, group='scheduler')
         conf_fixture.config(topic=self.compute_topic, group='compute')
         self.api = rpcapi.SchedulerAPI(timeout=30)
@@ -289,7 +324,7 @@ class Cluster:
         oslo.messaging's topic queues (quorum queues too) and the
         exchanges named like a topic outlive their consumers; the fanout
         queues, whose names only the broker knows, are deleted at the
-        end of the session (``_delete_fanout_queues``).  A simulator
+        end of the session (``_tidy_broker``).  A simulator
         deletes its own queue when it stops cleanly; it is deleted here
         too in case it did not.
         """

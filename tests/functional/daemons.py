@@ -41,13 +41,49 @@ def write_config(path: str, sections: dict) -> str:
 #: (oslo.messaging's default keeps them 30 minutes).
 TRANSIENT_QUEUES_TTL = 60
 
+#: Every name ``unique_topic`` gave in this process: what this test
+#: session may have declared on the shared broker, and no other process
+#: can have (the session-end check looks for them).
+UNIQUE_NAMES: set = set()
+
+
+def unique_topic(prefix: str) -> str:
+    name = '%s-%s' % (prefix, uuid.uuid4().hex[:10])
+    UNIQUE_NAMES.add(name)
+    return name
+
+
+def own_names(names, unique=None) -> list:
+    """Of ``names`` (on a broker), those named after one of ``unique``
+    (``UNIQUE_NAMES``): the name itself, or it followed by ``_`` or
+    ``.``, as oslo.messaging and the tests derive queues and exchanges
+    from a topic.  No other process uses these."""
+    unique = UNIQUE_NAMES if unique is None else unique
+    prefixes = tuple('%s%s' % (name, sep) for name in unique
+                     for sep in '_.')
+    return sorted(name for name in names
+                  if name in unique or name.startswith(prefixes))
+
+
+#: When set, the control exchange of every daemon and command started
+#: with a ``write_multi_config`` file, unless its text names another.
+#: The functional tests set one per session (tests/functional/conftest.py)
+#: and delete it at its end: on the default name (``scheduler``) it
+#: would be shared with every other process on the broker, none of which
+#: could tell when it is free to go.
+CONTROL_EXCHANGE: str | None = None
+
 
 def write_multi_config(path: str, text: str) -> str:
     """Write a config file verbatim (for multi-valued options), with
     ``TRANSIENT_QUEUES_TTL``: every daemon and command a test starts
     leaves its reply queue behind when it stops, which the broker then
-    deletes a minute later."""
+    deletes a minute later.  ``CONTROL_EXCHANGE``, if set, comes first,
+    so that a ``control_exchange`` in ``text`` wins."""
     with open(path, 'w') as f:
+        if CONTROL_EXCHANGE:
+            f.write('[DEFAULT]\ncontrol_exchange = %s\n\n'
+                    % CONTROL_EXCHANGE)
         f.write(text)
         f.write('\n[oslo_messaging_rabbit]\nrabbit_transient_queues_ttl = '
                 '%d\n' % TRANSIENT_QUEUES_TTL)
@@ -162,7 +198,3 @@ def stop_daemons_first() -> None:
     """Stop the running test's daemons before a resource they use goes."""
     for stop in reversed(_STOPPERS):
         stop()
-
-
-def unique_topic(prefix: str) -> str:
-    return '%s-%s' % (prefix, uuid.uuid4().hex[:10])

@@ -11,7 +11,8 @@ import oslo_messaging
 
 from scheduler import rpc
 
-#: The control exchange the scheduler's request topic lives on.
+#: The control exchange the scheduler's request topic lives on, by
+#: default.
 EXCHANGE = 'scheduler'
 
 
@@ -47,10 +48,12 @@ def envelope(method, args=None, reply_q=None, version='1.4',
 class RawPublisher:
     """One kombu connection publishing raw bodies to a topic."""
 
-    def __init__(self, url: str = 'amqp://guest:guest@127.0.0.1:5672//'):
+    def __init__(self, url: str = 'amqp://guest:guest@127.0.0.1:5672//',
+                 exchange: str = EXCHANGE):
+        """``exchange``: the service's control exchange."""
         self.conn = kombu.Connection(url, connect_timeout=5)
         self.producer = self.conn.Producer()
-        self.exchange = kombu.Exchange(EXCHANGE, type='topic',
+        self.exchange = kombu.Exchange(exchange, type='topic',
                                        durable=False, auto_delete=False)
 
     def publish(self, topic: str, body, content_type='application/json',

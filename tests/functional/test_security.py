@@ -129,7 +129,7 @@ def test_raw_hostile_messages_are_dropped_before_decoding(cluster, conf,
         db, extra='[limits]\nmax_message_bytes = 65536\n')
     cluster.start_sim(hosts=1)
     wait_for_hosts(conf, db, 1)
-    pub = hostile.RawPublisher()
+    pub = hostile.RawPublisher(exchange=daemons.CONTROL_EXCHANGE)
     try:
         big = hostile.envelope('get_version_info',
                                {'x': 'a' * 200000}, reply_q='reply_none')
@@ -166,7 +166,7 @@ def test_dead_callers_stall_no_one(cluster, conf, tmp_path):
     daemon = cluster.start_scheduler(db)
     cluster.start_sim(hosts=2)
     wait_for_hosts(conf, db, 2)
-    pub = hostile.RawPublisher()
+    pub = hostile.RawPublisher(exchange=daemons.CONTROL_EXCHANGE)
     try:
         dead = 'reply_%s' % uuid.uuid4().hex
         for _ in range(80):
@@ -432,7 +432,7 @@ def _compute_queue(users, cluster, host: str):
                           connect_timeout=5) as conn:
         channel = conn.channel()
         channel.queue_declare(queue=name, auto_delete=False)
-        channel.queue_bind(queue=name, exchange='scheduler',
+        channel.queue_bind(queue=name, exchange=daemons.CONTROL_EXCHANGE,
                            routing_key=name)
         try:
             yield channel, name

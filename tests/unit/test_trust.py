@@ -129,6 +129,24 @@ def test_operators_are_the_service_user_and_admin_users(amqp, conf):
     assert not trust.is_admin(ctx(None, admin=True))
 
 
+def test_is_operator_asks_operator_users(amqp, conf):
+    """One rule: whoever ``operator_users`` lists is an operator, and no
+    one else (but the process itself), whatever the configuration."""
+    senders = ['sched', 'ops', 'guest', 'conductor', '', None, trust.LOCAL]
+    for url, admins in [('rabbit://sched:pw@127.0.0.1:5672/v', []),
+                        ('rabbit://sched:pw@127.0.0.1:5672/v', ['ops']),
+                        ('rabbit://127.0.0.1:5672/', ['ops', 'sched']),
+                        ('fake://', ['guest'])]:
+        conf.config(transport_url=url)
+        conf.config(admin_users=admins, group='trust')
+        users = trust.operator_users()
+        # Made once per configuration, not for every message.
+        assert trust.operator_users() is users
+        for who in senders:
+            assert trust.is_operator(ctx(who)) == (
+                who == trust.LOCAL or who in users), (url, admins, who)
+
+
 def test_compute_users_bind_credentials_to_hosts(amqp, conf):
     conf.config(compute_users={'rack7': 'rack7-*|spare-3', '*': '{user}'},
                 group='trust')
