@@ -256,24 +256,25 @@ def pending_claims(keys: Iterable[Key] | None = None) -> list[dict]:
     and a node's claims come from one statement (a host's nodes are in
     one chunk).
     """
-    stmt = sa.select(_INST).where(_INST.pending.is_(True))
     if keys is None:
         with engine.transaction() as session:
-            return [_placement_dict(r)
-                    for r in session.execute(stmt).scalars()]
+            return [_placement_dict(r) for r in session.execute(_PENDING)]
     wanted = set(keys)
     hosts = sorted({host for host, _node in wanted})
 
     def read(conn) -> list[dict]:
-        found = []
-        with orm.Session(bind=conn) as session:
-            for chunk in engine.chunks(hosts):
-                for row in session.execute(
-                        stmt.where(_INST.host.in_(chunk))).scalars():
-                    if (row.host, row.nodename) in wanted:
-                        found.append(_placement_dict(row))
-        return found
+        return [_placement_dict(row) for chunk in engine.chunks(hosts)
+                for row in conn.execute(_PENDING_ON, {'hosts': chunk})
+                if (row.host, row.nodename) in wanted]
     return engine.run_read(read)
+
+
+# Built once, rows not ORM objects: building the statement, its cache
+# key and an object per row cost most of a read of a few claims.
+_PENDING = sa.select(_INST.__table__).where(
+    _INST.__table__.c.pending.is_(True))
+_PENDING_ON = _PENDING.where(_INST.__table__.c.host.in_(
+    sa.bindparam('hosts', expanding=True)))
 
 
 def placements_get(instance_uuids: Sequence[str]) -> dict[str, dict]:
