@@ -304,13 +304,16 @@ def commits_in_seq_order() -> bool:
 
 
 def _next_seq(conn: sa.Connection):
-    """A value (or SQL expression) for the next usage sequence number."""
+    """An SQL expression for the next usage sequence number.
+
+    Of the counter row: bumped here, its value read by the statement
+    that writes it (which needs no statement of its own to read it
+    first), until the transaction bumps it again.
+    """
     if conn.dialect.supports_sequences:
         return models.USAGE_SEQUENCE.next_value()
-    if conn.dialect.update_returning:
-        return engine.fetch_compiled(conn, _BUMP_RETURNING, {})[0][0]
     engine.execute_compiled(conn, _BUMP, {})
-    return engine.fetch_compiled(conn, _COUNTER, {})[0][0]
+    return _COUNTER_VALUE
 
 
 def _next_seqs(conn: sa.Connection, count: int) -> int:
@@ -327,8 +330,8 @@ def _next_seqs(conn: sa.Connection, count: int) -> int:
 _COUNTER_TABLE = models.UsageCounter.__table__
 _BUMP = sa.update(_COUNTER_TABLE).where(_COUNTER_TABLE.c.id == 1).values(
     value=_COUNTER_TABLE.c.value + 1)
-_BUMP_RETURNING = _BUMP.returning(_COUNTER_TABLE.c.value)
 _COUNTER = sa.select(_COUNTER_TABLE.c.value).where(_COUNTER_TABLE.c.id == 1)
+_COUNTER_VALUE = _COUNTER.scalar_subquery()
 
 
 def _lock_usage(session: orm.Session, keys: Iterable[Key]) -> dict:
@@ -386,7 +389,7 @@ def _naive(value: datetime.datetime | None) -> datetime.datetime | None:
 
 
 def _take(conn: sa.Connection, claims: Sequence[Placement], sign: int = 1,
-          check: bool = True, seq=None) -> dict | None:
+          check: bool = True, bumped: bool = False) -> dict | None:
     """Add (or with ``sign=-1`` give back) claims' usage on their node.
 
     ``claims`` are on one node.  With ``check``, the UPDATE only happens
@@ -394,8 +397,8 @@ def _take(conn: sa.Connection, claims: Sequence[Placement], sign: int = 1,
     disk limit also keeps the pending disk within the node's reported
     ``disk_available_least``), and, when the first one names a
     generation, if the row is still at it.
-    ``seq``: the usage sequence number to give the row, if the caller
-    took one for its whole transaction (else the next one).  Returns
+    ``bumped``: the caller took the usage sequence number for its
+    whole transaction (``_next_seq``), else the next one is.  Returns
     None when nothing was updated; else, for a checked claim, the row
     as updated (read back where the database cannot return it from the
     UPDATE), and an empty dict for an unchecked change.
@@ -403,8 +406,8 @@ def _take(conn: sa.Connection, claims: Sequence[Placement], sign: int = 1,
     first = claims[0]
     params, limited, generation = _take_params(claims, check, sign)
     native_seq = conn.dialect.supports_sequences
-    if not native_seq:
-        params['k_seq'] = _next_seq(conn) if seq is None else seq
+    if not (native_seq or bumped):
+        _next_seq(conn)
     returning = check and conn.dialect.update_returning
     stmt = _take_statement(limited, generation, native_seq, returning)
     if returning:
@@ -478,7 +481,7 @@ def _take_statement(limited: tuple, generation: bool, native_seq: bool,
         'add_instances', type_=sa.Integer)
     values['generation'] = _USAGE.generation + 1
     values['seq'] = (models.USAGE_SEQUENCE.next_value() if native_seq
-                     else sa.bindparam('k_seq', type_=sa.BigInteger))
+                     else _COUNTER_VALUE)
     stmt = stmt.values(**values)
     if returning:
         table = _USAGE.__table__
@@ -551,10 +554,11 @@ def _claim_many(requests: Sequence[ClaimRequest],
         # One sequence number for the transaction where it costs a
         # statement (SQLite's counter row); a native sequence is read in
         # the UPDATE itself.
-        seq = None if conn.dialect.supports_sequences else _next_seq(conn)
+        if not conn.dialect.supports_sequences:
+            _next_seq(conn)
         after = {}
         for key in sorted(by_node):
-            after[key] = _take(conn, by_node[key], seq=seq)
+            after[key] = _take(conn, by_node[key], bumped=True)
             if after[key] is None:
                 if conn.execute(sa.select(_USAGE.id).where(
                         _USAGE.host == key[0],

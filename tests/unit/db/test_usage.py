@@ -215,6 +215,29 @@ def test_changed_rows_and_a_claims_row_read_as_their_types():
         placed['usage']['seq']
 
 
+def test_a_claim_on_sqlite_is_four_statements_and_takes_the_counters_number():
+    # BEGIN IMMEDIATE, the counter's bump, the node's UPDATE (which reads
+    # the counter itself and returns the row), the INSERT; then COMMIT.
+    eng = usage.engine.get_engine()
+    counter = models.UsageCounter.__table__
+    sent = []
+
+    def log(conn, cursor, statement, *args):
+        sent.append(statement.split()[0])
+
+    sa.event.listen(eng, 'before_cursor_execute', log)
+    try:
+        placed = _claim(1)
+        second = _claim(2)
+    finally:
+        sa.event.remove(eng, 'before_cursor_execute', log)
+    assert sent == ['BEGIN', 'UPDATE', 'UPDATE', 'INSERT'] * 2
+    with eng.connect() as conn:
+        value = conn.execute(sa.select(counter.c.value)).scalar()
+    assert second['usage']['seq'] == placed['usage']['seq'] + 1 == value
+    assert _row()['seq'] == value
+
+
 def test_commits_are_seen_in_order_only_with_the_counter_row():
     supports = usage.engine.get_engine().dialect.supports_sequences
     assert usage.commits_in_seq_order() is (not supports)
