@@ -81,10 +81,18 @@ def test_a_call_sent_before_the_service_consumes_again_is_answered(
     assert daemon.alive()
 
 
-#: Seconds the broker stays down before the service is frozen: by then
-#: oslo.messaging's 30 s ceiling lets a reconnection pause 13 s or more
-#: (1, 3, 5 ... s), ours 2 s.
-LONG_OUTAGE = 50
+#: How much longer each pause between two attempts to reach the broker
+#: is than the one before, in the service of the long-outage test
+#: (oslo.messaging's ``rabbit_retry_backoff``, 2 s by default): steep,
+#: so that a short outage already makes the pauses as long as a long
+#: outage makes them by default.  Under the ceiling the pauses stay
+#: within it whatever the step.
+RETRY_BACKOFF = 10
+#: Seconds the broker stays down before the service is frozen: by then,
+#: at that step, oslo.messaging's 30 s ceiling lets a reconnection pause
+#: 21 s or more (1, 11, 21, 30 s; 13 s only after 50 s at its default
+#: step), ours 2 s.
+LONG_OUTAGE = 15
 #: Calls at once, before the outage (so that the worker pools as many
 #: connections to send their replies) and after it.
 AT_ONCE = 8
@@ -174,7 +182,10 @@ def test_hosts_heard_before_a_long_broker_outage_are_up_after_it(
     probe of its own; the requests go to both in turn."""
     cluster = own_cluster
     db = 'sqlite:///%s' % (tmp_path / 'inventory.sqlite')
-    down_time = 20
+    # Long enough for the requests that follow the broker's return (the
+    # hosts are not heard again before them), short enough that the
+    # outage below outlasts it.
+    down_time = 10
     cluster.start_scheduler(db, scheduler_opts={
         'service_down_time': down_time, 'workers': workers})
     sim = cluster.start_sim(hosts=2, service_down_time=down_time)
@@ -184,7 +195,9 @@ def test_hosts_heard_before_a_long_broker_outage_are_up_after_it(
     os.kill(sim.proc.pid, signal.SIGSTOP)
     try:
         broker.stop_app()
-        time.sleep(down_time + 4)
+        # Longer than service_down_time: without the outage taken out
+        # of their ages, the hosts would be down when it ends.
+        time.sleep(down_time + 2)
         broker.start_app()
         daemons.wait_for(lambda: broker.consumers(cluster.topic), 60,
                          what='the service to consume again')
@@ -223,7 +236,9 @@ def test_a_stop_right_after_a_long_outage_waits_for_no_reconnection(
     db = 'sqlite:///%s' % db_file
     # Hosts stay up through the outage: the answers are placements.
     daemon = cluster.start_scheduler(
-        db, scheduler_opts={'executor': executor, 'service_down_time': 300})
+        db, scheduler_opts={'executor': executor, 'service_down_time': 300},
+        extra='[oslo_messaging_rabbit]\nrabbit_retry_backoff = %d\n'
+        % RETRY_BACKOFF)
     cluster.start_sim(hosts=4)
     wait_for_hosts(conf, db, 4)
     ctxt = context.RequestContext(user_id='caller', project_id='functional')
