@@ -9,6 +9,7 @@ shared broker).  The restarts under load are in
 processes run it beside these.
 """
 
+import logging
 import os
 import signal
 import sqlite3
@@ -33,7 +34,7 @@ from tests.functional.test_scheduler_service import wait_for_hosts
 
 
 def test_a_call_sent_before_the_service_consumes_again_is_answered(
-        own_cluster, broker, conf, tmp_path):
+        own_cluster, broker, conf, tmp_path, caplog):
     """A call the broker takes while no scheduler has declared its queue
     again (just after a restart, the service slower to reconnect than
     its caller) used to vanish: its caller waited its whole timeout
@@ -63,6 +64,8 @@ def test_a_call_sent_before_the_service_consumes_again_is_answered(
         except Exception as e:  # the outcome under test
             outcome.append(e)
 
+    # The caller says when the broker handed its call back.
+    caplog.set_level(logging.INFO, logger='scheduler.rpc')
     broker.stop_app()
     os.kill(daemon.proc.pid, signal.SIGSTOP)
     try:
@@ -71,7 +74,14 @@ def test_a_call_sent_before_the_service_consumes_again_is_answered(
         caller_thread.start()
         broker.start_app()
         assert not broker.consumers(cluster.topic)
-        time.sleep(3)
+        # The service stays paused until the call came back once, or 3 s.
+        try:
+            daemons.wait_for(
+                lambda: any('No server consumes' in record.getMessage()
+                            for record in list(caplog.records)), 3,
+                interval=0.1, what='the call to come back unconsumed')
+        except AssertionError:
+            pass
     finally:
         os.kill(daemon.proc.pid, signal.SIGCONT)
     caller_thread.join(150)
