@@ -45,8 +45,8 @@ from tests.functional.test_scheduler_service import make_spec
 from tests.functional.test_scheduler_service import wait_for_hosts
 
 HOSTS = 6
-#: Generous beside the 1 s report interval of this test.
-DOWN_TIME = 15
+#: Generous beside the 1 s report interval of this test (ten reports).
+DOWN_TIME = 10
 DOWN_LINE = 'has not reported for'
 INSTANCE_MB = 512
 
