@@ -14,6 +14,43 @@ from tests.unit import fixtures
 
 CONF = cfg.CONF
 
+#: Functional test files that take longest, the longest first (from the
+#: suite's ``--durations`` on two cores).  The test processes take whole
+#: files (``--dist loadfile``) in the order of the collection
+#: (``--no-loadscope-reorder``): a long file taken last would keep one
+#: process busy after the others ran out of files.
+LONGEST_FILES = (
+    'test_broker_restarts.py',
+    'test_database_outage.py',
+    'test_broker_restarts_load.py',
+    'test_report_intake.py',
+    'test_rolling_upgrade.py',
+    'test_simulator_scale.py',
+    'test_liveness.py',
+)
+
+
+def _file_order(item, tests_in_file: dict) -> tuple:
+    """Where ``item``'s file goes: the longest functional files first,
+    then the other functional files, then the rest (the unit tests,
+    short files, which fill the end); within a kind, the files with
+    the most tests first.  A file's own tests keep their order."""
+    path = item.path
+    functional = path.parent.name == 'functional'
+    if functional and path.name in LONGEST_FILES:
+        return (0, LONGEST_FILES.index(path.name))
+    return (1 if functional else 2, -tests_in_file[path])
+
+
+def pytest_collection_modifyitems(config, items):
+    tests_in_file: dict = {}
+    for item in items:
+        tests_in_file[item.path] = tests_in_file.get(item.path, 0) + 1
+    # Stable: a file's tests stay together and in order.
+    items.sort(key=lambda item: _file_order(item, tests_in_file)
+               + (str(item.path),))
+
+
 _parsed = False
 
 

@@ -9,6 +9,7 @@ shared broker).  The restarts under load are in
 processes run it beside these.
 """
 
+import logging
 import os
 import signal
 import sqlite3
@@ -33,7 +34,7 @@ from tests.functional.test_scheduler_service import wait_for_hosts
 
 
 def test_a_call_sent_before_the_service_consumes_again_is_answered(
-        own_cluster, broker, conf, tmp_path):
+        own_cluster, broker, conf, tmp_path, caplog):
     """A call the broker takes while no scheduler has declared its queue
     again (just after a restart, the service slower to reconnect than
     its caller) used to vanish: its caller waited its whole timeout
@@ -63,6 +64,8 @@ def test_a_call_sent_before_the_service_consumes_again_is_answered(
         except Exception as e:  # the outcome under test
             outcome.append(e)
 
+    # The caller says when the broker handed its call back.
+    caplog.set_level(logging.INFO, logger='scheduler.rpc')
     broker.stop_app()
     os.kill(daemon.proc.pid, signal.SIGSTOP)
     try:
@@ -71,7 +74,14 @@ def test_a_call_sent_before_the_service_consumes_again_is_answered(
         caller_thread.start()
         broker.start_app()
         assert not broker.consumers(cluster.topic)
-        time.sleep(3)
+        # The service stays paused until the call came back once, or 3 s.
+        try:
+            daemons.wait_for(
+                lambda: any('No server consumes' in record.getMessage()
+                            for record in list(caplog.records)), 3,
+                interval=0.1, what='the call to come back unconsumed')
+        except AssertionError:
+            pass
     finally:
         os.kill(daemon.proc.pid, signal.SIGCONT)
     caller_thread.join(150)
@@ -81,10 +91,18 @@ def test_a_call_sent_before_the_service_consumes_again_is_answered(
     assert daemon.alive()
 
 
-#: Seconds the broker stays down before the service is frozen: by then
-#: oslo.messaging's 30 s ceiling lets a reconnection pause 13 s or more
-#: (1, 3, 5 ... s), ours 2 s.
-LONG_OUTAGE = 50
+#: How much longer each pause between two attempts to reach the broker
+#: is than the one before, in the service of the long-outage test
+#: (oslo.messaging's ``rabbit_retry_backoff``, 2 s by default): steep,
+#: so that a short outage already makes the pauses as long as a long
+#: outage makes them by default.  Under the ceiling the pauses stay
+#: within it whatever the step.
+RETRY_BACKOFF = 10
+#: Seconds the broker stays down before the service is frozen: by then,
+#: at that step, oslo.messaging's 30 s ceiling lets a reconnection pause
+#: 21 s or more (1, 11, 21, 30 s; 13 s only after 50 s at its default
+#: step), ours 2 s.
+LONG_OUTAGE = 15
 #: Calls at once, before the outage (so that the worker pools as many
 #: connections to send their replies) and after it.
 AT_ONCE = 8
@@ -174,7 +192,10 @@ def test_hosts_heard_before_a_long_broker_outage_are_up_after_it(
     probe of its own; the requests go to both in turn."""
     cluster = own_cluster
     db = 'sqlite:///%s' % (tmp_path / 'inventory.sqlite')
-    down_time = 20
+    # Long enough for the requests that follow the broker's return (the
+    # hosts are not heard again before them), short enough that the
+    # outage below outlasts it.
+    down_time = 10
     cluster.start_scheduler(db, scheduler_opts={
         'service_down_time': down_time, 'workers': workers})
     sim = cluster.start_sim(hosts=2, service_down_time=down_time)
@@ -184,7 +205,9 @@ def test_hosts_heard_before_a_long_broker_outage_are_up_after_it(
     os.kill(sim.proc.pid, signal.SIGSTOP)
     try:
         broker.stop_app()
-        time.sleep(down_time + 4)
+        # Longer than service_down_time: without the outage taken out
+        # of their ages, the hosts would be down when it ends.
+        time.sleep(down_time + 2)
         broker.start_app()
         daemons.wait_for(lambda: broker.consumers(cluster.topic), 60,
                          what='the service to consume again')
@@ -223,7 +246,9 @@ def test_a_stop_right_after_a_long_outage_waits_for_no_reconnection(
     db = 'sqlite:///%s' % db_file
     # Hosts stay up through the outage: the answers are placements.
     daemon = cluster.start_scheduler(
-        db, scheduler_opts={'executor': executor, 'service_down_time': 300})
+        db, scheduler_opts={'executor': executor, 'service_down_time': 300},
+        extra='[oslo_messaging_rabbit]\nrabbit_retry_backoff = %d\n'
+        % RETRY_BACKOFF)
     cluster.start_sim(hosts=4)
     wait_for_hosts(conf, db, 4)
     ctxt = context.RequestContext(user_id='caller', project_id='functional')

@@ -45,8 +45,8 @@ from tests.functional.test_scheduler_service import make_spec
 from tests.functional.test_scheduler_service import wait_for_hosts
 
 HOSTS = 6
-#: Generous beside the 1 s report interval of this test.
-DOWN_TIME = 15
+#: Generous beside the 1 s report interval of this test (ten reports).
+DOWN_TIME = 10
 DOWN_LINE = 'has not reported for'
 INSTANCE_MB = 512
 
@@ -252,7 +252,9 @@ def test_a_deployment_started_again_after_a_long_stop_keeps_its_hosts(
     (NoValidHost for the first requests).  The computes are paused
     (SIGSTOP) so that none reports before the request."""
     db = 'sqlite:///%s' % (tmp_path / 'inventory.sqlite')
-    down_time = 20
+    # Long enough for the next service's start and first request (no
+    # host reports before it), short enough that the stop outlasts it.
+    down_time = 10
     opts = {'service_down_time': down_time}
     first = cluster.start_scheduler(db, scheduler_opts=opts)
     sim = cluster.start_sim(hosts=2, service_down_time=down_time)
@@ -260,7 +262,9 @@ def test_a_deployment_started_again_after_a_long_stop_keeps_its_hosts(
     os.kill(sim.proc.pid, signal.SIGSTOP)
     try:
         assert first.stop() == 0
-        time.sleep(down_time + 4)
+        # Longer than service_down_time: without the stop taken out of
+        # their ages, the hosts would be down for the next service.
+        time.sleep(down_time + 2)
         cluster.start_scheduler(db, name='sched2', scheduler_opts=opts)
         result = cluster.api.select_destinations(cluster.ctxt,
                                                  make_spec(ram=64))

@@ -33,9 +33,9 @@ from tests.functional import daemons
 from tests.functional.test_scheduler_service import make_spec
 
 HOSTS = 20
-#: Generous beside the 1 s report interval: a host marked down here is
-#: a report lost or never read, not a slow machine.
-DOWN_TIME = 15
+#: Generous beside the 1 s report interval (ten reports): a host marked
+#: down here is a report lost or never read, not a slow machine.
+DOWN_TIME = 10
 OPTS = {'workers': 2, 'service_down_time': DOWN_TIME}
 DOWN_LINE = 'has not reported for'
 BROKER_DOWN_TIME = 40
