@@ -505,6 +505,8 @@ class HostManager:
             changed = self._usage_cache.changed(rows)
         if changed:
             self._reload_nodes(changed, rows)
+            if LOG.isEnabledFor(logging.DEBUG):
+                _log_usage_read(changed, rows)
         return len(changed)
 
     def refresh_nodes(self, keys: list) -> None:
@@ -814,6 +816,25 @@ def _log_taken(key, what: str | None, source: str = '') -> None:
                  key[0], key[1], source)
     elif what == 'new':
         LOG.info('New host %s/%s reported%s', key[0], key[1], source)
+
+
+#: Nodes whose usage a freshness read names in its DEBUG line, at most.
+_USAGE_LOGGED = 5
+
+
+def _log_usage_read(changed: list, rows: list) -> None:
+    """Say which nodes' usage a freshness read took, and what the
+    inventory counted on them (MB used: reported + claimed): the usage a
+    request was then placed against, for the log of a refusal."""
+    wanted = set(changed[:_USAGE_LOGGED])
+    nodes = ['%s/%s seq %s: %s+%s MB' % (
+        row['host'], row['nodename'], row['seq'],
+        row['reported_memory_mb'], row['claimed_memory_mb'])
+        for row in rows if usage_cache.row_key(row) in wanted]
+    more = len(changed) - len(wanted)
+    LOG.debug('Usage read of %(count)d node(s): %(nodes)s%(more)s',
+              {'count': len(changed), 'nodes': '; '.join(nodes),
+               'more': ' and %d more' % more if more else ''})
 
 
 def _reported_values(view) -> dict:

@@ -408,6 +408,26 @@ def test_every_worker_sees_the_others_claims_before_choosing():
     assert manager.refresh_usage() == 0
 
 
+def test_a_freshness_read_says_what_usage_it_took(caplog):
+    # The usage a refused request was placed against, in the log.
+    caplog.set_level(logging.DEBUG, logger='scheduler.host_manager')
+    manager = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
+    other = host_manager.HostManager(inventory=manager.db)
+    other.update_from_report(fixtures.report('h1', memory_mb=4096))
+    other.claim(other.get_host_state('h1'), fixtures.request(memory_mb=1024),
+                fixtures.uuid(1))
+    caplog.clear()
+    manager.refresh_usage()
+    seq = other.usage_db.usage_get_all()[0]['seq']
+    assert [r.getMessage() for r in caplog.records
+            if r.getMessage().startswith('Usage read')] == [
+        'Usage read of 1 node(s): h1/h1 seq %d: 0+1024 MB' % seq]
+    caplog.clear()
+    manager.refresh_usage()
+    assert not [r for r in caplog.records
+                if r.getMessage().startswith('Usage read')]
+
+
 def test_a_claim_without_limits_is_not_checked():
     # The chance and IP schedulers do not filter on resources.
     manager = fixtures.manager_with([fixtures.report('h1', memory_mb=1024)])
