@@ -1650,3 +1650,56 @@ def test_a_report_from_the_intake_is_its_takers_view_once_stored():
     assert store.seen == [['h1']]
     # And once the usage is written, the view has it.
     assert taker.get_host_state('h1').memory_mb_used == 1024
+
+
+class _ReadBackFails:
+    """The usage store, but the next read of nodes' rows fails once
+    ``armed`` (the database cut just after a write committed)."""
+
+    def __init__(self):
+        self.armed = False
+
+    def usage_get_nodes(self, keys):
+        if self.armed:
+            self.armed = False
+            raise exception.InventoryUnavailable(reason='cut')
+        return usage.usage_get_nodes(keys)
+
+    def __getattr__(self, name):
+        return getattr(usage, name)
+
+
+def test_a_report_after_an_unread_usage_write_carries_its_usage():
+    """The usage of a report from the intake was written but not read
+    back (the database cut at that moment): the worker's usage row is
+    older than the inventory's.  The next report, which no longer lists
+    the instance, must still write its usage, though it equals that
+    older row: else the inventory keeps the instance's usage after its
+    placement went (a whole-host request refused)."""
+    store = _ReadBackFails()
+    taker = host_manager.HostManager(
+        inventory=fixtures.memory_inventory(), usage_store=store)
+    _no_window(taker)
+    key = ('h1', 'h1')
+    start = timeutils.utcnow() - datetime.timedelta(seconds=10)
+    taker.update_from_report(fixtures.report(
+        'h1', memory_mb=16384, updated_at=start), shared=True)
+    _claim(taker, 'h1', memory_mb=8192, uuid=1)
+    # The build's report lists it; its usage is written, not read back.
+    store.armed = True
+    taker.update_from_report(fixtures.report(
+        'h1', memory_mb=16384, memory_mb_used=8192,
+        instance_uuids=[fixtures.uuid(1)],
+        updated_at=start + datetime.timedelta(seconds=1)), shared=True)
+    row = usage.usage_get_nodes([key])[0]
+    assert (row['reported_memory_mb'], row['claimed_memory_mb']) == (8192, 0)
+    # Deleted on the compute: its report no longer lists it ...
+    taker.update_from_report(fixtures.report(
+        'h1', memory_mb=16384, memory_mb_used=0,
+        updated_at=start + datetime.timedelta(seconds=2)), shared=True)
+    # ... and the deletion reaches the inventory (another worker).
+    usage.release([fixtures.uuid(1)], host='h1')
+    row = usage.usage_get_nodes([key])[0]
+    assert (row['reported_memory_mb'], row['claimed_memory_mb']) == (0, 0)
+    taker.refresh_usage()
+    assert taker.get_host_state('h1').free_ram_mb == 16384
