@@ -1703,3 +1703,36 @@ def test_a_report_after_an_unread_usage_write_carries_its_usage():
     assert (row['reported_memory_mb'], row['claimed_memory_mb']) == (0, 0)
     taker.refresh_usage()
     assert taker.get_host_state('h1').free_ram_mb == 16384
+
+
+def test_a_failed_usage_write_keeps_the_usage_of_a_newer_report():
+    """A newer report of the node came while a report's usage was
+    written (and not read back): it was judged against the row that
+    write replaced, so it may carry nothing; its usage is the one the
+    next flush writes."""
+    store = _ReadBackFails()
+    taker = host_manager.HostManager(
+        inventory=fixtures.memory_inventory(), usage_store=store)
+    _no_window(taker)
+    key = ('h1', 'h1')
+    start = timeutils.utcnow() - datetime.timedelta(seconds=10)
+    taker.update_from_report(fixtures.report(
+        'h1', memory_mb=16384, updated_at=start), shared=True)
+    newer = fixtures.report('h1', memory_mb=16384, memory_mb_used=0,
+                            updated_at=start + datetime.timedelta(seconds=2))
+    real_read = store.usage_get_nodes
+
+    def newer_comes_then_cut(keys):
+        # The newer report (a fanout one, installed at once) arrives
+        # between the write and its read back, which the cut fails.
+        store.usage_get_nodes = real_read
+        taker.update_from_report(newer)
+        raise exception.InventoryUnavailable(reason='cut')
+
+    store.usage_get_nodes = newer_comes_then_cut
+    taker.update_from_report(fixtures.report(
+        'h1', memory_mb=16384, memory_mb_used=4096,
+        updated_at=start + datetime.timedelta(seconds=1)), shared=True)
+    assert usage.usage_get_nodes([key])[0]['reported_memory_mb'] == 4096
+    taker.flush()
+    assert usage.usage_get_nodes([key])[0]['reported_memory_mb'] == 0
