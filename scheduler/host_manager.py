@@ -186,9 +186,7 @@ class HostManager:
         view = host_view.HostView(report)
         key = view.key()
         with self._lock:
-            carried = (_node_report(view)
-                       if self._usage_cache.usage_changed(key, view)
-                       else None)
+            carried = self._usage_to_write(key, view)
             if not shared:
                 told = self._install(view, unwritten=True, usage=carried)
         if shared:
@@ -248,6 +246,23 @@ class HostManager:
                 else:
                     missed.append((key, digest))
         return missed
+
+    def _usage_to_write(self, key, view):
+        """The usage report ``view`` of node ``key`` carries to the
+        inventory (``usage.NodeReport``), or None when the inventory has
+        it already.  Called with the lock held.
+
+        Judged against this worker's usage row only while none of the
+        node's usage waits to be written: a write not read back (the
+        database cut just after it committed) or not made leaves that
+        row older than the inventory's, and an older report's usage
+        waiting; the newest report's is the one to write, even when it
+        equals that row.
+        """
+        if (self._backlog.usage_unwritten(key)
+                or self._usage_cache.usage_changed(key, view)):
+            return _node_report(view)
+        return None
 
     def _renewable(self, key, old) -> bool:
         """Whether node ``key``'s report ``old`` may just be renewed: the
@@ -342,10 +357,15 @@ class HostManager:
             report_backlog.write_failed(e, 'the usage of host reports')
             with self._lock:
                 for item in taken:
-                    # Unless a newer report of the node came meanwhile:
-                    # its own usage is the one to write.
-                    if self._reports.get(item.key) is item.view:
+                    # Or the usage of a newer report of the node, come
+                    # meanwhile: it may not carry it, judged against the
+                    # row this write was to replace.
+                    current = self._reports.get(item.key)
+                    if current is item.view:
                         self._backlog.usage_changed(item.key, item.usage)
+                    elif current is not None:
+                        self._backlog.usage_changed(item.key,
+                                                    _node_report(current))
             return
         if confirmed:
             LOG.debug('Reports confirmed %d claim(s)', len(confirmed))
@@ -505,6 +525,8 @@ class HostManager:
             changed = self._usage_cache.changed(rows)
         if changed:
             self._reload_nodes(changed, rows)
+            if LOG.isEnabledFor(logging.DEBUG):
+                _log_usage_read(changed, rows)
         return len(changed)
 
     def refresh_nodes(self, keys: list) -> None:
@@ -814,6 +836,25 @@ def _log_taken(key, what: str | None, source: str = '') -> None:
                  key[0], key[1], source)
     elif what == 'new':
         LOG.info('New host %s/%s reported%s', key[0], key[1], source)
+
+
+#: Nodes whose usage a freshness read names in its DEBUG line, at most.
+_USAGE_LOGGED = 5
+
+
+def _log_usage_read(changed: list, rows: list) -> None:
+    """Say which nodes' usage a freshness read took, and what the
+    inventory counted on them (MB used: reported + claimed): the usage a
+    request was then placed against, for the log of a refusal."""
+    wanted = set(changed[:_USAGE_LOGGED])
+    nodes = ['%s/%s seq %s: %s+%s MB' % (
+        row['host'], row['nodename'], row['seq'],
+        row['reported_memory_mb'], row['claimed_memory_mb'])
+        for row in rows if usage_cache.row_key(row) in wanted]
+    more = len(changed) - len(wanted)
+    LOG.debug('Usage read of %(count)d node(s): %(nodes)s%(more)s',
+              {'count': len(changed), 'nodes': '; '.join(nodes),
+               'more': ' and %d more' % more if more else ''})
 
 
 def _reported_values(view) -> dict:

@@ -58,6 +58,33 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.line('  (under CI=true these are failures)')
 
 
+@pytest.fixture(autouse=True)
+def _daemons_of_this_test():
+    """Start each test with no daemon on record (``daemons.STARTED``)."""
+    daemons.STARTED.clear()
+    yield
+
+
+_TAILS_SHOWN = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test's report carries the tail of each daemon's log:
+    the daemons' logs live in the test's temporary directory, which a
+    CI run does not keep, so the output alone must say what the
+    services did."""
+    outcome = yield
+    report = outcome.get_result()
+    if (not report.failed or not daemons.STARTED
+            or item.stash.get(_TAILS_SHOWN, False)):
+        return
+    # Once a test: a teardown failing after the call did shows the same.
+    item.stash[_TAILS_SHOWN] = True
+    for title, text in daemons.log_tails():
+        report.sections.append(('%s (%s)' % (title, report.when), text))
+
+
 @pytest.fixture
 def rabbit_url(conf):
     """The broker's URL; this process's reply queues, as the daemons'

@@ -2,6 +2,7 @@
 
 import configparser
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -90,6 +91,12 @@ def write_multi_config(path: str, text: str) -> str:
     return path
 
 
+#: Every daemon started by the running test, in order (emptied before
+#: each test): a failed test's report shows the tails of their logs
+#: (``log_tails``).
+STARTED: list = []
+
+
 class Daemon:
     """A console script running as a child process, logging to a file."""
 
@@ -116,6 +123,7 @@ class Daemon:
             [script] + args, stdin=subprocess.DEVNULL,
             stdout=self._out, stderr=subprocess.STDOUT, env=env,
             cwd=cwd, start_new_session=True)
+        STARTED.append(self)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -159,6 +167,62 @@ class Daemon:
 
     def wait_exit(self, timeout: float = 60) -> int:
         return self.proc.wait(timeout)
+
+
+#: Lines of a daemon's log a failed test's report shows, at most: a
+#: service's (``scheduler-service``) and any other's.
+TAIL_LINES = {'scheduler-service': 150}
+OTHER_TAIL_LINES = 40
+#: A line longer than this is cut (a traceback's lines are short; a
+#: request's debug lines may carry whole objects).
+TAIL_LINE_CHARS = 600
+#: The most daemons whose logs a report shows (the last started).
+TAIL_DAEMONS = 6
+#: Lines left out of a tail: the bus's and the periodic runner's debug
+#: chatter, the configuration dump at start and the filters' "Starting
+#: with" lines (their "returned" lines say what each filter left), which
+#: would fill it with lines that say nothing of a failure.
+TAIL_SKIPS = re.compile(
+    r' DEBUG (oslo_messaging|amqp|kombu|oslo_service\.periodic_task'
+    r'|oslo_concurrency)\.?| log_opt_values |Starting with \d+ host')
+#: The place in the code oslo.log adds to a DEBUG line: left out.
+_DEBUG_SUFFIX = re.compile(r' \S+ /\S+\.py:\d+$')
+
+
+def log_tail(path: str, lines: int) -> str:
+    """The last ``lines`` lines of the log at ``path`` worth reading
+    (``TAIL_SKIPS`` left out, each cut at ``TAIL_LINE_CHARS``), read
+    from at most its last 4 MB."""
+    try:
+        with open(path, 'rb') as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 4 * 1024 * 1024))
+            text = f.read().decode('utf-8', errors='replace')
+    except OSError as e:
+        return '(cannot read %s: %s)\n' % (path, e)
+    kept = [_DEBUG_SUFFIX.sub('', line) for line in text.splitlines()
+            if not TAIL_SKIPS.search(line)][-lines:]
+    return ''.join((line if len(line) <= TAIL_LINE_CHARS else
+                    line[:TAIL_LINE_CHARS] + ' [...]') + '\n'
+                   for line in kept)
+
+
+def log_tails(started: list | None = None) -> list:
+    """``(title, text)`` for each daemon of ``started`` (default: the
+    running test's), the last ``TAIL_DAEMONS``: the tail of its log,
+    then of its standard output and error when it wrote any (a crash's
+    traceback)."""
+    started = STARTED if started is None else started
+    sections = []
+    for daemon in started[-TAIL_DAEMONS:]:
+        lines = TAIL_LINES.get(daemon.name, OTHER_TAIL_LINES)
+        text = log_tail(daemon.log_path, lines)
+        out = daemon.log_path + '.out'
+        if os.path.exists(out) and os.path.getsize(out):
+            text += '--- %s ---\n%s' % (out, log_tail(out, 30))
+        sections.append(('%s log (last %d lines worth reading): %s'
+                         % (daemon.name, lines, daemon.log_path), text))
+    return sections
 
 
 def wait_for(predicate, timeout: float, interval: float = 0.2,

@@ -80,6 +80,26 @@ def _place(cluster, number: int, memory_mb: int = INSTANCE_MB) -> str:
     return uuid
 
 
+def _place_or_say(cluster, number: int, memory_mb: int) -> str:
+    """``_place``; a refusal says what the inventory held just before
+    the request and just after it (the nodes' usage rows, the
+    placements) and why the filters refuse now (``explain``): whether
+    the inventory or a worker's view of it was behind."""
+    before = usage.usage_get_all()
+    try:
+        return _place(cluster, number, memory_mb=memory_mb)
+    except exception.NoValidHost as e:
+        after = usage.usage_get_all()
+        placed = usage.placements_get(_all_uuids())
+        explained = cluster.api.explain(cluster.admin_ctxt, fixtures.request(
+            memory_mb=memory_mb, vcpus=1, root_gb=1))
+        raise AssertionError(
+            'NoValidHost (%s)\nusage rows before the request: %r\nafter '
+            'it: %r\nplacements after it: %r\nexplain after it: %r'
+            % (str(e).splitlines()[0], before, after, placed,
+               explained)) from e
+
+
 def _start(cluster, url: str, compute, executor: str) -> None:
     cluster.start_scheduler(url, name='sched-0',
                             scheduler_opts=dict(SCHEDULER_OPTS,
@@ -161,8 +181,9 @@ def test_a_report_without_a_placed_instance_keeps_its_usage_counted(
 def test_an_instance_deleted_while_the_inventory_was_cut_off_goes(
         cluster, conf, postgresql_url, executor):
     """Item 2: a delete_instance_info every worker failed to write (the
-    database unreachable) does not leave the placement for ever; the
-    compute's reports that no longer list it take it away."""
+    database unreachable) does not leave the placement for ever: the
+    workers apply it once the database is back; the compute's reports
+    that no longer list the instance free its usage."""
     proxy = tcp_proxy.TCPProxy(upstream=('127.0.0.1', 5432)).start()
     try:
         url = sa.make_url(postgresql_url).set(port=proxy.port)
@@ -188,17 +209,31 @@ def test_an_instance_deleted_while_the_inventory_was_cut_off_goes(
             > log.count(outage), 30, what='the releases to fail')
         assert usage.placements_get([uuid])[uuid]['status'] == 'active'
         proxy.start()
+        # More news of the host (an instance it never had) has each
+        # worker apply what it kept at once, not at its next periodic
+        # run: the placement goes before the intake worker's flush
+        # writes the report it took during the outage (an order the
+        # periodic runs of the two workers also come to by chance).
+        assert not compute.terminate_instance(fixtures.uuid(99),
+                                              ctxt=cluster.admin_ctxt)
+        daemons.wait_for(lambda: usage.placements_get([uuid]) == {}, 30,
+                         interval=0.05,
+                         what='the kept deletion to be applied')
 
-        # The compute keeps reporting, without the instance: the
-        # placement goes (it stayed active for ever).
-        def reported_and_gone():
+        # Gone from the placements, the instance's RAM may still be in
+        # the node's reported usage: an active placement's usage is the
+        # report's (the module docstring of scheduler.db.usage), which
+        # a written report that no longer lists it takes away (the
+        # intake worker's flush of the one it kept, or the compute's
+        # next).  The compute keeps reporting, without the instance.
+        def reported_and_freed():
             compute.report(cluster.admin_ctxt)
-            return usage.placements_get([uuid]) == {}
+            return _usage_and_rows(compute.name) == (0, 0)
 
-        daemons.wait_for(reported_and_gone, 30, interval=1,
-                         what='the placement of the deleted instance to go')
-        # Its RAM is free again.
-        _place(cluster, 2, memory_mb=HOST_MB)
+        daemons.wait_for(reported_and_freed, 30, interval=1,
+                         what='the usage of the deleted instance to go')
+        # Its RAM is free again, for every worker.
+        _place_or_say(cluster, 2, memory_mb=HOST_MB)
     finally:
         daemons.stop_daemons_first()
         proxy.stop()

@@ -408,6 +408,26 @@ def test_every_worker_sees_the_others_claims_before_choosing():
     assert manager.refresh_usage() == 0
 
 
+def test_a_freshness_read_says_what_usage_it_took(caplog):
+    # The usage a refused request was placed against, in the log.
+    caplog.set_level(logging.DEBUG, logger='scheduler.host_manager')
+    manager = fixtures.manager_with([fixtures.report('h1', memory_mb=4096)])
+    other = host_manager.HostManager(inventory=manager.db)
+    other.update_from_report(fixtures.report('h1', memory_mb=4096))
+    other.claim(other.get_host_state('h1'), fixtures.request(memory_mb=1024),
+                fixtures.uuid(1))
+    caplog.clear()
+    manager.refresh_usage()
+    seq = other.usage_db.usage_get_all()[0]['seq']
+    assert [r.getMessage() for r in caplog.records
+            if r.getMessage().startswith('Usage read')] == [
+        'Usage read of 1 node(s): h1/h1 seq %d: 0+1024 MB' % seq]
+    caplog.clear()
+    manager.refresh_usage()
+    assert not [r for r in caplog.records
+                if r.getMessage().startswith('Usage read')]
+
+
 def test_a_claim_without_limits_is_not_checked():
     # The chance and IP schedulers do not filter on resources.
     manager = fixtures.manager_with([fixtures.report('h1', memory_mb=1024)])
@@ -1630,3 +1650,89 @@ def test_a_report_from_the_intake_is_its_takers_view_once_stored():
     assert store.seen == [['h1']]
     # And once the usage is written, the view has it.
     assert taker.get_host_state('h1').memory_mb_used == 1024
+
+
+class _ReadBackFails:
+    """The usage store, but the next read of nodes' rows fails once
+    ``armed`` (the database cut just after a write committed)."""
+
+    def __init__(self):
+        self.armed = False
+
+    def usage_get_nodes(self, keys):
+        if self.armed:
+            self.armed = False
+            raise exception.InventoryUnavailable(reason='cut')
+        return usage.usage_get_nodes(keys)
+
+    def __getattr__(self, name):
+        return getattr(usage, name)
+
+
+def test_a_report_after_an_unread_usage_write_carries_its_usage():
+    """The usage of a report from the intake was written but not read
+    back (the database cut at that moment): the worker's usage row is
+    older than the inventory's.  The next report, which no longer lists
+    the instance, must still write its usage, though it equals that
+    older row: else the inventory keeps the instance's usage after its
+    placement went (a whole-host request refused)."""
+    store = _ReadBackFails()
+    taker = host_manager.HostManager(
+        inventory=fixtures.memory_inventory(), usage_store=store)
+    _no_window(taker)
+    key = ('h1', 'h1')
+    start = timeutils.utcnow() - datetime.timedelta(seconds=10)
+    taker.update_from_report(fixtures.report(
+        'h1', memory_mb=16384, updated_at=start), shared=True)
+    _claim(taker, 'h1', memory_mb=8192, uuid=1)
+    # The build's report lists it; its usage is written, not read back.
+    store.armed = True
+    taker.update_from_report(fixtures.report(
+        'h1', memory_mb=16384, memory_mb_used=8192,
+        instance_uuids=[fixtures.uuid(1)],
+        updated_at=start + datetime.timedelta(seconds=1)), shared=True)
+    row = usage.usage_get_nodes([key])[0]
+    assert (row['reported_memory_mb'], row['claimed_memory_mb']) == (8192, 0)
+    # Deleted on the compute: its report no longer lists it ...
+    taker.update_from_report(fixtures.report(
+        'h1', memory_mb=16384, memory_mb_used=0,
+        updated_at=start + datetime.timedelta(seconds=2)), shared=True)
+    # ... and the deletion reaches the inventory (another worker).
+    usage.release([fixtures.uuid(1)], host='h1')
+    row = usage.usage_get_nodes([key])[0]
+    assert (row['reported_memory_mb'], row['claimed_memory_mb']) == (0, 0)
+    taker.refresh_usage()
+    assert taker.get_host_state('h1').free_ram_mb == 16384
+
+
+def test_a_failed_usage_write_keeps_the_usage_of_a_newer_report():
+    """A newer report of the node came while a report's usage was
+    written (and not read back): it was judged against the row that
+    write replaced, so it may carry nothing; its usage is the one the
+    next flush writes."""
+    store = _ReadBackFails()
+    taker = host_manager.HostManager(
+        inventory=fixtures.memory_inventory(), usage_store=store)
+    _no_window(taker)
+    key = ('h1', 'h1')
+    start = timeutils.utcnow() - datetime.timedelta(seconds=10)
+    taker.update_from_report(fixtures.report(
+        'h1', memory_mb=16384, updated_at=start), shared=True)
+    newer = fixtures.report('h1', memory_mb=16384, memory_mb_used=0,
+                            updated_at=start + datetime.timedelta(seconds=2))
+    real_read = store.usage_get_nodes
+
+    def newer_comes_then_cut(keys):
+        # The newer report (a fanout one, installed at once) arrives
+        # between the write and its read back, which the cut fails.
+        store.usage_get_nodes = real_read
+        taker.update_from_report(newer)
+        raise exception.InventoryUnavailable(reason='cut')
+
+    store.usage_get_nodes = newer_comes_then_cut
+    taker.update_from_report(fixtures.report(
+        'h1', memory_mb=16384, memory_mb_used=4096,
+        updated_at=start + datetime.timedelta(seconds=1)), shared=True)
+    assert usage.usage_get_nodes([key])[0]['reported_memory_mb'] == 4096
+    taker.flush()
+    assert usage.usage_get_nodes([key])[0]['reported_memory_mb'] == 0

@@ -251,6 +251,27 @@ def test_release_gives_pending_usage_back():
     assert _row()['claimed_memory_mb'] == 1024
 
 
+def test_a_deleted_instance_keeps_its_reported_usage_until_a_report_drops_it():
+    # An instance built and listed: its usage is the report's.  Its
+    # deletion (news kept through an outage, applied by one worker)
+    # can come before the report without it (taken by another worker
+    # during the outage, written at its next flush): the placement
+    # goes at once, its usage with that report, however late.
+    _claim(1)
+    usage.apply_reports([_report(used=1024, instances=[fixtures.uuid(1)],
+                                 at=T0 + datetime.timedelta(1))])
+    taken_during_the_outage = _report(used=0,
+                                      at=T0 + datetime.timedelta(2))
+    assert [p['instance_uuid'] for p in usage.release(
+        [fixtures.uuid(1)], host='h1')] == [fixtures.uuid(1)]
+    assert usage.placements_get([fixtures.uuid(1)]) == {}
+    row = _row()
+    assert (row['reported_memory_mb'], row['claimed_memory_mb']) == (1024, 0)
+    usage.apply_reports([taken_during_the_outage])
+    row = _row()
+    assert (row['reported_memory_mb'], row['claimed_memory_mb']) == (0, 0)
+
+
 def test_expiry_drops_only_old_unconfirmed_claims_and_only_once():
     _claim(1)
     _claim(2)
