@@ -302,7 +302,8 @@ class SharedRead:
     has ended: the first caller to find none under way leads it, the
     others wait and return None together, so a burst of requests reads
     twice, not once each, and each sees what was stored before it
-    came.  The event is the runtime's (green under eventlet).
+    came.  A read that raises counts for its leader only.  The event
+    is the runtime's (green under eventlet).
     """
 
     def __init__(self):
@@ -328,12 +329,18 @@ class SharedRead:
                     mine = self._begun
                     break
             event.wait()
+        done = False
         try:
-            return read()
+            result = read()
+            done = True
+            return result
         finally:
             with self._lock:
                 self.under_way = None
-                self._done = mine
+                # A failed read tells its waiters nothing: one of them
+                # leads the next.
+                if done:
+                    self._done = mine
             event.set()
 
 

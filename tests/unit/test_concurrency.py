@@ -544,3 +544,47 @@ def assert_collector_tuned() -> None:
 def test_the_collector_is_tuned_for_many_long_lived_objects(gc_defaults):
     concurrency.tune_garbage_collector()
     assert_collector_tuned()
+
+
+def test_callers_of_a_shared_read_that_failed_read_again():
+    """Callers that wait for the next read are not told they are fresh
+    when that read failed: one of them reads again (or fails), none goes
+    on with what was stored before it came, unread."""
+    shared = concurrency.SharedRead()
+    first_under_way = threading.Event()
+    release_first = threading.Event()
+    reads = []
+
+    def read():
+        reads.append(len(reads) + 1)
+        if len(reads) == 1:
+            first_under_way.set()
+            release_first.wait(5)
+            return 'first'
+        if len(reads) == 2:
+            raise RuntimeError('inventory unreachable')
+        return 'third'
+
+    outcomes = []
+
+    def ask():
+        try:
+            outcomes.append(shared.run(read))
+        except RuntimeError:
+            outcomes.append('raised')
+
+    first = threading.Thread(target=ask)
+    first.start()
+    assert first_under_way.wait(5)
+    # Two callers come while the first read is under way: they share
+    # the next one.
+    waiters = [threading.Thread(target=ask) for _ in range(2)]
+    for waiter in waiters:
+        waiter.start()
+    time.sleep(0.3)
+    release_first.set()
+    for thread in [first] + waiters:
+        thread.join(5)
+    assert reads == [1, 2, 3]
+    assert sorted(outcomes, key=str) == sorted(['first', 'raised', 'third'],
+                                               key=str)
