@@ -1669,6 +1669,20 @@ class _ReadBackFails:
         return getattr(usage, name)
 
 
+def _reported_with_read_back_to_fail():
+    """A worker taking reports from the intake, whose usage store fails
+    a read back when armed, and node h1 reported 10 s ago: (store,
+    worker, h1's key, the report's time)."""
+    store = _ReadBackFails()
+    taker = host_manager.HostManager(
+        inventory=fixtures.memory_inventory(), usage_store=store)
+    _no_window(taker)
+    start = timeutils.utcnow() - datetime.timedelta(seconds=10)
+    taker.update_from_report(fixtures.report(
+        'h1', memory_mb=16384, updated_at=start), shared=True)
+    return store, taker, ('h1', 'h1'), start
+
+
 def test_a_report_after_an_unread_usage_write_carries_its_usage():
     """The usage of a report from the intake was written but not read
     back (the database cut at that moment): the worker's usage row is
@@ -1676,14 +1690,7 @@ def test_a_report_after_an_unread_usage_write_carries_its_usage():
     the instance, must still write its usage, though it equals that
     older row: else the inventory keeps the instance's usage after its
     placement went (a whole-host request refused)."""
-    store = _ReadBackFails()
-    taker = host_manager.HostManager(
-        inventory=fixtures.memory_inventory(), usage_store=store)
-    _no_window(taker)
-    key = ('h1', 'h1')
-    start = timeutils.utcnow() - datetime.timedelta(seconds=10)
-    taker.update_from_report(fixtures.report(
-        'h1', memory_mb=16384, updated_at=start), shared=True)
+    store, taker, key, start = _reported_with_read_back_to_fail()
     _claim(taker, 'h1', memory_mb=8192, uuid=1)
     # The build's report lists it; its usage is written, not read back.
     store.armed = True
@@ -1710,14 +1717,7 @@ def test_a_failed_usage_write_keeps_the_usage_of_a_newer_report():
     written (and not read back): it was judged against the row that
     write replaced, so it may carry nothing; its usage is the one the
     next flush writes."""
-    store = _ReadBackFails()
-    taker = host_manager.HostManager(
-        inventory=fixtures.memory_inventory(), usage_store=store)
-    _no_window(taker)
-    key = ('h1', 'h1')
-    start = timeutils.utcnow() - datetime.timedelta(seconds=10)
-    taker.update_from_report(fixtures.report(
-        'h1', memory_mb=16384, updated_at=start), shared=True)
+    store, taker, key, start = _reported_with_read_back_to_fail()
     newer = fixtures.report('h1', memory_mb=16384, memory_mb_used=0,
                             updated_at=start + datetime.timedelta(seconds=2))
     real_read = store.usage_get_nodes
