@@ -340,9 +340,17 @@ def test_restarts_under_load(own_cluster, broker, conf, tmp_path, executor,
     # a compute's, it is named when its claim expires,
     # ``service_down_time`` later.  Quorum queues keep what they
     # confirmed: no exception there.
+    def around_a_stop(build) -> bool:
+        return any(build[1] < ready and build[2] > down - 2
+                   for down, ready in outages)
+
     def settled() -> bool:
-        return not _unaccounted_builds(calls.builds, daemon.log(),
-                                       cluster.sim.log())
+        # With transient queues a build cast around a stop may never be
+        # named (lost with the scheduler's queue): waiting for it to be
+        # named asks nothing of the checks below, which allow it.
+        return not [b for b in _unaccounted_builds(
+            calls.builds, daemon.log(), cluster.sim.log())
+            if QUEUES[queues] is not None or not around_a_stop(b)]
     try:
         daemons.wait_for(settled, CLAIM_EXPIRY_WAIT,
                          what='every build to be started or named')
@@ -350,9 +358,7 @@ def test_restarts_under_load(own_cluster, broker, conf, tmp_path, executor,
         pass
     lost = _unaccounted_builds(calls.builds, daemon.log(),
                                cluster.sim.log())
-    in_outage = [b for b in lost
-                 if any(b[1] < ready and b[2] > down - 2
-                        for down, ready in outages)]
+    in_outage = [b for b in lost if around_a_stop(b)]
     silent = [b for b in lost if b not in in_outage]
     sim_log, service_log = cluster.sim.log(), daemon.log()
     built = sum(1 for b in calls.builds
