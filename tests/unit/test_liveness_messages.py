@@ -57,11 +57,17 @@ def _over_the_wire(state):
 
 # --- the stored form ---------------------------------------------------------
 
-def _alike(primitive: dict) -> dict:
-    """``primitive`` with its list of changed fields in one order (oslo
-    lists them in a set's order)."""
-    key = 'versioned_object.changes'
-    return dict(primitive, **{key: sorted(primitive[key])})
+def _alike(primitive):
+    """``primitive`` with every list of changed fields, nested objects'
+    too, in one order (oslo lists them in a set's order, which differs
+    between processes)."""
+    if isinstance(primitive, list):
+        return [_alike(item) for item in primitive]
+    if not isinstance(primitive, dict):
+        return primitive
+    return {key: (sorted(value) if key == 'versioned_object.changes'
+                  else _alike(value))
+            for key, value in primitive.items()}
 
 
 _STORED = {
