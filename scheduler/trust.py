@@ -162,27 +162,18 @@ def _url_users(url: str | None) -> frozenset:
                      or {'guest'})
 
 
-#: The last ``operator_users``: (the service's logins, ``[trust]
-#: admin_users`` as oslo.config gave it, the users).  oslo.config hands
-#: out the same value until a reload or an override clears its cache, so
-#: the set is made again only then, not for every report.
-_operators: tuple = (None, None, frozenset())
-
-
 def operator_users() -> frozenset:
     """Broker users trusted as operators: the service's own login(s)
     and ``[trust] admin_users``.  The one rule: ``is_operator`` asks
     it."""
-    global _operators
-    logins = _url_users(CONF.transport_url)
-    # Read after: parsing a new URL registers options, which clears
-    # oslo.config's cache of values.
-    admins = CONF.trust.admin_users
-    last_logins, last_admins, users = _operators
-    if logins is not last_logins or admins is not last_admins:
-        users = logins | frozenset(admins)
-        _operators = (logins, admins, users)
-    return users
+    return _operators(_url_users(CONF.transport_url),
+                      tuple(CONF.trust.admin_users))
+
+
+@functools.lru_cache(maxsize=8)
+def _operators(logins: frozenset, admins: tuple) -> frozenset:
+    """The union, made once per configuration, not for every report."""
+    return logins | frozenset(admins)
 
 
 def is_operator(ctxt) -> bool:
