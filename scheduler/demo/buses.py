@@ -80,13 +80,16 @@ class InventoryObserver:
 def use_driver(driver: str, tag: str, workdir: str) -> None:
     """Point this process at ``driver``'s topics and inventory."""
     CONF.set_override('driver', driver, group='scheduler')
-    CONF.set_override('topic', 'demo-%s-%s' % (tag, driver),
-                      group='scheduler')
+    CONF.set_override('topic', driver_topic(tag, driver), group='scheduler')
     CONF.set_override('topic', 'demo-%s-%s-compute' % (tag, driver),
                       group='compute')
     CONF.set_override('connection', inventory_url(workdir, driver),
                       group='database')
     db_api.reset_engine()
+
+
+def driver_topic(tag: str, driver: str) -> str:
+    return 'demo-%s-%s' % (tag, driver)
 
 
 def inventory_url(workdir: str, driver: str) -> str:
@@ -321,6 +324,10 @@ class RabbitBus:
                 if code != 0:
                     problems.append('%s (%s) exited with %s; see %s'
                                     % (script, driver, code, log_file))
+            # Auto-delete takes an exchange away with its last binding;
+            # one a fleet declared by a last report after its service's
+            # queues went never had one, and would stay.
+            rpc.tidy_service(driver_topic(self.tag, driver))
         rpc.cleanup()
         return problems
 

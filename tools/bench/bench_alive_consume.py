@@ -77,6 +77,8 @@ def _child(args) -> None:
 
     conf = cfg.CONF
     config.parse_args([], default_config_files=[])
+    from tools.bench import exchange
+    exchange.use()
     conf.set_override('transport_url', args.url)
     logging.getLogger().setLevel(logging.WARNING)
     topic = 'bench-alive-%s' % uuid.uuid4().hex[:8]

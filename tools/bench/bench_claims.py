@@ -38,11 +38,15 @@ import textwrap
 import time
 import uuid
 
-from oslo_config import cfg
-import sqlalchemy as sa
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
 
-from scheduler import config
-from scheduler import context
+from oslo_config import cfg  # noqa: E402
+import sqlalchemy as sa  # noqa: E402
+
+from scheduler import config  # noqa: E402
+from scheduler import context  # noqa: E402
+from tools.bench import exchange  # noqa: E402
 
 CONF = cfg.CONF
 RABBIT = 'rabbit://guest:guest@127.0.0.1:5672/'
@@ -267,7 +271,8 @@ def _start_services(url: str, topic: str, daemons: int, workers: int,
     for index in range(daemons):
         path = os.path.join(tmp, 'sched-%d.conf' % index)
         with open(path, 'w') as f:
-            f.write('[DEFAULT]\ntransport_url = %s\nhost = bench-%d\n'
+            f.write(exchange.default_section()
+                    + 'transport_url = %s\nhost = bench-%d\n'
                     'log_file = %s/sched-%d.log\nstate_path = %s\n\n'
                     '[scheduler]\ntopic = %s\nworkers = %d\n'
                     'service_down_time = 600\nperiodic_task_interval = %d\n\n'

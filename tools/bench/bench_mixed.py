@@ -54,6 +54,7 @@ from scheduler import context  # noqa: E402
 from scheduler import exception  # noqa: E402
 from tools.bench import bench_claims  # noqa: E402
 from tools.bench import bench_select  # noqa: E402
+from tools.bench import exchange  # noqa: E402
 from tools.bench import mixed_workload as mix  # noqa: E402
 
 CONF = cfg.CONF
@@ -428,7 +429,8 @@ class RabbitRun:
             json.dump(mix.fleet_document(self.hosts), f)
         sim_conf = os.path.join(self.tmp, 'sim.conf')
         with open(sim_conf, 'w') as f:
-            f.write('[DEFAULT]\ntransport_url = %s\nlog_file = %s/sim.log\n'
+            f.write(exchange.default_section()
+                    + 'transport_url = %s\nlog_file = %s/sim.log\n'
                     '\n[scheduler]\ntopic = %s\nservice_down_time = 600\n'
                     # Reports to the intake queue (API 1.5): each taken by
                     # one worker, as a large deployment would run it.

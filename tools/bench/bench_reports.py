@@ -78,6 +78,7 @@ from scheduler import manager as manager_mod  # noqa: E402
 from scheduler.objects import host_state as host_state_obj  # noqa: E402
 from scheduler import report_writer  # noqa: E402
 from scheduler import rpc  # noqa: E402
+from tools.bench import exchange  # noqa: E402
 from scheduler.simulator import agent  # noqa: E402
 from scheduler.simulator import fleet as fleet_mod  # noqa: E402
 
@@ -230,6 +231,7 @@ def _sender_main(args) -> None:
     services' CPU by it."""
     from scheduler import rpcapi
     config.parse_args([], default_config_files=[])
+    exchange.use(args.exchange)
     CONF.set_override('transport_url', args.url)
     CONF.set_override('topic', args.topic, group='scheduler')
     CONF.set_override('report_intake', args.path == 'intake',
@@ -364,6 +366,7 @@ def rabbit_run(hosts: int, services: int, workers: int, path: str,
             senders = [subprocess.Popen(
                 [sys.executable, os.path.abspath(__file__), '--send',
                  '--url', bench_select.RABBIT, '--topic', topic,
+                 '--exchange', exchange.NAME,
                  '--first', str(first),
                  '--hosts', str(min(share, hosts - first)),
                  '--interval', str(args.interval), '--kind', kind,
@@ -541,6 +544,7 @@ def main() -> None:
                         help=argparse.SUPPRESS)
     parser.add_argument('--url', help=argparse.SUPPRESS)
     parser.add_argument('--topic', help=argparse.SUPPRESS)
+    parser.add_argument('--exchange', help=argparse.SUPPRESS)
     parser.add_argument('--kind', help=argparse.SUPPRESS)
     parser.add_argument('--path', help=argparse.SUPPRESS)
     parser.add_argument('--count-file', help=argparse.SUPPRESS)

@@ -45,11 +45,15 @@ import threading
 import time
 import uuid
 
-from oslo_config import cfg
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
 
-from scheduler import config
-from scheduler import context
-from scheduler import objects
+from oslo_config import cfg  # noqa: E402
+
+from scheduler import config  # noqa: E402
+from scheduler import context  # noqa: E402
+from scheduler import objects  # noqa: E402
+from tools.bench import exchange  # noqa: E402
 
 CONF = cfg.CONF
 RABBIT = 'rabbit://guest:guest@127.0.0.1:5672/'
@@ -364,7 +368,8 @@ def bench_rabbit(hosts: int, requests: int, concurrency: int,
     metrics_port = _free_port()
     conf_path = os.path.join(tmp, 'scheduler.conf')
     with open(conf_path, 'w') as f:
-        f.write('[DEFAULT]\ntransport_url = %s\nhost = bench\n'
+        f.write(exchange.default_section()
+                + 'transport_url = %s\nhost = bench\n'
                 'log_file = %s/scheduler.log\nstate_path = %s\n\n'
                 '[scheduler]\ntopic = %s\nservice_down_time = 600\n'
                 'periodic_task_interval = 2\nexecutor = %s\n\n'

@@ -23,11 +23,15 @@ import tempfile
 import time
 import uuid
 
-from oslo_config import cfg
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
 
-from scheduler import config
-from scheduler import context
-from scheduler import rpc
+from oslo_config import cfg  # noqa: E402
+
+from scheduler import config  # noqa: E402
+from scheduler import context  # noqa: E402
+from scheduler import rpc  # noqa: E402
+from tools.bench import exchange  # noqa: E402
 
 CONF = cfg.CONF
 RABBIT = 'rabbit://guest:guest@127.0.0.1:5672/'
@@ -87,7 +91,8 @@ def _start_service(tmp: str, workers: int = 1) -> tuple:
     topic = 'bench-stop-%s' % uuid.uuid4().hex[:8]
     log = os.path.join(tmp, '%s.log' % topic)
     path = _write(os.path.join(tmp, '%s.conf' % topic), (
-        '[DEFAULT]\ntransport_url = %s\nhost = bench\nlog_file = %s\n'
+        exchange.default_section()
+        + 'transport_url = %s\nhost = bench\nlog_file = %s\n'
         'state_path = %s\n\n[scheduler]\ntopic = %s\nworkers = %d\n\n'
         '[database]\nconnection = sqlite:///%s/%s.sqlite\n'
         % (RABBIT, log, tmp, topic, workers, tmp, topic)))
@@ -123,7 +128,8 @@ def one_sim(tmp: str, idle: float) -> float:
     compute = 'bench-compute-%s' % uuid.uuid4().hex[:8]
     log = os.path.join(tmp, '%s-sim.log' % topic)
     path = _write(os.path.join(tmp, '%s-sim.conf' % topic), (
-        '[DEFAULT]\ntransport_url = %s\nhost = bench\nlog_file = %s\n\n'
+        exchange.default_section()
+        + 'transport_url = %s\nhost = bench\nlog_file = %s\n\n'
         '[scheduler]\ntopic = %s\nreport_interval = 1\n\n'
         '[compute]\ntopic = %s\n' % (RABBIT, log, topic, compute)))
     proc = subprocess.Popen(
