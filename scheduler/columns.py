@@ -1102,23 +1102,17 @@ def _weigh_again(cands: Candidates, spec_obj, weighers: list,
                  memo: '_Memo') -> 'Ranked | None':
     """The usual later instance, fast: the previous instance's hosts in
     its order, its weighers stacked (``memo.stack``) and the claim
-    changing a host or two.  Each row-local weigher is asked about the
-    changed hosts by its per-host form and its stack row updated in
-    place; the others are asked as usual and must still weigh every
-    host alike.  None when anything else happened: the caller weighs
-    as usual (rows already updated are updated again, to the same
-    values)."""
-    views = cands.changed_views()
-    if views is None:
-        return None
-    # Rarely (a weigher that weighed every host alike no longer does),
-    # the caller asks the changed hosts again.
+    changing a host.  Each row-local weigher is asked about the changed
+    host by its per-host form and its stack row updated in place; the
+    others are asked as usual and must still weigh every host alike.
+    None when anything else happened: the caller weighs as usual (rows
+    already updated are updated again, to the same values; rarely: a
+    weigher that weighed every host alike no longer does)."""
     positions = cands.changed().tolist()
-    weighed = [weights_base.WeighedHost(v) for v in views]
+    weighed = [weights_base.WeighedHost(v) for v in cands.changed_views()]
     stack, kept = memo.stack, memo.raw
     #: The changed host's raw weights as the last total had them.
-    previous = stack.raw[:, positions[0]].copy() if len(positions) == 1 \
-        else None
+    previous = stack.raw[:, positions[0]].copy() if positions else None
     columns = None
     row = 0
     for weigher in weighers:
