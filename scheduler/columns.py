@@ -16,37 +16,20 @@ the per-host path (``filters.HostFilterHandler`` then
 * the per-host stable sort (ties keep the candidates' order), found by
   partial selection: only the best few hosts are ever sorted.
 
-The authoring API for plugins (``scheduler/filters/base.py``,
-``scheduler/weights/base.py``):
+The plugins' vector forms (``filter_columns``, ``weigh_columns``,
+``column_multipliers``) are described in doc/authoring-guide.md; one
+counts only when defined by the class of the per-host methods it stands
+for, or a subclass (``vector_form``), so that a subclass overriding
+``passes`` alone runs per host, as its author wrote it.  A plugin
+without one runs per host on the survivors only.
 
-* a filter may define ``filter_columns(columns, prepared)`` returning a
-  boolean array over ``columns`` (the candidates, in order);
-  ``prepared`` is ``prepare(spec_obj)`` for a ``RequestScopedFilter``
-  (``SKIP`` never reaches it: every host passes) and the request itself
-  for any other filter; returning ``None`` means "not for this request:
-  run me per host";
-* a weigher may define ``weigh_columns(columns, spec_obj)`` returning
-  the raw weights as an array (or ``None``: per host), and
-  ``column_multipliers(columns)`` for its multipliers (the base class
-  has one that honours ``multiplier_option`` and aggregate overrides).
-
-An in-tree vector form (``_reusable``: each answers for a host from
-that host's columns and the request alone) is asked, for each later
-instance of a request, only about the node the previous instance was
-placed on: its other answers (masks, raw weights and multipliers) are
-kept from the previous instance (``_Memo``).  An in-tree weigher whose
-answers also depend on what the request's earlier instances changed in
-the request itself says so per request with ``_row_local_for(spec_obj)``
-(the soft (anti-)affinity weighers, for a request of their group).  An
+For each later instance of a request, an in-tree vector form
+(``_reusable``: it answers for a host from that host's columns and the
+request alone) is asked only about the node the previous instance was
+placed on; its other answers are kept from the previous instance
+(``_Memo``).  A weigher whose answers also depend on the request's
+earlier instances says so with ``_row_local_for(spec_obj)``.  An
 out-of-tree vector form is asked about every candidate each time.
-
-A vector form counts only when it is defined by the same class as the
-per-host methods it stands for, or by a subclass of it: a subclass of
-``RamFilter`` that overrides ``passes`` runs per host, as its author
-wrote it.  A filter or weigher without a vector form runs per host on
-the survivors only, so out-of-tree plugins behave exactly as before.
-Raw weights of a per-host weigher must not depend on the order of the
-hosts (none does: normalisation does not).
 
 Consistency: ``ColumnStore`` is told by the HostManager of every view it
 composes or drops (``HostManager.watch_views``).  A request works on a
@@ -91,9 +74,9 @@ FLAGS = ('disabled', 'forced_down')
 CODES = ('zones', 'supported', 'host', 'aggregate_set')
 
 
-def _row(view) -> tuple:
-    """What the columns hold for ``view``, in NUMBERS, FLAGS, CODES order
-    (codes as the values to intern)."""
+def _row(view, interners: dict) -> tuple:
+    """What the columns hold for ``view``: values in NUMBERS, FLAGS,
+    CODES order, the codes interned (under the store's lock)."""
     least = view.disk_available_least
     return ((view.memory_mb, view.memory_mb_used, view.local_gb,
              view.local_gb_used, np.nan if least is None else least,
@@ -106,9 +89,11 @@ def _row(view) -> tuple:
              compute.usable_ram_mb(view), compute.usable_vcpus(view),
              compute.usable_disk_mb(view)),
             (bool(view.disabled), bool(view.forced_down)),
-            (frozenset(view.availability_zones),
-             tuple(tuple(t) for t in view.supported_instances or ()),
-             view.host, view.aggregate_set))
+            tuple(interners[name].code(value) for name, value in zip(
+                CODES, (frozenset(view.availability_zones),
+                        tuple(tuple(t)
+                              for t in view.supported_instances or ()),
+                        view.host, view.aggregate_set))))
 
 
 def aggregate_number(view, key: str) -> float:
@@ -162,30 +147,28 @@ class _Arrays:
     names each column (a row view of its block, contiguous).
     """
 
-    def __init__(self, capacity: int):
-        self.blocks = [np.zeros((len(names), capacity), dtype)
-                       for names, dtype in _BLOCKS]
-        self._name_columns()
-        #: Metadata key -> aggregate_number column, for keys asked for.
-        self.agg: dict = {}
-
-    def _name_columns(self) -> None:
+    def __init__(self, blocks: list, agg: dict):
+        self.blocks = blocks
+        #: Column name -> a row view of its block.
         self.data = {}
-        for (names, _dtype), block in zip(_BLOCKS, self.blocks):
+        for (names, _dtype), block in zip(_BLOCKS, blocks):
             self.data.update(zip(names, block))
+        #: Metadata key -> aggregate_number column, for keys asked for.
+        self.agg = agg
 
-    def grow(self, capacity: int) -> None:
-        grown = []
-        for block in self.blocks:
-            new = np.zeros((block.shape[0], capacity), block.dtype)
-            new[:, :block.shape[1]] = block
-            grown.append(new)
-        self.blocks = grown
-        self._name_columns()
-        for key, old in self.agg.items():
-            new = np.zeros(capacity, old.dtype)
-            new[:len(old)] = old
-            self.agg[key] = new
+    @classmethod
+    def empty(cls, capacity: int) -> '_Arrays':
+        return cls([np.zeros((len(names), capacity), dtype)
+                    for names, dtype in _BLOCKS], {})
+
+    def grown(self, capacity: int) -> '_Arrays':
+        """A copy with room for ``capacity`` rows (the new ones 0)."""
+        def grow(old):
+            new = np.zeros(old.shape[:-1] + (capacity,), old.dtype)
+            new[..., :old.shape[-1]] = old
+            return new
+        return _Arrays([grow(b) for b in self.blocks],
+                       {key: grow(a) for key, a in self.agg.items()})
 
     def put(self, row: int, view, interners: dict,
             replaces=None) -> bool:
@@ -193,12 +176,8 @@ class _Arrays:
         row held, whose aggregate columns stay right when ``view``
         shares its aggregates (a claim's copy of it).  Whether aggregate
         columns were written."""
-        numbers, flags, codes = _row(view)
-        numbers_block, flags_block, codes_block = self.blocks
-        numbers_block[:, row] = numbers
-        flags_block[:, row] = flags
-        codes_block[:, row] = [interners[name].code(value)
-                               for name, value in zip(CODES, codes)]
+        for block, values in zip(self.blocks, _row(view, interners)):
+            block[:, row] = values
         if not self.agg or (replaces is not None
                             and view.shares_aggregates(replaces)):
             return False
@@ -206,13 +185,9 @@ class _Arrays:
             column[row] = aggregate_number(view, key)
         return True
 
-    def copy(self, size: int | None = None) -> '_Arrays':
-        """Copies of the first ``size`` rows (every row for None)."""
-        new = _Arrays.__new__(_Arrays)
-        new.blocks = [block[:, :size].copy() for block in self.blocks]
-        new._name_columns()
-        new.agg = {key: a[:size].copy() for key, a in self.agg.items()}
-        return new
+    def copy(self) -> '_Arrays':
+        return _Arrays([b.copy() for b in self.blocks],
+                       {key: a.copy() for key, a in self.agg.items()})
 
     def shallow(self) -> '_Arrays':
         """The same arrays, in dicts of its own: a snapshot adds the
@@ -228,11 +203,9 @@ class _Arrays:
         store writes into copies of its own), and read-only: a plugin
         that wrote into a column it was given would write into the
         store."""
-        new = _Arrays.__new__(_Arrays)
-        new.blocks = [_read_only(block[:, :size]) for block in self.blocks]
-        new._name_columns()
-        new.agg = {key: _read_only(a[:size]) for key, a in self.agg.items()}
-        return new
+        return _Arrays([_read_only(b[:, :size]) for b in self.blocks],
+                       {key: _read_only(a[:size])
+                        for key, a in self.agg.items()})
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -258,7 +231,7 @@ class ColumnStore:
 
     def __init__(self, capacity: int = 1024):
         self._lock = concurrency.native_lock()
-        self._arrays = _Arrays(capacity)
+        self._arrays = _Arrays.empty(capacity)
         self._capacity = capacity
         self._size = 0
         self._rows: dict = {}
@@ -443,7 +416,7 @@ class ColumnStore:
     def _new_row(self) -> int:
         if self._size == self._capacity:
             self._capacity *= 2
-            self._arrays.grow(self._capacity)
+            self._arrays = self._arrays.grown(self._capacity)
             self._read_only = None
             seq = np.zeros(self._capacity, np.int64)
             seq[:self._size] = self._seq[:self._size]
@@ -574,12 +547,9 @@ class Snapshot:
         if not self._own_views:
             self.views = list(self.views)
             self._own_views = True
-        numbers, flags, codes = _row(view)
-        values = dict(zip(NUMBERS, numbers))
-        values.update(zip(FLAGS, flags))
         with self.store._lock:
-            values.update((name, self.store.interners[name].code(value))
-                          for name, value in zip(CODES, codes))
+            numbers, flags, codes = _row(view, self.store.interners)
+        values = dict(zip(NUMBERS + FLAGS + CODES, numbers + flags + codes))
         self._put[row] = values
         for name, own in self._own.items():
             own[row] = values[name]
@@ -780,10 +750,6 @@ def _reusable(plugin, name: str) -> bool:
 FILTER_METHODS = ('host_passes', 'filter_all', 'prepare', 'passes')
 WEIGH_METHODS = ('_weigh_object', 'weigh_objects')
 MULTIPLIER_METHODS = ('weight_multiplier', 'weight_multipliers')
-#: Up to this many changed hosts, a row-local plugin is asked about
-#: them by its per-host form (which its vector form stands for): cheaper
-#: than gathering columns for a handful of rows.
-_PER_HOST_MAX = 4
 
 
 class Candidates:
@@ -813,7 +779,6 @@ class Candidates:
         #: The memo's hosts in the memo's order (``origin`` is the
         #: identity): nothing filtered out or reordered since.
         self.same_as_memo = False
-        self._changed_columns: Columns | None = None
         self._columns: Columns | None = None
 
     def __len__(self) -> int:
@@ -850,35 +815,22 @@ class Candidates:
             self._columns = Columns(self.snapshot, self.rows)
         return self._columns
 
-    def changed_columns(self) -> 'Columns':
-        """``Columns`` of the ``changed`` hosts, shared by every
-        plugin that looks at them again (columns are gathered once)."""
-        if self._changed_columns is None:
-            self._changed_columns = Columns(self.snapshot,
-                                            self.rows[self.changed()])
-        return self._changed_columns
-
-    def changed_views(self) -> list | None:
-        """The ``changed`` hosts' views when they are few enough that
-        asking a plugin's per-host form about them costs less than
-        gathering their columns (nearly always: one host), else None."""
-        changed = self.changed()
-        if len(changed) > _PER_HOST_MAX:
-            return None
+    def changed_views(self) -> list:
+        """The ``changed`` hosts' views: a plugin asks its per-host form
+        about them (one host at most: cheaper than gathering columns)."""
         views = self.snapshot.views
-        return [views[row] for row in self.rows[changed].tolist()]
+        return [views[row] for row in self.rows[self.changed()].tolist()]
 
     def changed(self) -> np.ndarray:
-        """Positions of the hosts an earlier instance's claim changed
-        since ``memo`` was taken (every position without a memo)."""
+        """The position of the host an earlier instance's claim changed
+        since ``memo`` was taken, if it is among these (every position
+        without a memo)."""
         if self.memo is None:
             return np.arange(len(self))
         if self._changed is None:
-            # Nearly always one row: compared, not ``np.isin``.
-            found = [np.flatnonzero(self.rows == row)
-                     for row in self.memo.changed.tolist()]
-            self._changed = np.concatenate(found) if len(found) > 1 else \
-                found[0] if found else np.zeros(0, np.int64)
+            self._changed = np.zeros(0, np.int64) \
+                if self.memo.changed is None \
+                else np.flatnonzero(self.rows == self.memo.changed)
         return self._changed
 
 
@@ -887,10 +839,10 @@ class _Memo:
     instance of the same request: the row-local plugins' answers, which
     stay true for every host but the one the instance was placed on."""
 
-    def __init__(self, changed: np.ndarray, checked: frozenset,
+    def __init__(self, changed: int | None, checked: frozenset,
                  raw: dict, stack: '_Stack | None' = None,
                  order: np.ndarray | None = None):
-        #: Snapshot rows changed since (the claimed node's).
+        #: The snapshot row changed since (the claimed node's), if any.
         self.changed = changed
         #: ``id`` of the row-local filters every candidate passed.
         self.checked = checked
@@ -1012,49 +964,29 @@ def _changed_mask(flt, cands: Candidates, spec_obj):
     if not len(changed):
         return _EVERY
     views = cands.changed_views()
-    if views is not None:
-        passed = list(flt.filter_all(views, spec_obj))
-        if len(passed) == len(views):
-            return _EVERY
-        passed = {id(view) for view in passed}
-        sub = [id(view) in passed for view in views]
-    else:
-        sub = _filter_mask(flt, cands, spec_obj, cands.changed_columns())
-        if sub is None:
-            return _filter_mask(flt, cands, spec_obj)
+    passed = list(flt.filter_all(views, spec_obj))
+    if len(passed) == len(views):
+        return _EVERY
+    passed = {id(view) for view in passed}
     mask = np.ones(len(cands), bool)
-    mask[changed] = sub
+    mask[changed] = [id(view) in passed for view in views]
     return mask
 
 
-def _skips(flt, spec_obj) -> bool:
-    """Whether ``flt`` is a ``RequestScopedFilter`` whose own
-    ``filter_all`` passes every host for this request (``SKIP``)."""
-    return isinstance(flt, filters_base.RequestScopedFilter) and \
-        type(flt).filter_all is \
-        filters_base.RequestScopedFilter.filter_all and \
-        flt.prepare(spec_obj) is filters_base.SKIP
-
-
-def _filter_mask(flt, cands: Candidates, spec_obj,
-                 columns: Columns | None = None):
-    """The filter's mask over ``cands`` (or over ``columns``, some of
-    them), or None to run it per host."""
+def _filter_mask(flt, cands: Candidates, spec_obj):
+    """The filter's mask over ``cands``, or None to run it per host."""
     method = vector_form(flt, 'filter_columns', FILTER_METHODS)
-    if method is None:
-        if _skips(flt, spec_obj):
-            # The base filter_all passes every host on SKIP.
-            return np.ones(len(cands), bool)
-        return None
-    if columns is None:
-        columns = cands.columns()
-    if isinstance(flt, filters_base.RequestScopedFilter):
+    prepared = spec_obj
+    if isinstance(flt, filters_base.RequestScopedFilter) and (
+            method is not None or type(flt).filter_all is
+            filters_base.RequestScopedFilter.filter_all):
         prepared = flt.prepare(spec_obj)
         if prepared is filters_base.SKIP:
-            return np.ones(len(columns), bool)
-    else:
-        prepared = spec_obj
-    mask = method(columns, prepared)
+            # Every host passes, as the base filter_all has it.
+            return np.ones(len(cands), bool)
+    if method is None:
+        return None
+    mask = method(cands.columns(), prepared)
     return None if mask is None else np.asarray(mask, bool)
 
 
@@ -1124,9 +1056,7 @@ def _term(weigher, cands: Candidates, columns: Columns, spec_obj,
     elif column_multipliers is not None:
         multipliers = np.asarray(column_multipliers(columns), float)
     else:
-        views, back = _materialise(cands)[1:]
-        multipliers = np.array(weigher.weight_multipliers(views),
-                               float)[back]
+        multipliers = _per_host(cands, weigher.weight_multipliers)
     method = vector_form(weigher, 'weigh_columns', WEIGH_METHODS)
     local = method is not None and column_multipliers is not None and \
         _reusable(weigher, 'weigh_columns') and \
@@ -1140,29 +1070,23 @@ def _term(weigher, cands: Candidates, columns: Columns, spec_obj,
     raw = None
     if method is not None:
         if before is not None and before[1] is not None:
-            raw = _changed_raw(weigher, method, cands, spec_obj, before[1])
+            raw = _changed_raw(weigher, cands, spec_obj, before[1])
         else:
             raw = method(columns, spec_obj)
-    n = len(cands)
     if raw is None:
-        views, back = _materialise(cands)[1:]
-        raw = _full(weigher.weigh_objects(
-            [weights_base.WeighedHost(v) for v in views], spec_obj),
-            n)[back]
+        raw = _per_host(cands, lambda views: weigher.weigh_objects(
+            [weights_base.WeighedHost(v) for v in views], spec_obj))
         return weigher, multipliers, raw, False
-    if isinstance(raw, np.ndarray) and raw.ndim:
-        raw = np.asarray(raw, float)
-        if local:
-            kept[id(weigher)] = (multipliers, raw)
-        return weigher, multipliers, raw, local
-    raw = float(raw) if np.ndim(raw) == 0 else _full(raw, n)
+    raw = float(raw) if np.ndim(raw) == 0 else np.asarray(raw, float)
     if local:
         kept[id(weigher)] = (multipliers, raw)
-    if isinstance(raw, float) and math.isfinite(raw) and \
-            weigher.minval is None and weigher.maxval is None:
-        # The same raw weight everywhere normalises to 0.
-        return None
-    return weigher, multipliers, _full(raw, n), local
+    if isinstance(raw, float):
+        if math.isfinite(raw) and weigher.minval is None and \
+                weigher.maxval is None:
+            # The same raw weight everywhere normalises to 0.
+            return None
+        raw = _full(raw, len(cands))
+    return weigher, multipliers, raw, local
 
 
 def _row_local_for(weigher, spec_obj) -> bool:
@@ -1178,23 +1102,17 @@ def _weigh_again(cands: Candidates, spec_obj, weighers: list,
                  memo: '_Memo') -> 'Ranked | None':
     """The usual later instance, fast: the previous instance's hosts in
     its order, its weighers stacked (``memo.stack``) and the claim
-    changing a host or two.  Each row-local weigher is asked about the
-    changed hosts by its per-host form and its stack row updated in
-    place; the others are asked as usual and must still weigh every
-    host alike.  None when anything else happened: the caller weighs
-    as usual (rows already updated are updated again, to the same
-    values)."""
-    views = cands.changed_views()
-    if views is None:
-        return None
-    # Rarely (a weigher that weighed every host alike no longer does),
-    # the caller asks the changed hosts again.
+    changing a host.  Each row-local weigher is asked about the changed
+    host by its per-host form and its stack row updated in place; the
+    others are asked as usual and must still weigh every host alike.
+    None when anything else happened: the caller weighs as usual (rows
+    already updated are updated again, to the same values; rarely: a
+    weigher that weighed every host alike no longer does)."""
     positions = cands.changed().tolist()
-    weighed = [weights_base.WeighedHost(v) for v in views]
+    weighed = [weights_base.WeighedHost(v) for v in cands.changed_views()]
     stack, kept = memo.stack, memo.raw
     #: The changed host's raw weights as the last total had them.
-    previous = stack.raw[:, positions[0]].copy() if len(positions) == 1 \
-        else None
+    previous = stack.raw[:, positions[0]].copy() if positions else None
     columns = None
     row = 0
     for weigher in weighers:
@@ -1309,11 +1227,6 @@ class _Stack:
                                   for b in low], float)[:, None]
         self.clip_high = np.array([np.inf if b is None else b
                                    for b in high], float)[:, None]
-        #: ``(row, low, high)`` of the rows with a bound.
-        self.bounds = [(row, -math.inf if lo is None else lo,
-                        math.inf if hi is None else hi)
-                       for row, (lo, hi) in enumerate(zip(low, high))
-                       if lo is not None or hi is not None]
         self.low_fixed = np.array([b is not None for b in low])
         self.high_fixed = np.array([b is not None for b in high])
         self.work = np.empty_like(self.raw)
@@ -1333,18 +1246,10 @@ class _Stack:
         if positions is None:
             np.clip(self.raw, self.clip_low, self.clip_high, out=self.raw)
             return
-        # A host or two: np.clip's max-then-min written out (a NaN
-        # stays), cheaper than a clip call per host.
-        raw = self.raw
-        for row, low, high in self.bounds:
-            for position in positions:
-                value = clipped = raw[row, position]
-                if clipped < low:
-                    clipped = low
-                if clipped > high:
-                    clipped = high
-                if clipped is not value:
-                    raw[row, position] = clipped
+        for position in positions:
+            column = self.raw[:, position]
+            np.clip(column, self.clip_low[:, 0], self.clip_high[:, 0],
+                    out=column)
 
     @classmethod
     def reuse(cls, stack: '_Stack | None', terms: list) -> '_Stack':
@@ -1430,22 +1335,16 @@ def _full(raw, n: int) -> np.ndarray:
     return np.full(n, float(raw)) if np.ndim(raw) == 0 else raw
 
 
-def _changed_raw(weigher, method, cands: Candidates, spec_obj, before):
+def _changed_raw(weigher, cands: Candidates, spec_obj, before):
     """A row-local weigher's raw weights: those of the previous
-    instance (a scalar: the same for every host), the changed hosts'
-    weighed again."""
+    instance (a scalar: the same for every host), the changed host's
+    weighed again by its per-host form."""
     changed = cands.changed()
     if not len(changed):
         return before if np.ndim(before) == 0 else cands.from_memo(before)
-    views = cands.changed_views()
-    if views is not None:
-        sub = weigher.weigh_objects(
-            [weights_base.WeighedHost(v) for v in views], spec_obj)
-    else:
-        sub = method(cands.changed_columns(), spec_obj)
-        if sub is None:
-            return method(cands.columns(), spec_obj)
-    sub = np.asarray(sub, float)
+    sub = np.asarray(weigher.weigh_objects(
+        [weights_base.WeighedHost(v) for v in cands.changed_views()],
+        spec_obj), float)
     if np.ndim(before) == 0 and (sub == float(before)).all():
         return before
     raw = np.full(len(cands), float(before)) if np.ndim(before) == 0 \
@@ -1457,14 +1356,16 @@ def _changed_raw(weigher, method, cands: Candidates, spec_obj, before):
     return raw
 
 
-def _materialise(cands: Candidates) -> tuple:
-    """``(order, views in true order, positions back to base order)``."""
+def _per_host(cands: Candidates, ask) -> np.ndarray:
+    """A per-host form's answers, ``ask(views)``, by the candidates'
+    positions (asked over their views in the true order, as the per-host
+    path asks it)."""
     order = _order(cands.previous, len(cands)) if cands.previous \
         else np.arange(len(cands))
-    views = Columns(cands.snapshot, cands.rows[order]).views()
     back = np.empty(len(order), np.int64)
     back[order] = np.arange(len(order))
-    return order, views, back
+    views = Columns(cands.snapshot, cands.rows[order]).views()
+    return _full(ask(views), len(cands))[back]
 
 
 def normalized(raw: np.ndarray, minval=None, maxval=None) -> np.ndarray:
@@ -1572,25 +1473,19 @@ class Ranked:
         (``key``) as ``current(view)`` gives it now."""
         snapshot = self.cands.snapshot
         row = snapshot.row_of(key)
-        changed = []
-        #: Where the changed row is among these hosts (``changed()``).
-        positions = np.zeros(0, np.int64)
-        if row is not None:
-            found = np.flatnonzero(self.cands.rows == row)
-            if len(found):
-                view = snapshot.views[row]
-                fresh = current(view)
-                if fresh is not view:
-                    snapshot.put(row, fresh)
-                    changed.append(row)
-                    positions = found
-        memo = _Memo(np.array(changed, np.int64), self.cands.checked,
-                     self.raw, self.stack, self._order)
+        changed = None
+        if row is not None and (self.cands.rows == row).any():
+            view = snapshot.views[row]
+            fresh = current(view)
+            if fresh is not view:
+                snapshot.put(row, fresh)
+                changed = row
+        memo = _Memo(changed, self.cands.checked, self.raw, self.stack,
+                     self._order)
         cands = Candidates(snapshot, self.cands.rows,
                            self.cands.previous + [self.weights], memo,
                            np.arange(len(self.cands)))
         cands.same_as_memo = True
-        cands._changed = positions
         return cands
 
 

@@ -16,10 +16,6 @@ class DiskFilter(base.RequestScopedFilter):
     def prepare(self, spec_obj) -> int:
         return compute.requested_disk_mb(spec_obj)
 
-    @staticmethod
-    def _limit_gb(host_state) -> float:
-        return host_state.local_gb * host_state.allocation_ratio('disk')
-
     def passes(self, host_state, requested_mb: int) -> base.Verdict:
         if compute.larger_than_host(requested_mb,
                                     host_state.local_gb * 1024):
@@ -44,4 +40,5 @@ class DiskFilter(base.RequestScopedFilter):
 
     def host_limits(self, host_state, spec_obj) -> dict:
         """How far the compute (and the claim) may oversubscribe disk."""
-        return {'disk_gb': self._limit_gb(host_state)}
+        ratio = host_state.allocation_ratio('disk')
+        return {'disk_gb': host_state.local_gb * ratio}

@@ -13,10 +13,6 @@ class RamFilter(base.RequestScopedFilter):
     def prepare(self, spec_obj) -> int:
         return spec_obj.flavor.memory_mb
 
-    @staticmethod
-    def _limit(host_state) -> float:
-        return host_state.memory_mb * host_state.allocation_ratio('ram')
-
     def passes(self, host_state, requested: int) -> base.Verdict:
         if compute.larger_than_host(requested, host_state.memory_mb):
             return base.Rejected(
@@ -37,4 +33,5 @@ class RamFilter(base.RequestScopedFilter):
 
     def host_limits(self, host_state, spec_obj) -> dict:
         """How far the compute (and the claim) may oversubscribe RAM."""
-        return {'memory_mb': self._limit(host_state)}
+        ratio = host_state.allocation_ratio('ram')
+        return {'memory_mb': host_state.memory_mb * ratio}

@@ -11,10 +11,6 @@ class VCPUFilter(base.RequestScopedFilter):
     def prepare(self, spec_obj) -> int:
         return spec_obj.flavor.vcpus
 
-    @staticmethod
-    def _limit(host_state) -> float:
-        return host_state.vcpus * host_state.allocation_ratio('cpu')
-
     def passes(self, host_state, requested: int) -> base.Verdict:
         if not host_state.vcpus:
             # The compute does not know its vCPUs: do not guess.
@@ -40,4 +36,5 @@ class VCPUFilter(base.RequestScopedFilter):
         """How far the compute (and the claim) may oversubscribe vCPUs."""
         if not host_state.vcpus:
             return {}
-        return {'vcpu': self._limit(host_state)}
+        ratio = host_state.allocation_ratio('cpu')
+        return {'vcpu': host_state.vcpus * ratio}
