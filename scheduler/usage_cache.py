@@ -105,12 +105,7 @@ class SeqGaps:
                 self._open.pop(seq, None)
 
 
-#: The columns of a ``node_usage`` row as the usage store reads them.
-ROW_COLUMNS = (
-    'host', 'nodename', 'reported_memory_mb', 'reported_vcpus',
-    'reported_disk_gb', 'reported_instances', 'reported_disk_least',
-    'reported_at', 'claimed_memory_mb', 'claimed_vcpus', 'claimed_disk_gb',
-    'claimed_instances', 'generation', 'seq')
+ROW_COLUMNS = usage.USAGE_COLUMNS
 _ROW_COLUMNS = frozenset(ROW_COLUMNS)
 
 

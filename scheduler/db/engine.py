@@ -378,29 +378,3 @@ def _sqlite_writer():
 def chunks(items: Sequence, size: int = _IN_CHUNK) -> Iterator[Sequence]:
     for start in range(0, len(items), size):
         yield items[start:start + size]
-
-
-def execute_compiled(conn: sa.Connection, stmt: sa.Executable,
-                     params: dict) -> int:
-    """Run ``stmt`` with ``params``; the number of rows it changed.
-
-    ``stmt`` is built once and kept (a module constant), so SQLAlchemy's
-    compiled cache finds it by its cache key and compiles it once per
-    dialect.
-    """
-    return conn.execute(stmt, params).rowcount
-
-
-def fetch_compiled(conn: sa.Connection, stmt: sa.Executable,
-                   params: dict) -> list[tuple]:
-    """``execute_compiled``'s rows as plain tuples, each value as its
-    column's type reads it."""
-    return [tuple(row) for row in conn.execute(stmt, params)]
-
-
-def insert_many(conn: sa.Connection, stmt: sa.Insert, rows: list) -> None:
-    """Run ``stmt`` (an INSERT whose values are bound parameters named
-    as the keys of ``rows``) for every row, in one execution; a
-    duplicate key is oslo.db's ``DBDuplicateEntry`` on every database
-    (the claim relies on it)."""
-    conn.execute(stmt, rows)

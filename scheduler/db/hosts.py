@@ -34,26 +34,15 @@ def _host_dict(row: models.Host) -> dict:
     }
 
 
-_COUNTER_TABLE = models.UsageCounter.__table__
-_NEXT_REPORT_SEQ = sa.update(_COUNTER_TABLE).where(
-    _COUNTER_TABLE.c.id == models.REPORT_COUNTER_ROW).values(
-        value=_COUNTER_TABLE.c.value + 1)
-_REPORT_SEQ = sa.select(_COUNTER_TABLE.c.value).where(
-    _COUNTER_TABLE.c.id == models.REPORT_COUNTER_ROW)
-
-
 def _next_report_seq(session: orm.Session) -> int:
     """The next report sequence number, its row locked until commit.
 
     Taken first in every transaction that writes ``hosts``: writers
     take turns on it, so their rows become visible in sequence order
-    and a reader of ``host_reports_since`` misses none.
+    and a reader of ``host_reports_changed_since`` misses none.
     """
-    if session.get_bind().dialect.update_returning:
-        return session.execute(
-            _NEXT_REPORT_SEQ.returning(_COUNTER_TABLE.c.value)).scalar()
-    session.execute(_NEXT_REPORT_SEQ)
-    return session.execute(_REPORT_SEQ).scalar()
+    return models.take_counter(session.connection(),
+                               models.REPORT_COUNTER_ROW)
 
 
 def _newest_per_node(reports: Iterable[dict]) -> dict[tuple[str, str], dict]:
@@ -182,45 +171,26 @@ def host_reports_get_all() -> list[dict]:
         return [_host_dict(row) for row in rows]
 
 
-_SINCE = sa.select(
-    models.Host.host, models.Host.nodename, models.Host.seq,
-    models.Host.changed_seq, models.Host.updated_at,
-    models.Host.disabled,
-).where(models.Host.seq > sa.bindparam('seq', type_=sa.BigInteger)
-        ).order_by(models.Host.seq)
-_SINCE_NAMES = ('host', 'nodename', 'seq', 'changed_seq', 'updated_at',
-                'disabled')
-
-
-def host_reports_since(seq: int) -> list[dict]:
-    """The nodes whose rows were written after report sequence ``seq``,
-    in sequence order, without their reports: ``host``, ``nodename``,
-    ``seq``, ``changed_seq``, ``updated_at`` and ``disabled``.
-
-    Run before requests by every worker: one indexed query, which
-    returns nothing when no report was written since.
-    """
-    rows = engine.run_read(
-        lambda conn: engine.fetch_compiled(conn, _SINCE, {'seq': seq}))
-    return [dict(zip(_SINCE_NAMES, row)) for row in rows]
-
-
-_CHANGED_SINCE = sa.select(*_SINCE.selected_columns).where(
-    models.Host.changed_seq > sa.bindparam('seq', type_=sa.BigInteger)
-).order_by(models.Host.changed_seq)
+_CHANGED_SINCE_NAMES = ('host', 'nodename', 'seq', 'changed_seq',
+                        'updated_at', 'disabled')
+_CHANGED_SINCE = sa.select(
+    *[models.Host.__table__.c[name] for name in _CHANGED_SINCE_NAMES]
+).where(models.Host.changed_seq > sa.bindparam('seq', type_=sa.BigInteger)
+        ).order_by(models.Host.changed_seq)
 
 
 def host_reports_changed_since(changed_seq: int) -> list[dict]:
-    """As ``host_reports_since``, for the nodes whose report itself was
-    written after report sequence ``changed_seq`` (not only its time),
-    in ``changed_seq`` order.
+    """The nodes whose report itself (not only its time) was written
+    after report sequence ``changed_seq``, in ``changed_seq`` order,
+    without their reports: ``host``, ``nodename``, ``seq``,
+    ``changed_seq``, ``updated_at`` and ``disabled``.
 
     Run by every worker before every request: one probe of the
     ``changed_seq`` index, which finds nothing while only times change.
     """
-    rows = engine.run_read(lambda conn: engine.fetch_compiled(
-        conn, _CHANGED_SINCE, {'seq': changed_seq}))
-    return [dict(zip(_SINCE_NAMES, row)) for row in rows]
+    rows = engine.run_read(lambda conn: conn.execute(
+        _CHANGED_SINCE, {'seq': changed_seq}).all())
+    return [dict(zip(_CHANGED_SINCE_NAMES, row)) for row in rows]
 
 
 def host_report_times(keys: Sequence[tuple[str, str]]) -> list[dict]:
@@ -276,7 +246,9 @@ def host_reports_get(keys: Sequence[tuple[str, str]]) -> list[dict]:
 def report_seq() -> int:
     """The highest report sequence number handed out."""
     with transaction() as session:
-        return session.execute(_REPORT_SEQ).scalar() or 0
+        return session.execute(sa.select(models.UsageCounter.value).where(
+            models.UsageCounter.id == models.REPORT_COUNTER_ROW)
+        ).scalar() or 0
 
 
 @engine.retry_on_deadlock

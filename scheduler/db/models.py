@@ -266,6 +266,26 @@ class UsageCounter(Base):
     value: orm.Mapped[int] = orm.mapped_column(sa.BigInteger, default=0)
 
 
+_COUNTERS = UsageCounter.__table__
+#: Adds ``count`` to counter row ``counter``.
+BUMP_COUNTER = sa.update(_COUNTERS).where(
+    _COUNTERS.c.id == sa.bindparam('counter')).values(
+        value=_COUNTERS.c.value + sa.bindparam('count', type_=sa.BigInteger))
+_COUNTER_VALUE = sa.select(_COUNTERS.c.value).where(
+    _COUNTERS.c.id == sa.bindparam('counter'))
+
+
+def take_counter(conn: sa.Connection, counter: int, count: int = 1) -> int:
+    """Add ``count`` to counter row ``counter``, which stays locked until
+    the transaction ends; its new value."""
+    params = {'counter': counter, 'count': count}
+    if conn.dialect.update_returning:
+        return conn.execute(BUMP_COUNTER.returning(_COUNTERS.c.value),
+                            params).scalar()
+    conn.execute(BUMP_COUNTER, params)
+    return conn.execute(_COUNTER_VALUE, params).scalar()
+
+
 class TakenCast(Base):
     """A ``schedule_run_instance`` cast a worker took off the bus and
     has not finished with (``scheduler.db.taken_casts``).

@@ -157,7 +157,8 @@ class AlreadyPlaced(Exception):
 
 # --- reading -----------------------------------------------------------------
 
-_USAGE_COLUMNS = (
+#: The columns of a ``node_usage`` row as the functions here return it.
+USAGE_COLUMNS = (
     'host', 'nodename', 'reported_memory_mb', 'reported_vcpus',
     'reported_disk_gb', 'reported_instances', 'reported_disk_least',
     'reported_at', 'claimed_memory_mb', 'claimed_vcpus', 'claimed_disk_gb',
@@ -165,7 +166,7 @@ _USAGE_COLUMNS = (
 
 
 def _usage_dict(row) -> dict:
-    return {name: getattr(row, name) for name in _USAGE_COLUMNS}
+    return {name: getattr(row, name) for name in USAGE_COLUMNS}
 
 
 def _placement_dict(row) -> dict:
@@ -190,16 +191,25 @@ def usage_get_all() -> list[dict]:
 
 def usage_get_nodes(keys: Sequence[Key]) -> list[dict]:
     """The usage rows of the nodes ``keys`` that have one."""
-    wanted = set(keys)
-    hosts = sorted({host for host, _node in wanted})
-    found = []
     with engine.transaction() as session:
-        for chunk in engine.chunks(hosts):
-            for row in session.execute(sa.select(_USAGE).where(
-                    _USAGE.host.in_(chunk))).scalars():
-                if (row.host, row.nodename) in wanted:
-                    found.append(_usage_dict(row))
-    return found
+        return [_usage_dict(row)
+                for row in _usage_rows(session, keys).values()]
+
+
+def _usage_rows(session: orm.Session, keys: Iterable[Key],
+                lock: bool = False) -> dict:
+    """The usage rows of ``keys`` that exist, by key, in id order;
+    locked with ``lock``."""
+    wanted = set(keys)
+    rows = {}
+    for chunk in engine.chunks(sorted({host for host, _node in wanted})):
+        stmt = sa.select(_USAGE).where(_USAGE.host.in_(chunk)).order_by(
+            _USAGE.id)
+        for row in session.execute(
+                stmt.with_for_update() if lock else stmt).scalars():
+            if (row.host, row.nodename) in wanted:
+                rows[(row.host, row.nodename)] = row
+    return rows
 
 
 def changed_since(seq: int, gaps: Sequence[int] = ()) -> list[dict]:
@@ -219,26 +229,26 @@ def changed_since(seq: int, gaps: Sequence[int] = ()) -> list[dict]:
         if gaps and conn.dialect.name == 'postgresql':
             # One array parameter, adapted by the driver: an expanding
             # IN costs the client a parameter per gap at every read.
-            return engine.fetch_compiled(conn, _CHANGED_SINCE_OR_ANY, params)
-        return engine.fetch_compiled(conn, stmt, params)
+            return conn.execute(_CHANGED_SINCE_OR_ANY, params)
+        return conn.execute(stmt, params)
 
     return engine.run_read(lambda conn: [
-        dict(zip(_USAGE_COLUMNS, row)) for row in read(conn)])
+        dict(zip(USAGE_COLUMNS, row)) for row in read(conn)])
 
 
 _SEQ = _USAGE.__table__.c.seq
 _CHANGED_SINCE = sa.select(
-    *[_USAGE.__table__.c[name] for name in _USAGE_COLUMNS]).where(
+    *[_USAGE.__table__.c[name] for name in USAGE_COLUMNS]).where(
         _SEQ > sa.bindparam('seq', type_=sa.BigInteger)
 ).order_by(_SEQ)
 _CHANGED_SINCE_OR_GAPS = sa.select(
-    *[_USAGE.__table__.c[name] for name in _USAGE_COLUMNS]).where(
+    *[_USAGE.__table__.c[name] for name in USAGE_COLUMNS]).where(
         sa.or_(_SEQ > sa.bindparam('seq', type_=sa.BigInteger),
                _SEQ.in_(sa.bindparam('gaps', expanding=True,
                                      type_=sa.BigInteger)))
 ).order_by(_SEQ)
 _CHANGED_SINCE_OR_ANY = sa.select(
-    *[_USAGE.__table__.c[name] for name in _USAGE_COLUMNS]).where(
+    *[_USAGE.__table__.c[name] for name in USAGE_COLUMNS]).where(
         sa.or_(_SEQ > sa.bindparam('seq', type_=sa.BigInteger),
                _SEQ == sa.any_(sa.bindparam(
                    'gaps', type_=postgresql.ARRAY(sa.BigInteger))))
@@ -312,40 +322,28 @@ def _next_seq(conn: sa.Connection):
     """
     if conn.dialect.supports_sequences:
         return models.USAGE_SEQUENCE.next_value()
-    engine.execute_compiled(conn, _BUMP, {})
+    conn.execute(models.BUMP_COUNTER, _ONE_MORE)
     return _COUNTER_VALUE
 
 
-def _next_seqs(conn: sa.Connection, count: int) -> int:
-    """Take ``count`` sequence numbers of the counter row (a backend
-    without sequences); the last of them."""
-    bump = sa.update(_COUNTER_TABLE).where(_COUNTER_TABLE.c.id == 1).values(
-        value=_COUNTER_TABLE.c.value + count)
-    if conn.dialect.update_returning:
-        return conn.execute(bump.returning(_COUNTER_TABLE.c.value)).scalar()
-    conn.execute(bump)
-    return conn.execute(_COUNTER).scalar()
+def _execute_numbered(conn: sa.Connection, stmt: sa.Executable,
+                      rows: list) -> None:
+    """Run ``stmt`` for ``rows`` in one execution, each row writing the
+    next usage sequence number, in order."""
+    if conn.dialect.supports_sequences:
+        conn.execute(stmt.values(seq=models.USAGE_SEQUENCE.next_value()),
+                     rows)
+        return
+    first = models.take_counter(conn, models.USAGE_COUNTER_ROW,
+                                len(rows)) - len(rows) + 1
+    conn.execute(stmt, [dict(row, seq=first + n)
+                        for n, row in enumerate(rows)])
 
 
-_COUNTER_TABLE = models.UsageCounter.__table__
-_BUMP = sa.update(_COUNTER_TABLE).where(_COUNTER_TABLE.c.id == 1).values(
-    value=_COUNTER_TABLE.c.value + 1)
-_COUNTER = sa.select(_COUNTER_TABLE.c.value).where(_COUNTER_TABLE.c.id == 1)
-_COUNTER_VALUE = _COUNTER.scalar_subquery()
-
-
-def _lock_usage(session: orm.Session, keys: Iterable[Key]) -> dict:
-    """The usage rows of ``keys`` that exist, locked, in id order."""
-    wanted = set(keys)
-    hosts = sorted({host for host, _node in wanted})
-    rows = {}
-    for chunk in engine.chunks(hosts):
-        for row in session.execute(
-                sa.select(_USAGE).where(_USAGE.host.in_(chunk))
-                .order_by(_USAGE.id).with_for_update()).scalars():
-            if (row.host, row.nodename) in wanted:
-                rows[(row.host, row.nodename)] = row
-    return rows
+_ONE_MORE = {'counter': models.USAGE_COUNTER_ROW, 'count': 1}
+_COUNTER_VALUE = sa.select(models.UsageCounter.__table__.c.value).where(
+    models.UsageCounter.__table__.c.id == models.USAGE_COUNTER_ROW
+).scalar_subquery()
 
 
 # --- claims ------------------------------------------------------------------
@@ -356,6 +354,15 @@ class _NoUsageRow(Exception):
     def __init__(self, request: ClaimRequest):
         super().__init__('%s/%s' % (request.host, request.nodename))
         self.request = request
+
+
+def _refused(conn: sa.Connection, request: ClaimRequest) -> Exception:
+    """Why the claim UPDATE of ``request``'s node changed no row."""
+    if conn.execute(sa.select(_USAGE.id).where(
+            _USAGE.host == request.host,
+            _USAGE.nodename == request.nodename)).first() is None:
+        return _NoUsageRow(request)
+    return ClaimConflict((request.host, request.nodename))
 
 
 def _create_usage_row(claim: ClaimRequest) -> None:
@@ -411,9 +418,9 @@ def _take(conn: sa.Connection, claims: Sequence[Placement], sign: int = 1,
     returning = check and conn.dialect.update_returning
     stmt = _take_statement(limited, generation, native_seq, returning)
     if returning:
-        rows = engine.fetch_compiled(conn, stmt, params)
-        return dict(zip(_USAGE_COLUMNS, rows[0])) if rows else None
-    if engine.execute_compiled(conn, stmt, params) != 1:
+        row = conn.execute(stmt, params).first()
+        return None if row is None else dict(zip(USAGE_COLUMNS, row))
+    if conn.execute(stmt, params).rowcount != 1:
         return None
     return _usage_row(conn, first.host, first.nodename) if check else {}
 
@@ -485,7 +492,7 @@ def _take_statement(limited: tuple, generation: bool, native_seq: bool,
     stmt = stmt.values(**values)
     if returning:
         table = _USAGE.__table__
-        stmt = stmt.returning(*[table.c[name] for name in _USAGE_COLUMNS])
+        stmt = stmt.returning(*[table.c[name] for name in USAGE_COLUMNS])
     _TAKE_STATEMENTS[key] = stmt
     return stmt
 
@@ -560,16 +567,12 @@ def _claim_many(requests: Sequence[ClaimRequest],
         for key in sorted(by_node):
             after[key] = _take(conn, by_node[key], bumped=True)
             if after[key] is None:
-                if conn.execute(sa.select(_USAGE.id).where(
-                        _USAGE.host == key[0],
-                        _USAGE.nodename == key[1])).first() is None:
-                    raise _NoUsageRow(by_node[key][0])
-                raise ClaimConflict(key)
+                raise _refused(conn, by_node[key][0])
         if look_first:
             for key in _replace_earlier(conn, requests) & set(after):
                 after[key] = _usage_row(conn, *key)
         rows = [_pending_values(request, now) for request in requests]
-        engine.insert_many(conn, _INSERT_PENDING, rows)
+        conn.execute(_INSERT_PENDING, rows)
         if settles:
             taken_casts.renew_in(conn, taken)
         return [dict(row, numa=request.numa, pci=request.pci,
@@ -608,15 +611,10 @@ def _claim_in_one_statement(requests: Sequence[ClaimRequest],
     stmt = _one_statement(limited, generation, len(rows))
 
     def claim_in(conn) -> list[dict]:
-        found = engine.fetch_compiled(conn, stmt, params)
-        if not found:
-            first = requests[0]
-            if conn.execute(sa.select(_USAGE.id).where(
-                    _USAGE.host == first.host,
-                    _USAGE.nodename == first.nodename)).first() is None:
-                raise _NoUsageRow(first)
-            raise ClaimConflict((first.host, first.nodename))
-        after = dict(zip(_USAGE_COLUMNS, found[0]))
+        found = conn.execute(stmt, params).first()
+        if found is None:
+            raise _refused(conn, requests[0])
+        after = dict(zip(USAGE_COLUMNS, found))
         return [dict(row, numa=request.numa, pci=request.pci, usage=after)
                 for row, request in zip(rows, requests)]
 
@@ -643,7 +641,7 @@ def _one_statement(limited: tuple, generation: bool,
     source = selects[0] if count == 1 else sa.union_all(*selects)
     placed = sa.insert(table).from_select(
         [column.name for column in table.columns], source).cte('placed')
-    stmt = sa.select(*[taken.c[name] for name in _USAGE_COLUMNS]
+    stmt = sa.select(*[taken.c[name] for name in USAGE_COLUMNS]
                      ).add_cte(placed)
     _ONE_STATEMENTS[key] = stmt
     return stmt
@@ -703,7 +701,7 @@ def _usage_row(conn: sa.Connection, host: str, nodename: str) -> dict:
     worker's cache takes it as is when no other change came between."""
     table = _USAGE.__table__
     return dict(conn.execute(
-        sa.select(*[table.c[name] for name in _USAGE_COLUMNS]).where(
+        sa.select(*[table.c[name] for name in USAGE_COLUMNS]).where(
             table.c.host == host, table.c.nodename == nodename)
     ).one()._mapping)
 
@@ -743,7 +741,7 @@ def _drop(session: orm.Session, uuids: Sequence[str],
     # a usage row after an instance row: a report's transaction locks
     # them the other way round, and the two deadlocked after every
     # database outage.
-    _lock_usage(session, [(r.host, r.nodename) for r in rows])
+    _usage_rows(session, [(r.host, r.nodename) for r in rows], lock=True)
     dropped = []
     for row in rows:
         try:
@@ -855,7 +853,7 @@ def apply_reports(reports: Sequence[NodeReport]) -> list[str]:
         return []
     confirmed = []
     with engine.transaction() as session:
-        rows = _lock_usage(session, newest)
+        rows = _usage_rows(session, newest, lock=True)
         hosts = sorted({host for host, _node in newest})
         pending: dict[Key, list] = {}
         settled: dict[Key, list] = {}
@@ -947,7 +945,9 @@ def apply_reports(reports: Sequence[NodeReport]) -> list[str]:
         if changed:
             _update_usage_rows(session.connection(), changed)
         if new_rows:
-            _insert_usage_rows(session.connection(), new_rows)
+            # A service's first flush writes every node: one statement.
+            _execute_numbered(session.connection(), sa.insert(_USAGE),
+                              new_rows)
         session.flush()
     return confirmed
 
@@ -967,15 +967,9 @@ def _update_usage_rows(conn: sa.Connection, changed: list) -> None:
         _update_from_values(conn, changed)
         return
     table = _USAGE.__table__
-    stmt = sa.update(table).where(table.c.id == sa.bindparam('_id')).values(
-        generation=table.c.generation + 1)
-    if conn.dialect.supports_sequences:
-        conn.execute(stmt.values(seq=models.USAGE_SEQUENCE.next_value()),
-                     changed)
-        return
-    first = _next_seqs(conn, len(changed)) - len(changed) + 1
-    conn.execute(stmt, [dict(values, seq=first + n)
-                        for n, values in enumerate(changed)])
+    _execute_numbered(conn, sa.update(table).where(
+        table.c.id == sa.bindparam('_id')).values(
+            generation=table.c.generation + 1), changed)
 
 
 def _update_from_values(conn: sa.Connection, changed: list) -> None:
@@ -1036,22 +1030,6 @@ def _unlist(session: orm.Session, inst, reported_at) -> bool:
         table.c.pending.is_(False)).values(
             pending=True, status=instances.UNLISTED,
             updated_at=reported_at)).rowcount == 1
-
-
-def _insert_usage_rows(conn: sa.Connection, rows: list) -> None:
-    """New nodes' usage rows, in order, with increasing sequence
-    numbers: one statement for them all (a service's first flush
-    writes every node, and a statement per row made that flush the
-    slowest thing the service does)."""
-    table = _USAGE.__table__
-    if conn.dialect.supports_sequences:
-        conn.execute(sa.insert(table).values(
-            seq=models.USAGE_SEQUENCE.next_value()), rows)
-        return
-    last = _next_seqs(conn, len(rows))
-    first = last - len(rows) + 1
-    conn.execute(sa.insert(table), [dict(row, seq=first + i)
-                                    for i, row in enumerate(rows)])
 
 
 def confirm(host: str, instance_uuids: Iterable[str]) -> int:
