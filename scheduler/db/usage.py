@@ -219,39 +219,34 @@ def changed_since(seq: int, gaps: Sequence[int] = ()) -> list[dict]:
 
     Asked before every request: plain rows, no ORM objects.
     """
-    params = {'seq': seq}
-    stmt = _CHANGED_SINCE
-    if gaps:
-        params['gaps'] = list(gaps)
-        stmt = _CHANGED_SINCE_OR_GAPS
+    params = {'seq': seq, 'gaps': list(gaps)} if gaps else {'seq': seq}
 
-    def read(conn):
-        if gaps and conn.dialect.name == 'postgresql':
+    def read(conn) -> list[dict]:
+        if not gaps:
+            stmt = _CHANGED_SINCE
+        elif conn.dialect.name == 'postgresql':
             # One array parameter, adapted by the driver: an expanding
             # IN costs the client a parameter per gap at every read.
-            return conn.execute(_CHANGED_SINCE_OR_ANY, params)
-        return conn.execute(stmt, params)
+            stmt = _CHANGED_SINCE_OR_ANY
+        else:
+            stmt = _CHANGED_SINCE_OR_GAPS
+        return [dict(zip(USAGE_COLUMNS, row))
+                for row in conn.execute(stmt, params)]
 
-    return engine.run_read(lambda conn: [
-        dict(zip(USAGE_COLUMNS, row)) for row in read(conn)])
+    return engine.run_read(read)
 
 
+#: A ``node_usage`` row's ``USAGE_COLUMNS``.
+_SELECT_USAGE = sa.select(*[_USAGE.__table__.c[name]
+                            for name in USAGE_COLUMNS])
 _SEQ = _USAGE.__table__.c.seq
-_CHANGED_SINCE = sa.select(
-    *[_USAGE.__table__.c[name] for name in USAGE_COLUMNS]).where(
-        _SEQ > sa.bindparam('seq', type_=sa.BigInteger)
+_AFTER = _SEQ > sa.bindparam('seq', type_=sa.BigInteger)
+_CHANGED_SINCE = _SELECT_USAGE.where(_AFTER).order_by(_SEQ)
+_CHANGED_SINCE_OR_GAPS = _SELECT_USAGE.where(sa.or_(_AFTER, _SEQ.in_(
+    sa.bindparam('gaps', expanding=True, type_=sa.BigInteger)))
 ).order_by(_SEQ)
-_CHANGED_SINCE_OR_GAPS = sa.select(
-    *[_USAGE.__table__.c[name] for name in USAGE_COLUMNS]).where(
-        sa.or_(_SEQ > sa.bindparam('seq', type_=sa.BigInteger),
-               _SEQ.in_(sa.bindparam('gaps', expanding=True,
-                                     type_=sa.BigInteger)))
-).order_by(_SEQ)
-_CHANGED_SINCE_OR_ANY = sa.select(
-    *[_USAGE.__table__.c[name] for name in USAGE_COLUMNS]).where(
-        sa.or_(_SEQ > sa.bindparam('seq', type_=sa.BigInteger),
-               _SEQ == sa.any_(sa.bindparam(
-                   'gaps', type_=postgresql.ARRAY(sa.BigInteger))))
+_CHANGED_SINCE_OR_ANY = _SELECT_USAGE.where(sa.or_(_AFTER, _SEQ == sa.any_(
+    sa.bindparam('gaps', type_=postgresql.ARRAY(sa.BigInteger))))
 ).order_by(_SEQ)
 
 
@@ -699,11 +694,8 @@ def _pending_values(request: ClaimRequest,
 def _usage_row(conn: sa.Connection, host: str, nodename: str) -> dict:
     """The node's usage row as this transaction left it: the claiming
     worker's cache takes it as is when no other change came between."""
-    table = _USAGE.__table__
-    return dict(conn.execute(
-        sa.select(*[table.c[name] for name in USAGE_COLUMNS]).where(
-            table.c.host == host, table.c.nodename == nodename)
-    ).one()._mapping)
+    return dict(zip(USAGE_COLUMNS, conn.execute(_SELECT_USAGE.where(
+        _USAGE.host == host, _USAGE.nodename == nodename)).one()))
 
 
 def _as_request(row) -> ClaimRequest:
@@ -1038,75 +1030,62 @@ def confirm(host: str, instance_uuids: Iterable[str]) -> int:
     Their usage stays counted as pending until a report lists them: the
     compute's next report is what moves it into ``reported_*``.
     """
-    chunks = list(engine.chunks(sorted(set(instance_uuids))))
-    if len(chunks) == 1 and engine.statements_commit_alone():
-        # One statement needs no transaction: without BEGIN and COMMIT
-        # the rows are not held locked across the round trips of a
-        # worker busy with other requests (as for the claim).
-        return engine.run_autocommit(
-            lambda conn: conn.execute(_activate(host, chunks[0])).rowcount)
-    with engine.transaction() as session:
-        return _confirm_in(session, host, chunks)
+    return confirm_many([(host, instance_uuids)])[0]
 
 
-def _activate(host: str, chunk: Sequence[str]) -> sa.Update:
-    """The UPDATE that marks ``host``'s claims among ``chunk`` active."""
-    return (sa.update(_INST).where(_INST.instance_uuid.in_(chunk),
-                                   _INST.host == host,
-                                   _INST.status == instances.CLAIMED)
-            .values(status=instances.ACTIVE, updated_at=timeutils.utcnow()))
-
-
-def _confirm_in(session: orm.Session, host: str,
-                chunks: Sequence[Sequence[str]]) -> int:
-    return sum(session.execute(_activate(host, chunk)).rowcount
-               for chunk in chunks)
-
-
-def confirm_many(builds: Sequence[tuple[str, Sequence[str]]]) -> list[int]:
+def confirm_many(builds: Sequence[tuple[str, Iterable[str]]]) -> list[int]:
     """``confirm`` for several computes' news at once: ``builds`` is
     ``(host, instance_uuids)`` pairs; returns, for each, how many of its
-    claims it marked active.
+    claims it marked active.  A claim is marked only by the host it was
+    placed on.
 
-    One statement where the database returns rows from an UPDATE and
-    commits a statement alone (PostgreSQL): ``UPDATE instances ...
-    WHERE (instance_uuid, host) IN (...) AND status = 'claimed'
-    RETURNING instance_uuid, host``.  A claim is marked only by the
-    host it was placed on, as by ``confirm``; setting what is set
-    already changes nothing, so the statement may run again.  On SQLite
-    one transaction; elsewhere one ``confirm`` each.
+    Where a statement commits alone (PostgreSQL): one ``UPDATE ... WHERE
+    (instance_uuid, host) IN (...) AND status = 'claimed' RETURNING``,
+    in no transaction, so the rows are not held locked across the round
+    trips of a worker busy with other requests; setting what is set
+    already changes nothing, so it may run again.  On SQLite, which
+    writes a transaction at a time with an fsync at each commit, one
+    transaction; elsewhere one transaction a compute.
     """
+    builds = [(host, sorted(set(uuids))) for host, uuids in builds]
     wanted = sorted({(uuid, host) for host, uuids in builds
                      for uuid in uuids})
     if not wanted:
         return [0] * len(builds)
-    if engine.get_engine().dialect.name == 'sqlite':
-        # SQLite writes one transaction at a time, with an fsync at
-        # each commit: one transaction for the batch, not one each.
-        with engine.transaction() as session:
-            return [_confirm_in(session, host,
-                                list(engine.chunks(sorted(set(uuids)))))
-                    for host, uuids in builds]
-    if not engine.statements_commit_alone():
-        return [confirm(host, uuids) for host, uuids in builds]
     table = _INST.__table__
-
-    def activate(conn) -> set:
-        marked = set()
-        for chunk in engine.chunks(wanted):
-            stmt = (sa.update(table)
-                    .where(sa.tuple_(table.c.instance_uuid,
-                                     table.c.host).in_(chunk),
-                           table.c.status == instances.CLAIMED)
+    if engine.statements_commit_alone():
+        def activate_all(conn) -> set:
+            marked = set()
+            for chunk in engine.chunks(wanted):
+                marked.update(tuple(row) for row in conn.execute(
+                    sa.update(table).where(
+                        sa.tuple_(table.c.instance_uuid,
+                                  table.c.host).in_(chunk),
+                        table.c.status == instances.CLAIMED)
                     .values(status=instances.ACTIVE,
                             updated_at=timeutils.utcnow())
-                    .returning(table.c.instance_uuid, table.c.host))
-            marked.update((row[0], row[1]) for row in conn.execute(stmt))
-        return marked
+                    .returning(table.c.instance_uuid, table.c.host)))
+            return marked
 
-    marked = engine.run_autocommit(activate)
-    return [len({(uuid, host) for uuid in uuids} & marked)
-            for host, uuids in builds]
+        marked = engine.run_autocommit(activate_all)
+        return [len({(uuid, host) for uuid in uuids} & marked)
+                for host, uuids in builds]
+
+    def activate(session: orm.Session, host: str, uuids: list) -> int:
+        return sum(session.execute(sa.update(table).where(
+            table.c.instance_uuid.in_(chunk), table.c.host == host,
+            table.c.status == instances.CLAIMED).values(
+                status=instances.ACTIVE, updated_at=timeutils.utcnow())
+        ).rowcount for chunk in engine.chunks(uuids))
+
+    if engine.get_engine().dialect.name == 'sqlite':
+        with engine.transaction() as session:
+            return [activate(session, host, uuids) for host, uuids in builds]
+    counts = []
+    for host, uuids in builds:
+        with engine.transaction() as session:
+            counts.append(activate(session, host, uuids))
+    return counts
 
 
 @engine.retry_on_deadlock
