@@ -154,15 +154,6 @@ class UsageRow:
     def items(self) -> list:
         return [(name, getattr(self, name)) for name in self.keys()]
 
-    def __iter__(self) -> typing.Iterator:
-        return iter(self.keys())
-
-    def __len__(self) -> int:
-        return len(self.keys())
-
-    def __contains__(self, name) -> bool:
-        return name in _ROW_COLUMNS and hasattr(self, name)
-
     def __eq__(self, other) -> bool:
         if isinstance(other, (UsageRow, dict)):
             return dict(self.items()) == dict(other.items())

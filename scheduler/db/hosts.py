@@ -154,13 +154,17 @@ def host_reports_touch(keys: list, when: datetime.datetime) -> int:
     with transaction() as session:
         seq = _next_report_seq(session)
         for chunk in chunks(sorted(keys)):
-            # The host list lets every backend use the (host, nodename)
-            # index; the pairs pick the nodes.
             session.execute(sa.update(table).where(
-                table.host.in_(sorted({host for host, _node in chunk})),
-                sa.tuple_(table.host, table.nodename).in_(chunk),
-                table.updated_at < when).values(updated_at=when, seq=seq))
+                *_nodes(chunk), table.updated_at < when).values(
+                    updated_at=when, seq=seq))
     return seq
+
+
+def _nodes(chunk: Sequence[tuple[str, str]]) -> tuple:
+    """The WHERE clauses of nodes ``chunk``: the host list lets every
+    backend use the (host, nodename) index; the pairs pick the nodes."""
+    return (models.Host.host.in_(sorted({host for host, _node in chunk})),
+            sa.tuple_(models.Host.host, models.Host.nodename).in_(chunk))
 
 
 def host_reports_get_all() -> list[dict]:
@@ -203,31 +207,23 @@ def host_report_times(keys: Sequence[tuple[str, str]]) -> list[dict]:
     (host, nodename) index, so a worker pays for the nodes it asks
     about, not for every time the deployment renewed.
     """
-    wanted = set(keys)
-    found = []
     table = models.Host
     with transaction() as session:
-        for chunk in chunks(sorted(wanted)):
-            # The host list lets every backend use the (host, nodename)
-            # index; the pairs pick the nodes (as ``host_reports_touch``).
-            for host, nodename, updated in session.execute(sa.select(
+        return [{'host': host, 'nodename': nodename, 'updated_at': updated}
+                for chunk in chunks(sorted(set(keys)))
+                for host, nodename, updated in session.execute(sa.select(
                     table.host, table.nodename, table.updated_at).where(
-                    table.host.in_(sorted({h for h, _n in chunk})),
-                    sa.tuple_(table.host, table.nodename).in_(chunk))):
-                found.append({'host': host, 'nodename': nodename,
-                              'updated_at': updated})
-    return found
+                        *_nodes(chunk)))]
 
 
 def host_reports_get(keys: Sequence[tuple[str, str]]) -> list[dict]:
     """The stored nodes ``keys`` (``(host, nodename)``) with their
     reports decoded, as ``host_reports_get_all`` gives them.
 
-    Part of the freshness read before a request, read as
-    ``host_reports_changed_since`` reads (``engine.run_read``): on
-    PostgreSQL in autocommit, one round trip a chunk where BEGIN,
-    SELECT and COMMIT were three; each statement took a snapshot of its
-    own in the transaction too (READ COMMITTED)."""
+    Part of the freshness read before a request: outside a transaction
+    (``engine.run_read``), one round trip a chunk on PostgreSQL; each
+    statement reads a snapshot of its own either way (READ
+    COMMITTED)."""
     wanted = set(keys)
     hosts = sorted({host for host, _node in wanted})
 

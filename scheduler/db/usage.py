@@ -254,12 +254,9 @@ def pending_claims(keys: Iterable[Key] | None = None) -> list[dict]:
     """Pending placements on the nodes ``keys`` (every node for None).
 
     Of given nodes (part of the freshness read before a request), read
-    as ``changed_since`` reads (``engine.run_read``): on PostgreSQL in
-    autocommit, one round trip a statement where BEGIN, SELECT and
-    COMMIT were three.  What is read is the same: under READ COMMITTED
-    each statement took a snapshot of its own in the transaction too,
-    and a node's claims come from one statement (a host's nodes are in
-    one chunk).
+    outside a transaction (``engine.run_read``): a node's claims come
+    from one statement (a host's nodes are in one chunk), which under
+    READ COMMITTED reads a snapshot of its own either way.
     """
     if keys is None:
         with engine.transaction() as session:
