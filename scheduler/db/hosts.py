@@ -67,26 +67,6 @@ def _newest_per_node(reports: Iterable[dict]) -> dict[tuple[str, str], dict]:
     return newest
 
 
-def _lock_existing_nodes(session: orm.Session, hosts: Sequence[str]
-                         ) -> dict[tuple[str, str], sa.Row]:
-    """The stored nodes of ``hosts``, by key, locked until commit.
-
-    The lock keeps a concurrent flush from slipping a newer report in
-    between this read and our write.
-    """
-    table = models.Host
-    found = {}
-    for chunk in chunks(hosts):
-        rows = session.execute(
-            sa.select(table.id, table.host, table.nodename,
-                      table.created_at, table.updated_at)
-            .where(table.host.in_(chunk))
-            .with_for_update())
-        for row in rows:
-            found[(row.host, row.nodename)] = row
-    return found
-
-
 @engine.retry_on_conflict
 def host_reports_save(reports: list[dict]) -> int | None:
     """Store the last report of many nodes at once.
@@ -117,8 +97,16 @@ def host_reports_save(reports: list[dict]) -> int | None:
         seq = _next_report_seq(session)
         for values in newest.values():
             values['seq'] = values['changed_seq'] = seq
-        existing = _lock_existing_nodes(
-            session, sorted({host for host, _node in newest}))
+        # Locked: a concurrent flush cannot slip a newer report in
+        # between this read and the write.
+        table = models.Host
+        existing = {
+            (row.host, row.nodename): row
+            for chunk in chunks(sorted({host for host, _node in newest}))
+            for row in session.execute(sa.select(
+                table.id, table.host, table.nodename, table.created_at,
+                table.updated_at).where(table.host.in_(chunk))
+                .with_for_update())}
         new_rows, kept_rows = [], []
         for key, values in newest.items():
             stored = existing.get(key)

@@ -140,13 +140,8 @@ class AggregateMetadata(Base):
 
 
 class Instance(Base):
-    """A placement: the resources an instance holds on a node.
-
-    ``status`` is ``'claimed'`` from the scheduler's decision until the
-    compute reports the instance, then ``'active'``; ``'unlisted'``
-    (pending again) while the node's reports no longer list it
-    (``scheduler.db.usage``).
-    """
+    """A placement: the resources an instance holds on a node; its
+    ``status`` is one of ``scheduler.db.instances``'."""
 
     __tablename__ = 'instances'
     __table_args__ = (
@@ -188,16 +183,12 @@ USAGE_SEQUENCE = sa.Sequence('usage_seq', start=1)
 
 
 class NodeUsage(Base):
-    """What a node has given out: the authority every claim checks.
+    """What a node has given out: the authority every claim checks
+    (``scheduler.db.usage`` states the rules).
 
     ``reported_*`` are the usage of the compute's last report written
     here; ``claimed_*`` the sum of the pending claims (instances placed
-    but not yet in a report).  A claim is one conditional UPDATE of this
-    row that checks ``reported + claimed + request <= limit`` (and,
-    for disk, ``claimed + request`` within the reported
-    ``disk_available_least``); a report
-    that lists pending instances moves their usage from ``claimed_*`` to
-    ``reported_*`` in one transaction.  ``generation`` counts changes
+    but not yet in a report).  ``generation`` counts changes
     (compare-and-swap for claims the UPDATE cannot check, NUMA and PCI),
     ``seq`` orders them across the whole table.
     """

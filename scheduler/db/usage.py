@@ -942,18 +942,22 @@ def apply_reports(reports: Sequence[NodeReport]) -> list[str]:
 
 
 def _update_usage_rows(conn: sa.Connection, changed: list) -> None:
-    """Write the reported usage of existing rows (``_id``: the row's id)
-    in one statement per batch, not one per row.
+    """Write the reported usage of existing rows (``_id``: the row's id,
+    and the ``_REPORTED`` columns) a batch a statement, not a statement
+    a row: the rows stay locked until the transaction ends and claims on
+    those nodes wait, while under eventlet every statement is a round
+    trip during which the worker serves other requests.
 
-    Their rows stay locked until the transaction ends, and claims on
-    those nodes wait for them: under eventlet every statement is a
-    round trip during which the worker serves other requests, so a
-    statement per row kept a thousand rows locked for seconds.  Every
-    row gets the same new values' names (``_report_values`` and the
-    claimed totals).
+    On PostgreSQL ``UPDATE ... FROM unnest(arrays)``: psycopg2 sends an
+    executemany as a statement a row.  One array parameter a column,
+    adapted by the driver, so the statement's text does not depend on
+    the rows and is compiled once.
     """
     if conn.dialect.name == 'postgresql':
-        _update_from_values(conn, changed)
+        for chunk in engine.chunks(changed):
+            conn.execute(_UPDATE_FROM_ARRAYS, {
+                name: [values[name] for values in chunk]
+                for name in ('_id',) + _REPORTED})
         return
     table = _USAGE.__table__
     _execute_numbered(conn, sa.update(table).where(
@@ -961,32 +965,14 @@ def _update_usage_rows(conn: sa.Connection, changed: list) -> None:
             generation=table.c.generation + 1), changed)
 
 
-def _update_from_values(conn: sa.Connection, changed: list) -> None:
-    """PostgreSQL: ``UPDATE ... FROM unnest(arrays)``, a batch a statement
-    (psycopg2 sends an executemany as one statement per row).
-
-    One array parameter a column, adapted by the driver: the statement's
-    text does not depend on the rows, so it is compiled once, whereas a
-    ``VALUES`` list of literal rows was compiled again for every batch,
-    each value rendered by the client (most of a busy report's write).
-    """
-    names = tuple(sorted(name for name in changed[0] if name != '_id'))
-    stmt = _UPDATE_FROM_ARRAYS.get(names)
-    if stmt is None:
-        stmt = _UPDATE_FROM_ARRAYS[names] = _update_from_arrays(names)
-    for chunk in engine.chunks(changed, 500):
-        conn.execute(stmt, {name: [values[name] for values in chunk]
-                            for name in ('_id',) + names})
+#: What a report's write sets: ``_report_values`` and the claimed totals.
+_REPORTED = USAGE_COLUMNS[2:-2]
 
 
-#: The statements of ``_update_from_values``, by the names they write.
-_UPDATE_FROM_ARRAYS: dict = {}
-
-
-def _update_from_arrays(names: tuple) -> sa.Update:
+def _update_from_arrays() -> sa.Update:
     table = _USAGE.__table__
     columns = [('_id', table.c.id.type)] + [(name, table.c[name].type)
-                                            for name in names]
+                                            for name in _REPORTED]
     # Each array typed (the dialect renders the cast): an array of NULLs
     # alone (no disk measured anywhere) would otherwise be text.
     rows = sa.func.unnest(*[
@@ -995,9 +981,12 @@ def _update_from_arrays(names: tuple) -> sa.Update:
             *[sa.column(name, type_) for name, type_ in columns],
             name='reported').render_derived(name='reported')
     return (sa.update(table).where(table.c.id == rows.c._id)
-            .values({name: rows.c[name] for name in names})
+            .values({name: rows.c[name] for name in _REPORTED})
             .values(generation=table.c.generation + 1,
                     seq=models.USAGE_SEQUENCE.next_value()))
+
+
+_UPDATE_FROM_ARRAYS = _update_from_arrays()
 
 
 def _count(change: dict, inst, sign: int) -> None:
