@@ -91,8 +91,11 @@ class HostManager:
         #: One load at a time; the others wait for it.  The runtime's
         #: lock (green under eventlet): it is held across queries.
         self._load_lock = threading.Lock()
-        #: Builds' confirmations, written together (``group_commit``).
-        self._confirms = group_commit.GroupCommit(self._confirm_many)
+        #: Builds' confirmations, written together (``group_commit``):
+        #: one statement where the store can, not a pooled connection
+        #: each.
+        self._confirms = group_commit.GroupCommit(
+            lambda builds: self.usage_db.confirm_many(builds))
 
     # -- loading and saving ---------------------------------------------
 
@@ -766,12 +769,6 @@ class HostManager:
             with self._lock:
                 self._usage_cache.confirmed(self._reports.nodes_of(host),
                                             instance_uuids)
-
-    def _confirm_many(self, builds: list) -> list:
-        """Write the confirmations of ``builds`` (``(host, uuids)``
-        pairs) that arrived together: one statement where the store can
-        (``confirm_many``), instead of a pooled connection each."""
-        return self.usage_db.confirm_many(builds)
 
     def sync_instance_info(self, host: str, instance_uuids: list) -> list:
         """A compute's complete list of its instances, sent now and then.

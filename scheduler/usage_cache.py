@@ -105,12 +105,7 @@ class SeqGaps:
                 self._open.pop(seq, None)
 
 
-#: The columns of a ``node_usage`` row as the usage store reads them.
-ROW_COLUMNS = (
-    'host', 'nodename', 'reported_memory_mb', 'reported_vcpus',
-    'reported_disk_gb', 'reported_instances', 'reported_disk_least',
-    'reported_at', 'claimed_memory_mb', 'claimed_vcpus', 'claimed_disk_gb',
-    'claimed_instances', 'generation', 'seq')
+ROW_COLUMNS = usage.USAGE_COLUMNS
 _ROW_COLUMNS = frozenset(ROW_COLUMNS)
 
 
@@ -158,15 +153,6 @@ class UsageRow:
 
     def items(self) -> list:
         return [(name, getattr(self, name)) for name in self.keys()]
-
-    def __iter__(self) -> typing.Iterator:
-        return iter(self.keys())
-
-    def __len__(self) -> int:
-        return len(self.keys())
-
-    def __contains__(self, name) -> bool:
-        return name in _ROW_COLUMNS and hasattr(self, name)
 
     def __eq__(self, other) -> bool:
         if isinstance(other, (UsageRow, dict)):

@@ -92,6 +92,16 @@ def _flush(session: orm.Session, agg: models.Aggregate) -> None:
         raise
 
 
+def _changed(session: orm.Session, agg: models.Aggregate,
+             hosts: list[str] | None = None) -> dict:
+    """``agg`` changed: stamped, flushed; as returned (with ``hosts``, or
+    those read)."""
+    agg.updated_at = timeutils.utcnow()
+    _flush(session, agg)
+    return _aggregate_dict(agg, _hosts_of(session, agg) if hosts is None
+                           else hosts)
+
+
 def _set_metadata(agg: models.Aggregate, metadata: dict) -> None:
     """Set keys in place (a value of None removes the key).
 
@@ -225,9 +235,7 @@ def aggregate_update(ident: AggregateIdent, name: str | None = None,
             agg.name = name
         if availability_zone is not _UNSET:
             _set_metadata(agg, {AVAILABILITY_ZONE_KEY: availability_zone})
-        agg.updated_at = timeutils.utcnow()
-        _flush(session, agg)
-        return _aggregate_dict(agg, _hosts_of(session, agg))
+        return _changed(session, agg)
 
 
 @engine.retry_on_deadlock
@@ -236,9 +244,7 @@ def aggregate_metadata_set(ident: AggregateIdent, metadata: dict) -> dict:
     with transaction() as session:
         agg = _find_aggregate(session, ident)
         _set_metadata(agg, metadata)
-        agg.updated_at = timeutils.utcnow()
-        _flush(session, agg)
-        return _aggregate_dict(agg, _hosts_of(session, agg))
+        return _changed(session, agg)
 
 
 def aggregate_metadata_unset(ident: AggregateIdent,
@@ -261,9 +267,7 @@ def aggregate_host_add(ident: AggregateIdent, host: str) -> dict:
         except db_exc.DBDuplicateEntry as exc:
             raise exception.AggregateHostExists(
                 host=host, aggregate=ident) from exc
-        agg.updated_at = timeutils.utcnow()
-        session.flush()
-        return _aggregate_dict(agg, sorted(hosts + [host]))
+        return _changed(session, agg, sorted(hosts + [host]))
 
 
 @engine.retry_on_deadlock
@@ -275,9 +279,7 @@ def aggregate_host_remove(ident: AggregateIdent, host: str) -> dict:
                 _HOSTS.c.aggregate_id == agg.id,
                 _HOSTS.c.host == host)).rowcount:
             raise exception.AggregateHostNotFound(host=host, aggregate=ident)
-        agg.updated_at = timeutils.utcnow()
-        session.flush()
-        return _aggregate_dict(agg, _hosts_of(session, agg))
+        return _changed(session, agg)
 
 
 @engine.retry_on_deadlock

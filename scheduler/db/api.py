@@ -33,7 +33,6 @@ from scheduler.db.hosts import host_reports_changed_since
 from scheduler.db.hosts import host_reports_get
 from scheduler.db.hosts import host_reports_get_all
 from scheduler.db.hosts import host_reports_save
-from scheduler.db.hosts import host_reports_since
 from scheduler.db.hosts import host_reports_touch
 from scheduler.db.hosts import report_seq
 from scheduler.db.instances import ACTIVE
@@ -47,9 +46,7 @@ __all__ = [
     'aggregate_metadata_set', 'aggregate_metadata_unset',
     'aggregate_update', 'aggregate_upsert', 'aggregates_stamp',
     'get_engine', 'host_delete', 'host_report_times',
-    'host_reports_changed_since',
-    'host_reports_get', 'host_reports_get_all',
-    'host_reports_since', 'report_seq',
-    'host_reports_save', 'host_reports_touch', 'instance_get_all',
-    'make_engine', 'reset_engine',
+    'host_reports_changed_since', 'host_reports_get',
+    'host_reports_get_all', 'host_reports_save', 'host_reports_touch',
+    'instance_get_all', 'make_engine', 'report_seq', 'reset_engine',
 ]

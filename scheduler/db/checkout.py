@@ -80,15 +80,11 @@ def watch(engine: sa.Engine) -> None:
                 'idle connection failed its ping: %s' % e) from e
 
 
-def register() -> None:
-    """Make the plugin known to SQLAlchemy (idempotent)."""
+def with_plugin(url: sa.URL) -> sa.URL:
+    """``url`` naming the plugin (made known to SQLAlchemy first), for
+    oslo.db's engine factory."""
     if PLUGIN not in plugins.impls:
         plugins.register(PLUGIN, __name__, 'CheckOnIdle')
-
-
-def with_plugin(url: sa.URL) -> sa.URL:
-    """``url`` naming the plugin, for oslo.db's engine factory."""
-    register()
     return url.update_query_dict({'plugin': PLUGIN}, append=True)
 
 

@@ -233,15 +233,19 @@ def reset_engine(close: bool = True) -> None:
 
 @contextlib.contextmanager
 def transaction() -> Iterator[orm.Session]:
-    """A session in a transaction: committed on success, else rolled back.
+    """A session in a transaction: committed on success, else rolled back
+    (outages as ``_watched``)."""
+    with _watched(), _engine_and_maker()[1].begin() as session:
+        yield session
 
-    The database away (``availability.is_outage``) raises
-    ``InventoryUnavailable``; a commit ends an outage.
-    """
+
+@contextlib.contextmanager
+def _watched() -> Iterator[None]:
+    """The database away (``availability.is_outage``) raises
+    ``InventoryUnavailable``; work that succeeds ends an outage."""
     began = time.monotonic()
     try:
-        with _engine_and_maker()[1].begin() as session:
-            yield session
+        yield
     except Exception as e:
         if availability.is_outage(e):
             raise availability.unavailable(e, began) from e
@@ -277,23 +281,21 @@ def statements_commit_alone() -> bool:
 
 
 def _on_connection(work, write: bool, autocommit: bool = False):
-    began = time.monotonic()
-    try:
+    """``work(conn)`` (outages as ``_watched``), once more on a fresh
+    connection if the first, handed out without a ping (``checkout``),
+    had been dropped by the server.
+
+    Running the work again is safe for every caller of ``run_*``: a
+    read; a claim, whose second try finds its own placement if the
+    first did commit; a confirmation, which sets what is set already.
+    """
+    with _watched():
         try:
-            result = _run_on_connection(work, write, autocommit)
+            return _run_on_connection(work, write, autocommit)
         except _Stale as stale:
-            # Dropped by the server, handed out without a ping
-            # (``checkout``): once more on a fresh one.
             LOG.debug('Connection dropped by the server (%s); trying '
                       'again on a new one', stale)
-            result = _run_on_connection(work, write, autocommit,
-                                        first=False)
-    except Exception as e:
-        if availability.is_outage(e):
-            raise availability.unavailable(e, began) from e
-        raise
-    availability.available(began)
-    return result
+            return _run_on_connection(work, write, autocommit, first=False)
 
 
 class _Stale(Exception):
@@ -303,12 +305,7 @@ class _Stale(Exception):
 def _run_on_connection(work, write: bool, autocommit: bool,
                        first: bool = True):
     """``_on_connection``'s one try; ``_Stale`` on a first try whose
-    unpinged connection the server had dropped.
-
-    Running the work again is safe for every caller of ``run_*``: a
-    read; a claim, whose second try finds its own placement if the
-    first did commit; a confirmation, which sets what is set already.
-    """
+    unpinged connection the server had dropped."""
     eng = get_engine()
     unchecked = False
     try:
@@ -378,29 +375,3 @@ def _sqlite_writer():
 def chunks(items: Sequence, size: int = _IN_CHUNK) -> Iterator[Sequence]:
     for start in range(0, len(items), size):
         yield items[start:start + size]
-
-
-def execute_compiled(conn: sa.Connection, stmt: sa.Executable,
-                     params: dict) -> int:
-    """Run ``stmt`` with ``params``; the number of rows it changed.
-
-    ``stmt`` is built once and kept (a module constant), so SQLAlchemy's
-    compiled cache finds it by its cache key and compiles it once per
-    dialect.
-    """
-    return conn.execute(stmt, params).rowcount
-
-
-def fetch_compiled(conn: sa.Connection, stmt: sa.Executable,
-                   params: dict) -> list[tuple]:
-    """``execute_compiled``'s rows as plain tuples, each value as its
-    column's type reads it."""
-    return [tuple(row) for row in conn.execute(stmt, params)]
-
-
-def insert_many(conn: sa.Connection, stmt: sa.Insert, rows: list) -> None:
-    """Run ``stmt`` (an INSERT whose values are bound parameters named
-    as the keys of ``rows``) for every row, in one execution; a
-    duplicate key is oslo.db's ``DBDuplicateEntry`` on every database
-    (the claim relies on it)."""
-    conn.execute(stmt, rows)

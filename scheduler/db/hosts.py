@@ -34,26 +34,15 @@ def _host_dict(row: models.Host) -> dict:
     }
 
 
-_COUNTER_TABLE = models.UsageCounter.__table__
-_NEXT_REPORT_SEQ = sa.update(_COUNTER_TABLE).where(
-    _COUNTER_TABLE.c.id == models.REPORT_COUNTER_ROW).values(
-        value=_COUNTER_TABLE.c.value + 1)
-_REPORT_SEQ = sa.select(_COUNTER_TABLE.c.value).where(
-    _COUNTER_TABLE.c.id == models.REPORT_COUNTER_ROW)
-
-
 def _next_report_seq(session: orm.Session) -> int:
     """The next report sequence number, its row locked until commit.
 
     Taken first in every transaction that writes ``hosts``: writers
     take turns on it, so their rows become visible in sequence order
-    and a reader of ``host_reports_since`` misses none.
+    and a reader of ``host_reports_changed_since`` misses none.
     """
-    if session.get_bind().dialect.update_returning:
-        return session.execute(
-            _NEXT_REPORT_SEQ.returning(_COUNTER_TABLE.c.value)).scalar()
-    session.execute(_NEXT_REPORT_SEQ)
-    return session.execute(_REPORT_SEQ).scalar()
+    return models.take_counter(session.connection(),
+                               models.REPORT_COUNTER_ROW)
 
 
 def _newest_per_node(reports: Iterable[dict]) -> dict[tuple[str, str], dict]:
@@ -76,26 +65,6 @@ def _newest_per_node(reports: Iterable[dict]) -> dict[tuple[str, str], dict]:
         if seen is None or seen['updated_at'] <= values['updated_at']:
             newest[key] = values
     return newest
-
-
-def _lock_existing_nodes(session: orm.Session, hosts: Sequence[str]
-                         ) -> dict[tuple[str, str], sa.Row]:
-    """The stored nodes of ``hosts``, by key, locked until commit.
-
-    The lock keeps a concurrent flush from slipping a newer report in
-    between this read and our write.
-    """
-    table = models.Host
-    found = {}
-    for chunk in chunks(hosts):
-        rows = session.execute(
-            sa.select(table.id, table.host, table.nodename,
-                      table.created_at, table.updated_at)
-            .where(table.host.in_(chunk))
-            .with_for_update())
-        for row in rows:
-            found[(row.host, row.nodename)] = row
-    return found
 
 
 @engine.retry_on_conflict
@@ -128,8 +97,16 @@ def host_reports_save(reports: list[dict]) -> int | None:
         seq = _next_report_seq(session)
         for values in newest.values():
             values['seq'] = values['changed_seq'] = seq
-        existing = _lock_existing_nodes(
-            session, sorted({host for host, _node in newest}))
+        # Locked: a concurrent flush cannot slip a newer report in
+        # between this read and the write.
+        table = models.Host
+        existing = {
+            (row.host, row.nodename): row
+            for chunk in chunks(sorted({host for host, _node in newest}))
+            for row in session.execute(sa.select(
+                table.id, table.host, table.nodename, table.created_at,
+                table.updated_at).where(table.host.in_(chunk))
+                .with_for_update())}
         new_rows, kept_rows = [], []
         for key, values in newest.items():
             stored = existing.get(key)
@@ -165,13 +142,17 @@ def host_reports_touch(keys: list, when: datetime.datetime) -> int:
     with transaction() as session:
         seq = _next_report_seq(session)
         for chunk in chunks(sorted(keys)):
-            # The host list lets every backend use the (host, nodename)
-            # index; the pairs pick the nodes.
             session.execute(sa.update(table).where(
-                table.host.in_(sorted({host for host, _node in chunk})),
-                sa.tuple_(table.host, table.nodename).in_(chunk),
-                table.updated_at < when).values(updated_at=when, seq=seq))
+                *_nodes(chunk), table.updated_at < when).values(
+                    updated_at=when, seq=seq))
     return seq
+
+
+def _nodes(chunk: Sequence[tuple[str, str]]) -> tuple:
+    """The WHERE clauses of nodes ``chunk``: the host list lets every
+    backend use the (host, nodename) index; the pairs pick the nodes."""
+    return (models.Host.host.in_(sorted({host for host, _node in chunk})),
+            sa.tuple_(models.Host.host, models.Host.nodename).in_(chunk))
 
 
 def host_reports_get_all() -> list[dict]:
@@ -182,45 +163,26 @@ def host_reports_get_all() -> list[dict]:
         return [_host_dict(row) for row in rows]
 
 
-_SINCE = sa.select(
-    models.Host.host, models.Host.nodename, models.Host.seq,
-    models.Host.changed_seq, models.Host.updated_at,
-    models.Host.disabled,
-).where(models.Host.seq > sa.bindparam('seq', type_=sa.BigInteger)
-        ).order_by(models.Host.seq)
-_SINCE_NAMES = ('host', 'nodename', 'seq', 'changed_seq', 'updated_at',
-                'disabled')
-
-
-def host_reports_since(seq: int) -> list[dict]:
-    """The nodes whose rows were written after report sequence ``seq``,
-    in sequence order, without their reports: ``host``, ``nodename``,
-    ``seq``, ``changed_seq``, ``updated_at`` and ``disabled``.
-
-    Run before requests by every worker: one indexed query, which
-    returns nothing when no report was written since.
-    """
-    rows = engine.run_read(
-        lambda conn: engine.fetch_compiled(conn, _SINCE, {'seq': seq}))
-    return [dict(zip(_SINCE_NAMES, row)) for row in rows]
-
-
-_CHANGED_SINCE = sa.select(*_SINCE.selected_columns).where(
-    models.Host.changed_seq > sa.bindparam('seq', type_=sa.BigInteger)
-).order_by(models.Host.changed_seq)
+_CHANGED_SINCE_NAMES = ('host', 'nodename', 'seq', 'changed_seq',
+                        'updated_at', 'disabled')
+_CHANGED_SINCE = sa.select(
+    *[models.Host.__table__.c[name] for name in _CHANGED_SINCE_NAMES]
+).where(models.Host.changed_seq > sa.bindparam('seq', type_=sa.BigInteger)
+        ).order_by(models.Host.changed_seq)
 
 
 def host_reports_changed_since(changed_seq: int) -> list[dict]:
-    """As ``host_reports_since``, for the nodes whose report itself was
-    written after report sequence ``changed_seq`` (not only its time),
-    in ``changed_seq`` order.
+    """The nodes whose report itself (not only its time) was written
+    after report sequence ``changed_seq``, in ``changed_seq`` order,
+    without their reports: ``host``, ``nodename``, ``seq``,
+    ``changed_seq``, ``updated_at`` and ``disabled``.
 
     Run by every worker before every request: one probe of the
     ``changed_seq`` index, which finds nothing while only times change.
     """
-    rows = engine.run_read(lambda conn: engine.fetch_compiled(
-        conn, _CHANGED_SINCE, {'seq': changed_seq}))
-    return [dict(zip(_SINCE_NAMES, row)) for row in rows]
+    rows = engine.run_read(lambda conn: conn.execute(
+        _CHANGED_SINCE, {'seq': changed_seq}).all())
+    return [dict(zip(_CHANGED_SINCE_NAMES, row)) for row in rows]
 
 
 def host_report_times(keys: Sequence[tuple[str, str]]) -> list[dict]:
@@ -233,31 +195,23 @@ def host_report_times(keys: Sequence[tuple[str, str]]) -> list[dict]:
     (host, nodename) index, so a worker pays for the nodes it asks
     about, not for every time the deployment renewed.
     """
-    wanted = set(keys)
-    found = []
     table = models.Host
     with transaction() as session:
-        for chunk in chunks(sorted(wanted)):
-            # The host list lets every backend use the (host, nodename)
-            # index; the pairs pick the nodes (as ``host_reports_touch``).
-            for host, nodename, updated in session.execute(sa.select(
+        return [{'host': host, 'nodename': nodename, 'updated_at': updated}
+                for chunk in chunks(sorted(set(keys)))
+                for host, nodename, updated in session.execute(sa.select(
                     table.host, table.nodename, table.updated_at).where(
-                    table.host.in_(sorted({h for h, _n in chunk})),
-                    sa.tuple_(table.host, table.nodename).in_(chunk))):
-                found.append({'host': host, 'nodename': nodename,
-                              'updated_at': updated})
-    return found
+                        *_nodes(chunk)))]
 
 
 def host_reports_get(keys: Sequence[tuple[str, str]]) -> list[dict]:
     """The stored nodes ``keys`` (``(host, nodename)``) with their
     reports decoded, as ``host_reports_get_all`` gives them.
 
-    Part of the freshness read before a request, read as
-    ``host_reports_changed_since`` reads (``engine.run_read``): on
-    PostgreSQL in autocommit, one round trip a chunk where BEGIN,
-    SELECT and COMMIT were three; each statement took a snapshot of its
-    own in the transaction too (READ COMMITTED)."""
+    Part of the freshness read before a request: outside a transaction
+    (``engine.run_read``), one round trip a chunk on PostgreSQL; each
+    statement reads a snapshot of its own either way (READ
+    COMMITTED)."""
     wanted = set(keys)
     hosts = sorted({host for host, _node in wanted})
 
@@ -276,7 +230,9 @@ def host_reports_get(keys: Sequence[tuple[str, str]]) -> list[dict]:
 def report_seq() -> int:
     """The highest report sequence number handed out."""
     with transaction() as session:
-        return session.execute(_REPORT_SEQ).scalar() or 0
+        return session.execute(sa.select(models.UsageCounter.value).where(
+            models.UsageCounter.id == models.REPORT_COUNTER_ROW)
+        ).scalar() or 0
 
 
 @engine.retry_on_deadlock

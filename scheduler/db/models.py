@@ -140,13 +140,8 @@ class AggregateMetadata(Base):
 
 
 class Instance(Base):
-    """A placement: the resources an instance holds on a node.
-
-    ``status`` is ``'claimed'`` from the scheduler's decision until the
-    compute reports the instance, then ``'active'``; ``'unlisted'``
-    (pending again) while the node's reports no longer list it
-    (``scheduler.db.usage``).
-    """
+    """A placement: the resources an instance holds on a node; its
+    ``status`` is one of ``scheduler.db.instances``'."""
 
     __tablename__ = 'instances'
     __table_args__ = (
@@ -188,16 +183,12 @@ USAGE_SEQUENCE = sa.Sequence('usage_seq', start=1)
 
 
 class NodeUsage(Base):
-    """What a node has given out: the authority every claim checks.
+    """What a node has given out: the authority every claim checks
+    (``scheduler.db.usage`` states the rules).
 
     ``reported_*`` are the usage of the compute's last report written
     here; ``claimed_*`` the sum of the pending claims (instances placed
-    but not yet in a report).  A claim is one conditional UPDATE of this
-    row that checks ``reported + claimed + request <= limit`` (and,
-    for disk, ``claimed + request`` within the reported
-    ``disk_available_least``); a report
-    that lists pending instances moves their usage from ``claimed_*`` to
-    ``reported_*`` in one transaction.  ``generation`` counts changes
+    but not yet in a report).  ``generation`` counts changes
     (compare-and-swap for claims the UPDATE cannot check, NUMA and PCI),
     ``seq`` orders them across the whole table.
     """
@@ -264,6 +255,26 @@ class UsageCounter(Base):
 
     id: orm.Mapped[int] = orm.mapped_column(sa.Integer, primary_key=True)
     value: orm.Mapped[int] = orm.mapped_column(sa.BigInteger, default=0)
+
+
+_COUNTERS = UsageCounter.__table__
+#: Adds ``count`` to counter row ``counter``.
+BUMP_COUNTER = sa.update(_COUNTERS).where(
+    _COUNTERS.c.id == sa.bindparam('counter')).values(
+        value=_COUNTERS.c.value + sa.bindparam('count', type_=sa.BigInteger))
+_COUNTER_VALUE = sa.select(_COUNTERS.c.value).where(
+    _COUNTERS.c.id == sa.bindparam('counter'))
+
+
+def take_counter(conn: sa.Connection, counter: int, count: int = 1) -> int:
+    """Add ``count`` to counter row ``counter``, which stays locked until
+    the transaction ends; its new value."""
+    params = {'counter': counter, 'count': count}
+    if conn.dialect.update_returning:
+        return conn.execute(BUMP_COUNTER.returning(_COUNTERS.c.value),
+                            params).scalar()
+    conn.execute(BUMP_COUNTER, params)
+    return conn.execute(_COUNTER_VALUE, params).scalar()
 
 
 class TakenCast(Base):

@@ -157,7 +157,8 @@ class AlreadyPlaced(Exception):
 
 # --- reading -----------------------------------------------------------------
 
-_USAGE_COLUMNS = (
+#: The columns of a ``node_usage`` row as the functions here return it.
+USAGE_COLUMNS = (
     'host', 'nodename', 'reported_memory_mb', 'reported_vcpus',
     'reported_disk_gb', 'reported_instances', 'reported_disk_least',
     'reported_at', 'claimed_memory_mb', 'claimed_vcpus', 'claimed_disk_gb',
@@ -165,7 +166,7 @@ _USAGE_COLUMNS = (
 
 
 def _usage_dict(row) -> dict:
-    return {name: getattr(row, name) for name in _USAGE_COLUMNS}
+    return {name: getattr(row, name) for name in USAGE_COLUMNS}
 
 
 def _placement_dict(row) -> dict:
@@ -190,16 +191,25 @@ def usage_get_all() -> list[dict]:
 
 def usage_get_nodes(keys: Sequence[Key]) -> list[dict]:
     """The usage rows of the nodes ``keys`` that have one."""
-    wanted = set(keys)
-    hosts = sorted({host for host, _node in wanted})
-    found = []
     with engine.transaction() as session:
-        for chunk in engine.chunks(hosts):
-            for row in session.execute(sa.select(_USAGE).where(
-                    _USAGE.host.in_(chunk))).scalars():
-                if (row.host, row.nodename) in wanted:
-                    found.append(_usage_dict(row))
-    return found
+        return [_usage_dict(row)
+                for row in _usage_rows(session, keys).values()]
+
+
+def _usage_rows(session: orm.Session, keys: Iterable[Key],
+                lock: bool = False) -> dict:
+    """The usage rows of ``keys`` that exist, by key, in id order;
+    locked with ``lock``."""
+    wanted = set(keys)
+    rows = {}
+    for chunk in engine.chunks(sorted({host for host, _node in wanted})):
+        stmt = sa.select(_USAGE).where(_USAGE.host.in_(chunk)).order_by(
+            _USAGE.id)
+        for row in session.execute(
+                stmt.with_for_update() if lock else stmt).scalars():
+            if (row.host, row.nodename) in wanted:
+                rows[(row.host, row.nodename)] = row
+    return rows
 
 
 def changed_since(seq: int, gaps: Sequence[int] = ()) -> list[dict]:
@@ -209,39 +219,34 @@ def changed_since(seq: int, gaps: Sequence[int] = ()) -> list[dict]:
 
     Asked before every request: plain rows, no ORM objects.
     """
-    params = {'seq': seq}
-    stmt = _CHANGED_SINCE
-    if gaps:
-        params['gaps'] = list(gaps)
-        stmt = _CHANGED_SINCE_OR_GAPS
+    params = {'seq': seq, 'gaps': list(gaps)} if gaps else {'seq': seq}
 
-    def read(conn):
-        if gaps and conn.dialect.name == 'postgresql':
+    def read(conn) -> list[dict]:
+        if not gaps:
+            stmt = _CHANGED_SINCE
+        elif conn.dialect.name == 'postgresql':
             # One array parameter, adapted by the driver: an expanding
             # IN costs the client a parameter per gap at every read.
-            return engine.fetch_compiled(conn, _CHANGED_SINCE_OR_ANY, params)
-        return engine.fetch_compiled(conn, stmt, params)
+            stmt = _CHANGED_SINCE_OR_ANY
+        else:
+            stmt = _CHANGED_SINCE_OR_GAPS
+        return [dict(zip(USAGE_COLUMNS, row))
+                for row in conn.execute(stmt, params)]
 
-    return engine.run_read(lambda conn: [
-        dict(zip(_USAGE_COLUMNS, row)) for row in read(conn)])
+    return engine.run_read(read)
 
 
+#: A ``node_usage`` row's ``USAGE_COLUMNS``.
+_SELECT_USAGE = sa.select(*[_USAGE.__table__.c[name]
+                            for name in USAGE_COLUMNS])
 _SEQ = _USAGE.__table__.c.seq
-_CHANGED_SINCE = sa.select(
-    *[_USAGE.__table__.c[name] for name in _USAGE_COLUMNS]).where(
-        _SEQ > sa.bindparam('seq', type_=sa.BigInteger)
+_AFTER = _SEQ > sa.bindparam('seq', type_=sa.BigInteger)
+_CHANGED_SINCE = _SELECT_USAGE.where(_AFTER).order_by(_SEQ)
+_CHANGED_SINCE_OR_GAPS = _SELECT_USAGE.where(sa.or_(_AFTER, _SEQ.in_(
+    sa.bindparam('gaps', expanding=True, type_=sa.BigInteger)))
 ).order_by(_SEQ)
-_CHANGED_SINCE_OR_GAPS = sa.select(
-    *[_USAGE.__table__.c[name] for name in _USAGE_COLUMNS]).where(
-        sa.or_(_SEQ > sa.bindparam('seq', type_=sa.BigInteger),
-               _SEQ.in_(sa.bindparam('gaps', expanding=True,
-                                     type_=sa.BigInteger)))
-).order_by(_SEQ)
-_CHANGED_SINCE_OR_ANY = sa.select(
-    *[_USAGE.__table__.c[name] for name in _USAGE_COLUMNS]).where(
-        sa.or_(_SEQ > sa.bindparam('seq', type_=sa.BigInteger),
-               _SEQ == sa.any_(sa.bindparam(
-                   'gaps', type_=postgresql.ARRAY(sa.BigInteger))))
+_CHANGED_SINCE_OR_ANY = _SELECT_USAGE.where(sa.or_(_AFTER, _SEQ == sa.any_(
+    sa.bindparam('gaps', type_=postgresql.ARRAY(sa.BigInteger))))
 ).order_by(_SEQ)
 
 
@@ -249,12 +254,9 @@ def pending_claims(keys: Iterable[Key] | None = None) -> list[dict]:
     """Pending placements on the nodes ``keys`` (every node for None).
 
     Of given nodes (part of the freshness read before a request), read
-    as ``changed_since`` reads (``engine.run_read``): on PostgreSQL in
-    autocommit, one round trip a statement where BEGIN, SELECT and
-    COMMIT were three.  What is read is the same: under READ COMMITTED
-    each statement took a snapshot of its own in the transaction too,
-    and a node's claims come from one statement (a host's nodes are in
-    one chunk).
+    outside a transaction (``engine.run_read``): a node's claims come
+    from one statement (a host's nodes are in one chunk), which under
+    READ COMMITTED reads a snapshot of its own either way.
     """
     if keys is None:
         with engine.transaction() as session:
@@ -312,40 +314,28 @@ def _next_seq(conn: sa.Connection):
     """
     if conn.dialect.supports_sequences:
         return models.USAGE_SEQUENCE.next_value()
-    engine.execute_compiled(conn, _BUMP, {})
+    conn.execute(models.BUMP_COUNTER, _ONE_MORE)
     return _COUNTER_VALUE
 
 
-def _next_seqs(conn: sa.Connection, count: int) -> int:
-    """Take ``count`` sequence numbers of the counter row (a backend
-    without sequences); the last of them."""
-    bump = sa.update(_COUNTER_TABLE).where(_COUNTER_TABLE.c.id == 1).values(
-        value=_COUNTER_TABLE.c.value + count)
-    if conn.dialect.update_returning:
-        return conn.execute(bump.returning(_COUNTER_TABLE.c.value)).scalar()
-    conn.execute(bump)
-    return conn.execute(_COUNTER).scalar()
+def _execute_numbered(conn: sa.Connection, stmt: sa.Executable,
+                      rows: list) -> None:
+    """Run ``stmt`` for ``rows`` in one execution, each row writing the
+    next usage sequence number, in order."""
+    if conn.dialect.supports_sequences:
+        conn.execute(stmt.values(seq=models.USAGE_SEQUENCE.next_value()),
+                     rows)
+        return
+    first = models.take_counter(conn, models.USAGE_COUNTER_ROW,
+                                len(rows)) - len(rows) + 1
+    conn.execute(stmt, [dict(row, seq=first + n)
+                        for n, row in enumerate(rows)])
 
 
-_COUNTER_TABLE = models.UsageCounter.__table__
-_BUMP = sa.update(_COUNTER_TABLE).where(_COUNTER_TABLE.c.id == 1).values(
-    value=_COUNTER_TABLE.c.value + 1)
-_COUNTER = sa.select(_COUNTER_TABLE.c.value).where(_COUNTER_TABLE.c.id == 1)
-_COUNTER_VALUE = _COUNTER.scalar_subquery()
-
-
-def _lock_usage(session: orm.Session, keys: Iterable[Key]) -> dict:
-    """The usage rows of ``keys`` that exist, locked, in id order."""
-    wanted = set(keys)
-    hosts = sorted({host for host, _node in wanted})
-    rows = {}
-    for chunk in engine.chunks(hosts):
-        for row in session.execute(
-                sa.select(_USAGE).where(_USAGE.host.in_(chunk))
-                .order_by(_USAGE.id).with_for_update()).scalars():
-            if (row.host, row.nodename) in wanted:
-                rows[(row.host, row.nodename)] = row
-    return rows
+_ONE_MORE = {'counter': models.USAGE_COUNTER_ROW, 'count': 1}
+_COUNTER_VALUE = sa.select(models.UsageCounter.__table__.c.value).where(
+    models.UsageCounter.__table__.c.id == models.USAGE_COUNTER_ROW
+).scalar_subquery()
 
 
 # --- claims ------------------------------------------------------------------
@@ -356,6 +346,15 @@ class _NoUsageRow(Exception):
     def __init__(self, request: ClaimRequest):
         super().__init__('%s/%s' % (request.host, request.nodename))
         self.request = request
+
+
+def _refused(conn: sa.Connection, request: ClaimRequest) -> Exception:
+    """Why the claim UPDATE of ``request``'s node changed no row."""
+    if conn.execute(sa.select(_USAGE.id).where(
+            _USAGE.host == request.host,
+            _USAGE.nodename == request.nodename)).first() is None:
+        return _NoUsageRow(request)
+    return ClaimConflict((request.host, request.nodename))
 
 
 def _create_usage_row(claim: ClaimRequest) -> None:
@@ -411,9 +410,9 @@ def _take(conn: sa.Connection, claims: Sequence[Placement], sign: int = 1,
     returning = check and conn.dialect.update_returning
     stmt = _take_statement(limited, generation, native_seq, returning)
     if returning:
-        rows = engine.fetch_compiled(conn, stmt, params)
-        return dict(zip(_USAGE_COLUMNS, rows[0])) if rows else None
-    if engine.execute_compiled(conn, stmt, params) != 1:
+        row = conn.execute(stmt, params).first()
+        return None if row is None else dict(zip(USAGE_COLUMNS, row))
+    if conn.execute(stmt, params).rowcount != 1:
         return None
     return _usage_row(conn, first.host, first.nodename) if check else {}
 
@@ -485,7 +484,7 @@ def _take_statement(limited: tuple, generation: bool, native_seq: bool,
     stmt = stmt.values(**values)
     if returning:
         table = _USAGE.__table__
-        stmt = stmt.returning(*[table.c[name] for name in _USAGE_COLUMNS])
+        stmt = stmt.returning(*[table.c[name] for name in USAGE_COLUMNS])
     _TAKE_STATEMENTS[key] = stmt
     return stmt
 
@@ -560,16 +559,12 @@ def _claim_many(requests: Sequence[ClaimRequest],
         for key in sorted(by_node):
             after[key] = _take(conn, by_node[key], bumped=True)
             if after[key] is None:
-                if conn.execute(sa.select(_USAGE.id).where(
-                        _USAGE.host == key[0],
-                        _USAGE.nodename == key[1])).first() is None:
-                    raise _NoUsageRow(by_node[key][0])
-                raise ClaimConflict(key)
+                raise _refused(conn, by_node[key][0])
         if look_first:
             for key in _replace_earlier(conn, requests) & set(after):
                 after[key] = _usage_row(conn, *key)
         rows = [_pending_values(request, now) for request in requests]
-        engine.insert_many(conn, _INSERT_PENDING, rows)
+        conn.execute(_INSERT_PENDING, rows)
         if settles:
             taken_casts.renew_in(conn, taken)
         return [dict(row, numa=request.numa, pci=request.pci,
@@ -608,15 +603,10 @@ def _claim_in_one_statement(requests: Sequence[ClaimRequest],
     stmt = _one_statement(limited, generation, len(rows))
 
     def claim_in(conn) -> list[dict]:
-        found = engine.fetch_compiled(conn, stmt, params)
-        if not found:
-            first = requests[0]
-            if conn.execute(sa.select(_USAGE.id).where(
-                    _USAGE.host == first.host,
-                    _USAGE.nodename == first.nodename)).first() is None:
-                raise _NoUsageRow(first)
-            raise ClaimConflict((first.host, first.nodename))
-        after = dict(zip(_USAGE_COLUMNS, found[0]))
+        found = conn.execute(stmt, params).first()
+        if found is None:
+            raise _refused(conn, requests[0])
+        after = dict(zip(USAGE_COLUMNS, found))
         return [dict(row, numa=request.numa, pci=request.pci, usage=after)
                 for row, request in zip(rows, requests)]
 
@@ -643,7 +633,7 @@ def _one_statement(limited: tuple, generation: bool,
     source = selects[0] if count == 1 else sa.union_all(*selects)
     placed = sa.insert(table).from_select(
         [column.name for column in table.columns], source).cte('placed')
-    stmt = sa.select(*[taken.c[name] for name in _USAGE_COLUMNS]
+    stmt = sa.select(*[taken.c[name] for name in USAGE_COLUMNS]
                      ).add_cte(placed)
     _ONE_STATEMENTS[key] = stmt
     return stmt
@@ -701,11 +691,8 @@ def _pending_values(request: ClaimRequest,
 def _usage_row(conn: sa.Connection, host: str, nodename: str) -> dict:
     """The node's usage row as this transaction left it: the claiming
     worker's cache takes it as is when no other change came between."""
-    table = _USAGE.__table__
-    return dict(conn.execute(
-        sa.select(*[table.c[name] for name in _USAGE_COLUMNS]).where(
-            table.c.host == host, table.c.nodename == nodename)
-    ).one()._mapping)
+    return dict(zip(USAGE_COLUMNS, conn.execute(_SELECT_USAGE.where(
+        _USAGE.host == host, _USAGE.nodename == nodename)).one()))
 
 
 def _as_request(row) -> ClaimRequest:
@@ -743,7 +730,7 @@ def _drop(session: orm.Session, uuids: Sequence[str],
     # a usage row after an instance row: a report's transaction locks
     # them the other way round, and the two deadlocked after every
     # database outage.
-    _lock_usage(session, [(r.host, r.nodename) for r in rows])
+    _usage_rows(session, [(r.host, r.nodename) for r in rows], lock=True)
     dropped = []
     for row in rows:
         try:
@@ -855,7 +842,7 @@ def apply_reports(reports: Sequence[NodeReport]) -> list[str]:
         return []
     confirmed = []
     with engine.transaction() as session:
-        rows = _lock_usage(session, newest)
+        rows = _usage_rows(session, newest, lock=True)
         hosts = sorted({host for host, _node in newest})
         pending: dict[Key, list] = {}
         settled: dict[Key, list] = {}
@@ -947,63 +934,45 @@ def apply_reports(reports: Sequence[NodeReport]) -> list[str]:
         if changed:
             _update_usage_rows(session.connection(), changed)
         if new_rows:
-            _insert_usage_rows(session.connection(), new_rows)
+            # A service's first flush writes every node: one statement.
+            _execute_numbered(session.connection(), sa.insert(_USAGE),
+                              new_rows)
         session.flush()
     return confirmed
 
 
 def _update_usage_rows(conn: sa.Connection, changed: list) -> None:
-    """Write the reported usage of existing rows (``_id``: the row's id)
-    in one statement per batch, not one per row.
+    """Write the reported usage of existing rows (``_id``: the row's id,
+    and the ``_REPORTED`` columns) a batch a statement, not a statement
+    a row: the rows stay locked until the transaction ends and claims on
+    those nodes wait, while under eventlet every statement is a round
+    trip during which the worker serves other requests.
 
-    Their rows stay locked until the transaction ends, and claims on
-    those nodes wait for them: under eventlet every statement is a
-    round trip during which the worker serves other requests, so a
-    statement per row kept a thousand rows locked for seconds.  Every
-    row gets the same new values' names (``_report_values`` and the
-    claimed totals).
+    On PostgreSQL ``UPDATE ... FROM unnest(arrays)``: psycopg2 sends an
+    executemany as a statement a row.  One array parameter a column,
+    adapted by the driver, so the statement's text does not depend on
+    the rows and is compiled once.
     """
     if conn.dialect.name == 'postgresql':
-        _update_from_values(conn, changed)
+        for chunk in engine.chunks(changed):
+            conn.execute(_UPDATE_FROM_ARRAYS, {
+                name: [values[name] for values in chunk]
+                for name in ('_id',) + _REPORTED})
         return
     table = _USAGE.__table__
-    stmt = sa.update(table).where(table.c.id == sa.bindparam('_id')).values(
-        generation=table.c.generation + 1)
-    if conn.dialect.supports_sequences:
-        conn.execute(stmt.values(seq=models.USAGE_SEQUENCE.next_value()),
-                     changed)
-        return
-    first = _next_seqs(conn, len(changed)) - len(changed) + 1
-    conn.execute(stmt, [dict(values, seq=first + n)
-                        for n, values in enumerate(changed)])
+    _execute_numbered(conn, sa.update(table).where(
+        table.c.id == sa.bindparam('_id')).values(
+            generation=table.c.generation + 1), changed)
 
 
-def _update_from_values(conn: sa.Connection, changed: list) -> None:
-    """PostgreSQL: ``UPDATE ... FROM unnest(arrays)``, a batch a statement
-    (psycopg2 sends an executemany as one statement per row).
-
-    One array parameter a column, adapted by the driver: the statement's
-    text does not depend on the rows, so it is compiled once, whereas a
-    ``VALUES`` list of literal rows was compiled again for every batch,
-    each value rendered by the client (most of a busy report's write).
-    """
-    names = tuple(sorted(name for name in changed[0] if name != '_id'))
-    stmt = _UPDATE_FROM_ARRAYS.get(names)
-    if stmt is None:
-        stmt = _UPDATE_FROM_ARRAYS[names] = _update_from_arrays(names)
-    for chunk in engine.chunks(changed, 500):
-        conn.execute(stmt, {name: [values[name] for values in chunk]
-                            for name in ('_id',) + names})
+#: What a report's write sets: ``_report_values`` and the claimed totals.
+_REPORTED = USAGE_COLUMNS[2:-2]
 
 
-#: The statements of ``_update_from_values``, by the names they write.
-_UPDATE_FROM_ARRAYS: dict = {}
-
-
-def _update_from_arrays(names: tuple) -> sa.Update:
+def _update_from_arrays() -> sa.Update:
     table = _USAGE.__table__
     columns = [('_id', table.c.id.type)] + [(name, table.c[name].type)
-                                            for name in names]
+                                            for name in _REPORTED]
     # Each array typed (the dialect renders the cast): an array of NULLs
     # alone (no disk measured anywhere) would otherwise be text.
     rows = sa.func.unnest(*[
@@ -1012,9 +981,12 @@ def _update_from_arrays(names: tuple) -> sa.Update:
             *[sa.column(name, type_) for name, type_ in columns],
             name='reported').render_derived(name='reported')
     return (sa.update(table).where(table.c.id == rows.c._id)
-            .values({name: rows.c[name] for name in names})
+            .values({name: rows.c[name] for name in _REPORTED})
             .values(generation=table.c.generation + 1,
                     seq=models.USAGE_SEQUENCE.next_value()))
+
+
+_UPDATE_FROM_ARRAYS = _update_from_arrays()
 
 
 def _count(change: dict, inst, sign: int) -> None:
@@ -1038,97 +1010,68 @@ def _unlist(session: orm.Session, inst, reported_at) -> bool:
             updated_at=reported_at)).rowcount == 1
 
 
-def _insert_usage_rows(conn: sa.Connection, rows: list) -> None:
-    """New nodes' usage rows, in order, with increasing sequence
-    numbers: one statement for them all (a service's first flush
-    writes every node, and a statement per row made that flush the
-    slowest thing the service does)."""
-    table = _USAGE.__table__
-    if conn.dialect.supports_sequences:
-        conn.execute(sa.insert(table).values(
-            seq=models.USAGE_SEQUENCE.next_value()), rows)
-        return
-    last = _next_seqs(conn, len(rows))
-    first = last - len(rows) + 1
-    conn.execute(sa.insert(table), [dict(row, seq=first + i)
-                                    for i, row in enumerate(rows)])
-
-
 def confirm(host: str, instance_uuids: Iterable[str]) -> int:
     """A compute says these instances run on ``host``: mark them active.
 
     Their usage stays counted as pending until a report lists them: the
     compute's next report is what moves it into ``reported_*``.
     """
-    chunks = list(engine.chunks(sorted(set(instance_uuids))))
-    if len(chunks) == 1 and engine.statements_commit_alone():
-        # One statement needs no transaction: without BEGIN and COMMIT
-        # the rows are not held locked across the round trips of a
-        # worker busy with other requests (as for the claim).
-        return engine.run_autocommit(
-            lambda conn: conn.execute(_activate(host, chunks[0])).rowcount)
-    with engine.transaction() as session:
-        return _confirm_in(session, host, chunks)
+    return confirm_many([(host, instance_uuids)])[0]
 
 
-def _activate(host: str, chunk: Sequence[str]) -> sa.Update:
-    """The UPDATE that marks ``host``'s claims among ``chunk`` active."""
-    return (sa.update(_INST).where(_INST.instance_uuid.in_(chunk),
-                                   _INST.host == host,
-                                   _INST.status == instances.CLAIMED)
-            .values(status=instances.ACTIVE, updated_at=timeutils.utcnow()))
-
-
-def _confirm_in(session: orm.Session, host: str,
-                chunks: Sequence[Sequence[str]]) -> int:
-    return sum(session.execute(_activate(host, chunk)).rowcount
-               for chunk in chunks)
-
-
-def confirm_many(builds: Sequence[tuple[str, Sequence[str]]]) -> list[int]:
+def confirm_many(builds: Sequence[tuple[str, Iterable[str]]]) -> list[int]:
     """``confirm`` for several computes' news at once: ``builds`` is
     ``(host, instance_uuids)`` pairs; returns, for each, how many of its
-    claims it marked active.
+    claims it marked active.  A claim is marked only by the host it was
+    placed on.
 
-    One statement where the database returns rows from an UPDATE and
-    commits a statement alone (PostgreSQL): ``UPDATE instances ...
-    WHERE (instance_uuid, host) IN (...) AND status = 'claimed'
-    RETURNING instance_uuid, host``.  A claim is marked only by the
-    host it was placed on, as by ``confirm``; setting what is set
-    already changes nothing, so the statement may run again.  On SQLite
-    one transaction; elsewhere one ``confirm`` each.
+    Where a statement commits alone (PostgreSQL): one ``UPDATE ... WHERE
+    (instance_uuid, host) IN (...) AND status = 'claimed' RETURNING``,
+    in no transaction, so the rows are not held locked across the round
+    trips of a worker busy with other requests; setting what is set
+    already changes nothing, so it may run again.  On SQLite, which
+    writes a transaction at a time with an fsync at each commit, one
+    transaction; elsewhere one transaction a compute.
     """
+    builds = [(host, sorted(set(uuids))) for host, uuids in builds]
     wanted = sorted({(uuid, host) for host, uuids in builds
                      for uuid in uuids})
     if not wanted:
         return [0] * len(builds)
-    if engine.get_engine().dialect.name == 'sqlite':
-        # SQLite writes one transaction at a time, with an fsync at
-        # each commit: one transaction for the batch, not one each.
-        with engine.transaction() as session:
-            return [_confirm_in(session, host,
-                                list(engine.chunks(sorted(set(uuids)))))
-                    for host, uuids in builds]
-    if not engine.statements_commit_alone():
-        return [confirm(host, uuids) for host, uuids in builds]
     table = _INST.__table__
-
-    def activate(conn) -> set:
-        marked = set()
-        for chunk in engine.chunks(wanted):
-            stmt = (sa.update(table)
-                    .where(sa.tuple_(table.c.instance_uuid,
-                                     table.c.host).in_(chunk),
-                           table.c.status == instances.CLAIMED)
+    if engine.statements_commit_alone():
+        def activate_all(conn) -> set:
+            marked = set()
+            for chunk in engine.chunks(wanted):
+                marked.update(tuple(row) for row in conn.execute(
+                    sa.update(table).where(
+                        sa.tuple_(table.c.instance_uuid,
+                                  table.c.host).in_(chunk),
+                        table.c.status == instances.CLAIMED)
                     .values(status=instances.ACTIVE,
                             updated_at=timeutils.utcnow())
-                    .returning(table.c.instance_uuid, table.c.host))
-            marked.update((row[0], row[1]) for row in conn.execute(stmt))
-        return marked
+                    .returning(table.c.instance_uuid, table.c.host)))
+            return marked
 
-    marked = engine.run_autocommit(activate)
-    return [len({(uuid, host) for uuid in uuids} & marked)
-            for host, uuids in builds]
+        marked = engine.run_autocommit(activate_all)
+        return [len({(uuid, host) for uuid in uuids} & marked)
+                for host, uuids in builds]
+
+    def activate(session: orm.Session, host: str, uuids: list) -> int:
+        return sum(session.execute(sa.update(table).where(
+            table.c.instance_uuid.in_(chunk), table.c.host == host,
+            table.c.status == instances.CLAIMED).values(
+                status=instances.ACTIVE, updated_at=timeutils.utcnow())
+        ).rowcount for chunk in engine.chunks(uuids))
+
+    if engine.get_engine().dialect.name == 'sqlite':
+        with engine.transaction() as session:
+            return [activate(session, host, uuids) for host, uuids in builds]
+    counts = []
+    for host, uuids in builds:
+        with engine.transaction() as session:
+            counts.append(activate(session, host, uuids))
+    return counts
 
 
 @engine.retry_on_deadlock

@@ -21,8 +21,7 @@ def _value() -> int:
 
 
 def _bump(conn) -> None:
-    engine.execute_compiled(conn, sa.update(_COUNTER).values(
-        value=_COUNTER.c.value + 1), {})
+    conn.execute(sa.update(_COUNTER).values(value=_COUNTER.c.value + 1))
 
 
 def test_work_is_committed_before_it_returns(inventory):
@@ -64,7 +63,7 @@ def test_a_duplicate_key_is_oslo_dbs_error_and_nothing_is_kept(inventory):
 
     def work(conn):
         _bump(conn)
-        engine.insert_many(conn, stmt, [row, dict(row)])
+        conn.execute(stmt, [row, dict(row)])
 
     start = _value()
     with pytest.raises(db_exc.DBDuplicateEntry):
@@ -164,41 +163,3 @@ def test_one_engine_holds_the_whole_budget(inventory):
     budget = engine.connection_budget()
     assert engine.get_engine().pool.size() == engine.pool_sizes(budget)[0]
     engine.reset_engine()
-
-
-def test_compiled_statements_read_and_write_values_as_execute_does(
-        inventory):
-    # The per-request helpers return plain tuples: typed values (a
-    # timestamp, a boolean), a literal of the expression and a missing
-    # parameter (oslo.db's translated error) as Connection.execute has
-    # them.
-    import datetime
-    table = models.Instance.__table__
-    insert = sa.insert(table).values(
-        {c.name: sa.bindparam(c.name) for c in table.columns})
-    when = datetime.datetime(2026, 11, 27, 10, 0, 0, 123456)
-    rows = []
-    for uuid in ('u1', 'u2'):
-        row = {c.name: None for c in table.columns}
-        row.update(instance_uuid=uuid, host='h', nodename='n', memory_mb=1,
-                   vcpus=2, disk_gb=3, status='claimed', pending=True,
-                   created_at=when)
-        rows.append(row)
-    select = sa.select(table.c.instance_uuid, table.c.created_at,
-                       table.c.pending, table.c.vcpus + 1).where(
-        table.c.host == sa.bindparam('host')).order_by(
-            table.c.instance_uuid)
-
-    def work(conn):
-        engine.insert_many(conn, insert, rows[:1])
-        engine.insert_many(conn, insert, rows[1:])
-        with pytest.raises(db_exc.DBError):
-            engine.fetch_compiled(conn, select, {})
-        return (engine.fetch_compiled(conn, select, {'host': 'h'}),
-                [tuple(r) for r in conn.execute(select, {'host': 'h'})])
-
-    ours, theirs = engine.run_in_transaction(work)
-    assert ours == theirs == [('u1', when, True, 3), ('u2', when, True, 3)]
-    assert all(type(row) is tuple for row in ours)
-    assert engine.run_in_transaction(lambda conn: engine.execute_compiled(
-        conn, sa.update(table).values(vcpus=table.c.vcpus + 1), {})) == 2
