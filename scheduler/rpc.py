@@ -113,17 +113,8 @@ def cleanup() -> None:
     _TRANSPORTS.clear()
 
 
-class RequestContextSerializer(oslo_messaging.Serializer):
+class RequestContextSerializer(objects_base.SchedulerObjectSerializer):
     """Serialises the request context and the versioned objects."""
-
-    def __init__(self):
-        self._base = objects_base.SchedulerObjectSerializer()
-
-    def serialize_entity(self, ctxt, entity):
-        return self._base.serialize_entity(ctxt, entity)
-
-    def deserialize_entity(self, ctxt, entity):
-        return self._base.deserialize_entity(ctxt, entity)
 
     def serialize_context(self, ctxt):
         return ctxt.to_dict()
@@ -979,8 +970,6 @@ def call(cctxt, ctxt, method: str, **kwargs):
                          'yet; trying again for %(left).1fs',
                          {'topic': cctxt.target.topic, 'method': method,
                           'left': remaining})
-            time.sleep(max(0.0, min(SEND_RETRY_INTERVAL,
-                                    deadline - time.monotonic())))
         except kombu.exceptions.OperationalError as e:
             # The connection failed under the call (the broker went
             # away): it may have been sent, so it is not sent again; the
@@ -996,5 +985,6 @@ def call(cctxt, ctxt, method: str, **kwargs):
                             'again for %(left).1fs',
                             {'method': method, 'error': e,
                              'left': remaining})
-            time.sleep(max(0.0, min(SEND_RETRY_INTERVAL,
-                                    deadline - time.monotonic())))
+        # Not published (a successful attempt returned): again soon.
+        time.sleep(max(0.0, min(SEND_RETRY_INTERVAL,
+                                deadline - time.monotonic())))
