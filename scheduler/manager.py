@@ -587,10 +587,12 @@ def _count_terms(query) -> int:
 
 
 def _caller(ctxt) -> dict:
-    """Who sent a cast, for the audit lines (as the context claims)."""
+    """Who sent a cast, for the audit lines: as the context claims, and
+    as the broker says (``sender``)."""
     return {'user': getattr(ctxt, 'user_id', None) or '-',
             'project': getattr(ctxt, 'project_id', None) or '-',
-            'request': getattr(ctxt, 'request_id', None) or '-'}
+            'request': getattr(ctxt, 'request_id', None) or '-',
+            'sender': trust.describe(ctxt)}
 
 
 def _require_admin(ctxt, method: str) -> bool:
@@ -601,8 +603,8 @@ def _require_admin(ctxt, method: str) -> bool:
         return True
     rejections.reject(method, exception.NotAuthorized(
         reason='needs an admin context from an operator credential (user '
-               '%(user)s, project %(project)s, ' % _caller(ctxt)
-               + '%s)' % trust.describe(ctxt)), what='cast')
+               '%(user)s, project %(project)s, %(sender)s)'
+               % _caller(ctxt)), what='cast')
     return False
 
 
@@ -948,8 +950,7 @@ class ReportsEndpoint(_CastEndpoint):
             return
         LOG.info('Instance %(uuid)s deleted on %(host)s (user %(user)s, '
                  'project %(project)s, request %(request)s, %(sender)s)',
-                 dict(_caller(ctxt), uuid=instance_uuid, host=host,
-                      sender=trust.describe(ctxt)))
+                 dict(_caller(ctxt), uuid=instance_uuid, host=host))
         self._apply('delete_instance_info', host, instance_uuid)
         trace.released(host, instance_uuid)
 
@@ -974,8 +975,7 @@ class ReportsEndpoint(_CastEndpoint):
             LOG.warning('Host %(host)s reports no instances: erasing its '
                         'placements (user %(user)s, project %(project)s, '
                         'request %(request)s, %(sender)s)',
-                        dict(_caller(ctxt), host=host,
-                             sender=trust.describe(ctxt)))
+                        dict(_caller(ctxt), host=host))
         dropped = self._apply('sync_instance_info', host, uuids)
         for placement in dropped or ():
             # Gone from the compute without a deletion message.
@@ -1064,7 +1064,7 @@ class OperatorEndpoint(_CastEndpoint):
             return
         LOG.info('Aggregate(s) %(names)s updated (user %(user)s, project '
                  '%(project)s, request %(request)s, %(sender)s)',
-                 dict(_caller(ctxt), sender=trust.describe(ctxt),
+                 dict(_caller(ctxt),
                       names=', '.join(a.name for a in aggregates)))
 
     @oslo_messaging.expose
@@ -1077,8 +1077,7 @@ class OperatorEndpoint(_CastEndpoint):
         self._hosts.delete_aggregate(aggregate)
         LOG.warning('Aggregate %(name)s deleted (user %(user)s, project '
                     '%(project)s, request %(request)s, %(sender)s)',
-                    dict(_caller(ctxt), name=aggregate.name,
-                         sender=trust.describe(ctxt)))
+                    dict(_caller(ctxt), name=aggregate.name))
 
 
 #: Driver class -> whether its ``update_service_capabilities`` takes

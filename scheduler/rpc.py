@@ -914,12 +914,9 @@ def call(cctxt, ctxt, method: str, **kwargs):
     (``retry=0``), attempts repeat every ``SEND_RETRY_INTERVAL``
     seconds, and each waits for the reply only for what is left of the
     caller's timeout (the client's, else ``[DEFAULT]
-    rpc_response_timeout``).  The reply queue a
-    process's first call needs is opened in the background
-    (``_ReplyQueueOpener``), so the first call is bounded too.  Each
-    attempt runs in a thread of its own, waited for until the deadline
-    only (``_within``): the driver may block before publishing.  Past
-    the deadline the caller gets ``MessageBusUnreachable`` (a
+    rpc_response_timeout``); the reply queue (``_ReplyQueueOpener``)
+    and the attempts (``_within``) are bounded by it too.  Past the
+    deadline the caller gets ``MessageBusUnreachable`` (a
     ``MessagingTimeout``) when the bus never took the call, and
     ``MessagingTimeout`` when no scheduler answered it.  A call that
     could not be published was not sent, so repeating it cannot run it
