@@ -1002,11 +1002,7 @@ class IntakeEndpoint:
     @oslo_messaging.expose
     def update_service_capabilities(self, ctxt, host_state=None,
                                     **newer_arguments):
-        """Cast from a compute: the state of one of its nodes.
-
-        Arguments newer computes add are ignored (reports must flow
-        during rolling upgrades).
-        """
+        """As ``ReportsEndpoint.update_service_capabilities``."""
         self._reports.take_report(ctxt, host_state, trust.REPORTS_TOPIC,
                                   shared=True)
 
