@@ -48,6 +48,7 @@ from scheduler import exception
 from scheduler import message_limits
 from scheduler import rejections
 from scheduler import rpc
+from scheduler import trust
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
@@ -114,15 +115,6 @@ def decode(body) -> tuple:
             message.get('version'))
 
 
-def sender_of(message) -> str | None:
-    """The broker login ``message`` (a kombu message) was published with,
-    as RabbitMQ validated it; None if it carries none."""
-    user = (message.properties or {}).get('user_id')
-    if isinstance(user, bytes):
-        user = user.decode('utf-8', 'replace')
-    return user if isinstance(user, str) and user else None
-
-
 def _compatible(version) -> bool:
     """Whether this server speaks API ``version`` (1.0 to 1.6)."""
     if version is None:
@@ -160,7 +152,7 @@ def serve(endpoint, message) -> None:
         rejections.reject(method if method is not None else METHOD, e,
                           what='cast')
         return
-    request.sender = sender_of(message)
+    request.sender = trust.publisher_of(message)
     # What a newer compute adds is ignored, as the endpoint ignores it.
     endpoint.report_alive(request, nodes=args.get('nodes'),
                           sent_at=args.get('sent_at'))

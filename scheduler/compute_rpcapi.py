@@ -55,10 +55,9 @@ class ComputeAPI:
         the driver tries another host (``Scheduler.schedule_each``).  An
         unreachable broker blocks until it is back (``retry=None``).
         """
-        cctxt = self.client.prepare(server=host, version='1.0',
-                                    transport_options=MANDATORY)
-        cctxt.cast(context, 'run_instance', instance_uuid=instance_uuid,
-                   node=node, spec_obj=spec_obj, limits=limits)
+        self._cast(host, '1.0', context, 'run_instance',
+                   instance_uuid=instance_uuid, node=node,
+                   spec_obj=spec_obj, limits=limits)
 
     def send_report(self, context, host: str, node: str) -> None:
         """Ask ``host`` for its full report of ``node`` (1.1).
@@ -68,20 +67,18 @@ class ComputeAPI:
         compute that is gone raises here, and its next liveness message
         asks again.
         """
-        cctxt = self.client.prepare(server=host, version='1.1',
-                                    transport_options=MANDATORY)
-        cctxt.cast(context, 'send_report', node=node)
+        self._cast(host, '1.1', context, 'send_report', node=node)
 
     def terminate_instance(self, context, host: str,
                            instance_uuid: str) -> None:
-        """Cast the termination to ``host``; raises if nothing takes it.
+        """Cast the termination to ``host``; raises if nothing takes it
+        (as ``run_instance``), so that the sender can try again instead
+        of the instance staying up while its caller thinks it gone."""
+        self._cast(host, '1.0', context, 'terminate_instance',
+                   instance_uuid=instance_uuid)
 
-        With the mandatory flag, as ``run_instance``: a compute whose
-        queue is gone, or not re-declared yet after a broker restart,
-        makes this raise ``oslo_messaging.MessageUndeliverable`` at the
-        sender (one of ``UNDELIVERED``), who can try again, instead of
-        the instance staying up while its caller thinks it gone.
-        """
-        cctxt = self.client.prepare(server=host, version='1.0',
-                                    transport_options=MANDATORY)
-        cctxt.cast(context, 'terminate_instance', instance_uuid=instance_uuid)
+    def _cast(self, host: str, version: str, context, method: str,
+              **kwargs) -> None:
+        self.client.prepare(server=host, version=version,
+                            transport_options=MANDATORY).cast(
+                                context, method, **kwargs)

@@ -72,8 +72,6 @@ def configured_runtime(argv: list | None = None) -> str:
     from_env = os.environ.get(EXECUTOR_ENV)
     if from_env:
         return _checked(from_env)
-    import sys
-
     from oslo_config import cfg
 
     from scheduler.conf import scheduler as scheduler_conf
@@ -140,10 +138,9 @@ def _green_psycopg2() -> None:
     """Make psycopg2 yield to other green threads while it waits.
 
     Without it a query blocks every green thread of the process until
-    the server answers: database work was once sent to native threads
-    for that, and native threads must not touch green locks
-    (``run_native``).  psycopg2's wait callback waits through the hub
-    instead.  Nothing to do without psycopg2.
+    the server answers; native threads, the other way out, must not
+    touch green locks (``run_native``).  psycopg2's wait callback waits
+    through the hub instead.  Nothing to do without psycopg2.
     """
     try:
         import psycopg2
@@ -500,13 +497,18 @@ def _defer_native_log_records() -> None:
     native_rlock = patcher.original('threading').RLock
     if not isinstance(logging._lock, type(native_rlock())):
         logging._lock = native_rlock()
+    for handler in _handlers():
+        if _NATIVE_RECORDS not in handler.filters:
+            handler.addFilter(_NATIVE_RECORDS)
+
+
+def _handlers() -> list:
+    """Every handler of every logger, once each."""
     loggers = [logging.getLogger()] + [
         logger for logger in logging.Logger.manager.loggerDict.values()
         if isinstance(logger, logging.Logger)]
-    for logger in loggers:
-        for handler in logger.handlers:
-            if _NATIVE_RECORDS not in handler.filters:
-                handler.addFilter(_NATIVE_RECORDS)
+    return list({id(handler): handler for logger in loggers
+                 for handler in logger.handlers}.values())
 
 
 def _replay(records: list) -> None:
@@ -546,14 +548,10 @@ def slice_begins() -> None:
 
     Call it where a green thread has just got the CPU: an RPC call
     starts in a green thread of its own (``rpc.Dispatcher``).  The
-    slice otherwise ran from the last cooperative switch of any green
-    thread, so a new request often found it spent and gave the CPU
-    away at its first safe point, before it had done anything: three
-    requests in four of a caller sending one request after the other
-    (tools/bench/bench_select.py), each a trip through the hub, and a
-    wait behind whatever else was ready.  A long request still yields
-    once it held the CPU for ``_SLICE``, counted from the latest of its
-    own last yield and the start of the calls served meanwhile.
+    slice otherwise runs from the last cooperative switch of any green
+    thread, so a new request would often find it spent and give the
+    CPU away at its first safe point, before it had done anything.  A
+    long request still yields once it held the CPU for ``_SLICE``.
     """
     if _patched:
         _last_switch[0] = time.monotonic()
@@ -582,12 +580,5 @@ def _renew_log_locks() -> None:
     eventlet); the inherited one is dropped, which closes this
     process's copy of the pipe and leaves the parent's alone.
     """
-    loggers = [logging.getLogger()] + [
-        logger for logger in logging.Logger.manager.loggerDict.values()
-        if isinstance(logger, logging.Logger)]
-    renewed: set = set()
-    for logger in loggers:
-        for handler in logger.handlers:
-            if id(handler) not in renewed:
-                renewed.add(id(handler))
-                handler.createLock()
+    for handler in _handlers():
+        handler.createLock()

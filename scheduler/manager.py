@@ -9,6 +9,7 @@ HostManager.
 import collections
 import contextlib
 import datetime
+import functools
 import inspect
 import json
 import time
@@ -50,23 +51,6 @@ _OUTCOMES = ((exception.NoValidHost, 'no_valid_host'),
 _EXPECTED = tuple(cls for cls, _label in _OUTCOMES)
 
 
-@contextlib.contextmanager
-def _inventory_needed(what: str):
-    """Turn a database outage met by ``what`` into InventoryUnavailable.
-
-    Counted in the outage's tally (``availability``), logged once per
-    outage, never with a traceback: callers get the typed error and
-    retry later.
-    """
-    try:
-        yield
-    except Exception as e:
-        if not availability.is_outage(e):
-            raise
-        availability.count(what)
-        raise availability.unavailable(e) from e
-
-
 def _outage_quiet(what: str):
     """A periodic task that skips its run while the database is away.
 
@@ -75,6 +59,7 @@ def _outage_quiet(what: str):
     its work again at its next run.
     """
     def decorate(task):
+        @functools.wraps(task)
         def run(self, ctxt):
             try:
                 return task(self, ctxt)
@@ -82,19 +67,29 @@ def _outage_quiet(what: str):
                 if not availability.is_outage(e):
                     raise
                 availability.count(what)
-        run.__name__ = task.__name__
-        run.__doc__ = task.__doc__
         return run
     return decorate
 
 
 @contextlib.contextmanager
-def _measured(method: str):
-    """Count a call and time it, labelled with how it ended."""
+def _served(method: str):
+    """Count a call and time it, labelled with how it ended.
+
+    A database outage met meanwhile becomes InventoryUnavailable:
+    counted in the outage's tally (``availability``), logged once per
+    outage, never with a traceback; callers get the typed error and
+    retry later.
+    """
     started = time.monotonic()
     outcome = 'error'
     try:
-        yield
+        try:
+            yield
+        except Exception as e:
+            if not availability.is_outage(e):
+                raise
+            availability.count(method)
+            raise availability.unavailable(e) from e
         outcome = 'success'
     except Exception as e:
         outcome = next((label for cls, label in _OUTCOMES
@@ -195,8 +190,7 @@ class SchedulerManager(periodic_task.PeriodicTasks):
                             instance_uuids=None, return_objects=False,
                             return_alternates=False, peer_manifest=None):
         """Choose destinations; see the version history for the shapes."""
-        with _measured('select_destinations'), \
-                _inventory_needed('select_destinations'):
+        with _served('select_destinations'):
             self.driver.host_manager.ensure_loaded()
             return self._select_destinations(
                 ctxt, request_spec, filter_properties, spec_obj,
@@ -206,14 +200,9 @@ class SchedulerManager(periodic_task.PeriodicTasks):
     def _select_destinations(self, ctxt, request_spec, filter_properties,
                              spec_obj, instance_uuids, return_objects,
                              return_alternates, peer_manifest):
-        spec_obj = self._spec_from_args(request_spec, filter_properties,
-                                        spec_obj)
-        if instance_uuids is None and isinstance(request_spec, dict):
-            instance_uuids = request_spec.get('instance_uuids')
-        uuids = self._instance_uuids(spec_obj, instance_uuids)
-        self._check_cost(spec_obj)
-        trust.check_forced_hosts(ctxt, spec_obj, uuids,
-                                 self._instance_places)
+        spec_obj, uuids = self._checked(ctxt, request_spec,
+                                        filter_properties, spec_obj,
+                                        instance_uuids)
         driver_name = type(self.driver).__name__
         notifications.select_start(ctxt, spec_obj, driver_name)
         served = trace.serving(self.driver, spec_obj, uuids)
@@ -266,14 +255,9 @@ class SchedulerManager(periodic_task.PeriodicTasks):
                     instance_uuids=None) -> None:
         """A cast, fresh or taken over (``taken``: its row, if any)."""
         try:
-            spec_obj = self._spec_from_args(request_spec, filter_properties,
-                                            spec_obj)
-            if instance_uuids is None and isinstance(request_spec, dict):
-                instance_uuids = request_spec.get('instance_uuids')
-            uuids = self._instance_uuids(spec_obj, instance_uuids)
-            self._check_cost(spec_obj)
-            trust.check_forced_hosts(ctxt, spec_obj, uuids,
-                                     self._instance_places)
+            spec_obj, uuids = self._checked(ctxt, request_spec,
+                                            filter_properties, spec_obj,
+                                            instance_uuids)
         except exception.SchedulerException as e:
             rejections.reject('schedule_run_instance', e, what='cast')
             cast_ledger.forget(taken)
@@ -317,7 +301,7 @@ class SchedulerManager(periodic_task.PeriodicTasks):
         details name hosts, so only admins get them (an admin context
         from an operator's credential: ``trust.is_admin``).
         """
-        with _measured('explain'), _inventory_needed('explain'):
+        with _served('explain'):
             self.driver.host_manager.ensure_loaded()
             spec_obj = self._spec_from_args(None, None, spec_obj)
             self._check_cost(spec_obj)
@@ -507,6 +491,29 @@ class SchedulerManager(periodic_task.PeriodicTasks):
 
     # -- argument checks ------------------------------------------------
 
+    def _checked(self, ctxt, request_spec, filter_properties, spec_obj,
+                 instance_uuids) -> tuple:
+        """``(spec_obj, instance uuids)`` of a placement request, checked:
+        its shape, its cost and the caller's right to force hosts."""
+        spec_obj = self._spec_from_args(request_spec, filter_properties,
+                                        spec_obj)
+        if instance_uuids is None and isinstance(request_spec, dict):
+            instance_uuids = request_spec.get('instance_uuids')
+        if instance_uuids is None:
+            legacy = spec_obj.obj_get('instance_uuid')
+            uuids = [legacy] if legacy and spec_obj.num_instances == 1 \
+                else []
+        else:
+            uuids = _uuid_list(instance_uuids)
+            if uuids and len(uuids) != spec_obj.num_instances:
+                raise exception.InvalidRequest(
+                    reason='%d instance uuids for num_instances=%d'
+                    % (len(uuids), spec_obj.num_instances))
+        self._check_cost(spec_obj)
+        trust.check_forced_hosts(ctxt, spec_obj, uuids,
+                                 self._instance_places)
+        return spec_obj, uuids
+
     @staticmethod
     def _spec_from_args(request_spec, filter_properties, spec_obj):
         if spec_obj is None:
@@ -567,21 +574,6 @@ class SchedulerManager(periodic_task.PeriodicTasks):
                        'json_query_max_cost (%d)'
                 % (terms, hosts, terms * hosts, limit))
 
-    @staticmethod
-    def _instance_uuids(spec_obj, instance_uuids) -> list:
-        if instance_uuids is None:
-            legacy = spec_obj.obj_get('instance_uuid')
-            return [legacy] if legacy and spec_obj.num_instances == 1 else []
-        if (not isinstance(instance_uuids, (list, tuple))
-                or not all(isinstance(u, str) for u in instance_uuids)):
-            raise exception.InvalidRequest(
-                reason='instance_uuids must be a list of strings')
-        if instance_uuids and len(instance_uuids) != spec_obj.num_instances:
-            raise exception.InvalidRequest(
-                reason='%d instance uuids for num_instances=%d'
-                % (len(instance_uuids), spec_obj.num_instances))
-        return list(instance_uuids)
-
 
 def _count_terms(query) -> int:
     """Operators and values in a parsed JsonFilter query (no recursion)."""
@@ -595,10 +587,12 @@ def _count_terms(query) -> int:
 
 
 def _caller(ctxt) -> dict:
-    """Who sent a cast, for the audit lines (as the context claims)."""
+    """Who sent a cast, for the audit lines: as the context claims, and
+    as the broker says (``sender``)."""
     return {'user': getattr(ctxt, 'user_id', None) or '-',
             'project': getattr(ctxt, 'project_id', None) or '-',
-            'request': getattr(ctxt, 'request_id', None) or '-'}
+            'request': getattr(ctxt, 'request_id', None) or '-',
+            'sender': trust.describe(ctxt)}
 
 
 def _require_admin(ctxt, method: str) -> bool:
@@ -609,8 +603,8 @@ def _require_admin(ctxt, method: str) -> bool:
         return True
     rejections.reject(method, exception.NotAuthorized(
         reason='needs an admin context from an operator credential (user '
-               '%(user)s, project %(project)s, ' % _caller(ctxt)
-               + '%s)' % trust.describe(ctxt)), what='cast')
+               '%(user)s, project %(project)s, %(sender)s)'
+               % _caller(ctxt)), what='cast')
     return False
 
 
@@ -711,7 +705,7 @@ class ReportsEndpoint(_CastEndpoint):
             self._deferred.append((method, args))
             self._kept_hosts[args[0]] += 1
             if len(self._deferred) > self.MAX_DEFERRED:
-                self._forget_oldest()
+                self._forget(self._deferred[0])  # the lock is re-entrant
                 self._dropped += 1
             else:
                 return
@@ -799,13 +793,6 @@ class ReportsEndpoint(_CastEndpoint):
                         {'method': method, 'args': args, 'error': e})
         self._forget(item)
         return True
-
-    def _forget_oldest(self) -> None:
-        """Off the kept news: the oldest (under ``_deferred_lock``)."""
-        _method, args = self._deferred.popleft()
-        self._kept_hosts[args[0]] -= 1
-        if not self._kept_hosts[args[0]]:
-            del self._kept_hosts[args[0]]
 
     def log_unsaved(self) -> None:
         """At shutdown: say what instance news could not be applied."""
@@ -963,8 +950,7 @@ class ReportsEndpoint(_CastEndpoint):
             return
         LOG.info('Instance %(uuid)s deleted on %(host)s (user %(user)s, '
                  'project %(project)s, request %(request)s, %(sender)s)',
-                 dict(_caller(ctxt), uuid=instance_uuid, host=host,
-                      sender=trust.describe(ctxt)))
+                 dict(_caller(ctxt), uuid=instance_uuid, host=host))
         self._apply('delete_instance_info', host, instance_uuid)
         trace.released(host, instance_uuid)
 
@@ -989,8 +975,7 @@ class ReportsEndpoint(_CastEndpoint):
             LOG.warning('Host %(host)s reports no instances: erasing its '
                         'placements (user %(user)s, project %(project)s, '
                         'request %(request)s, %(sender)s)',
-                        dict(_caller(ctxt), host=host,
-                             sender=trust.describe(ctxt)))
+                        dict(_caller(ctxt), host=host))
         dropped = self._apply('sync_instance_info', host, uuids)
         for placement in dropped or ():
             # Gone from the compute without a deletion message.
@@ -1017,11 +1002,7 @@ class IntakeEndpoint:
     @oslo_messaging.expose
     def update_service_capabilities(self, ctxt, host_state=None,
                                     **newer_arguments):
-        """Cast from a compute: the state of one of its nodes.
-
-        Arguments newer computes add are ignored (reports must flow
-        during rolling upgrades).
-        """
+        """As ``ReportsEndpoint.update_service_capabilities``."""
         self._reports.take_report(ctxt, host_state, trust.REPORTS_TOPIC,
                                   shared=True)
 
@@ -1079,7 +1060,7 @@ class OperatorEndpoint(_CastEndpoint):
             return
         LOG.info('Aggregate(s) %(names)s updated (user %(user)s, project '
                  '%(project)s, request %(request)s, %(sender)s)',
-                 dict(_caller(ctxt), sender=trust.describe(ctxt),
+                 dict(_caller(ctxt),
                       names=', '.join(a.name for a in aggregates)))
 
     @oslo_messaging.expose
@@ -1092,8 +1073,7 @@ class OperatorEndpoint(_CastEndpoint):
         self._hosts.delete_aggregate(aggregate)
         LOG.warning('Aggregate %(name)s deleted (user %(user)s, project '
                     '%(project)s, request %(request)s, %(sender)s)',
-                    dict(_caller(ctxt), name=aggregate.name,
-                         sender=trust.describe(ctxt)))
+                    dict(_caller(ctxt), name=aggregate.name))
 
 
 #: Driver class -> whether its ``update_service_capabilities`` takes

@@ -8,6 +8,7 @@ from them.
 """
 
 import bz2
+import itertools
 import lzma
 import zlib
 
@@ -100,77 +101,48 @@ def check_arguments(method, ctxt, args) -> None:
     if not isinstance(ctxt, dict):
         raise exception.InvalidRequest(
             reason='context must be a mapping, not %s' % type(ctxt).__name__)
-    max_depth = CONF.limits.max_argument_depth
-    budget = CONF.limits.max_argument_items
-    if _within_limits(args, ctxt, max_depth, budget):
-        return
-    # Something is wrong: the full walk names the first problem.
-    full_walk(args, ctxt, max_depth, budget)
+    _walk(args, ctxt, CONF.limits.max_argument_depth,
+          CONF.limits.max_argument_items)
 
 
-def full_walk(args: dict, ctxt: dict, max_depth: int, max_items: int
-              ) -> None:
-    """``check_arguments``' walk of every value: raises InvalidRequest
-    naming the first problem (``_within_limits`` only says whether
-    there is one, faster)."""
+def _walk(args: dict, ctxt: dict, max_depth: int, max_items: int) -> None:
+    """Every value of ``ctxt`` and then of ``args``, depth first and the
+    children of each in reverse order; InvalidRequest at the first
+    problem.
+
+    Each container's children are taken from one iterator that the
+    stack keeps: the strings and None that most values are cost a
+    count each, and no entry on the stack.
+    """
     budget = max_items
-    stack = [(args, 1), (ctxt, 1)]
+    stack = [(iter((ctxt, args)), 1)]
     while stack:
-        value, depth = stack.pop()
-        budget -= 1
-        if budget < 0:
-            raise exception.InvalidRequest(
-                reason='more than %d values in the arguments '
-                       '([limits] max_argument_items)'
-                % max_items)
-        if isinstance(value, dict):
-            children = list(value.keys()) + list(value.values())
-        elif isinstance(value, list):
-            children = value
-        else:
-            if (isinstance(value, int) and not isinstance(value, bool)
-                    and not -_INT_LIMIT <= value < _INT_LIMIT):
+        children, depth = stack[-1]
+        for child in children:
+            budget -= 1
+            if budget < 0:
                 raise exception.InvalidRequest(
-                    reason='an integer does not fit in 64 bits')
-            continue
-        if depth >= max_depth and children:
-            raise exception.InvalidRequest(
-                reason='arguments nested deeper than %d levels '
-                       '([limits] max_argument_depth)' % max_depth)
-        stack.extend((child, depth + 1) for child in children)
-
-
-def _within_limits(args: dict, ctxt: dict, max_depth: int,
-                   max_items: int) -> bool:
-    """Whether ``check_arguments`` would find nothing wrong: the same
-    conditions, answered quicker for the usual arguments (strings and
-    None are passed over where they are found, only containers go on the
-    stack) and stopping at the first problem (``check_arguments`` then
-    walks again to name it)."""
-    stack = [(args, 1), (ctxt, 1)]
-    count = 2
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, dict):
-            if not value:
+                    reason='more than %d values in the arguments '
+                           '([limits] max_argument_items)' % max_items)
+            kind = type(child)
+            if kind is str or child is None:
                 continue
-            count += 2 * len(value)
-            children = (value, value.values())
-        elif not value:
-            continue
+            if isinstance(child, dict):
+                grandchildren = itertools.chain(reversed(child.values()),
+                                                reversed(child.keys()))
+            elif isinstance(child, list):
+                grandchildren = reversed(child)
+            else:
+                if (isinstance(child, int) and kind is not bool
+                        and not -_INT_LIMIT <= child < _INT_LIMIT):
+                    raise exception.InvalidRequest(
+                        reason='an integer does not fit in 64 bits')
+                continue
+            if child and depth >= max_depth:
+                raise exception.InvalidRequest(
+                    reason='arguments nested deeper than %d levels '
+                           '([limits] max_argument_depth)' % max_depth)
+            stack.append((grandchildren, depth + 1))
+            break
         else:
-            count += len(value)
-            children = (value,)
-        if count > max_items or depth >= max_depth:
-            return False
-        for group in children:
-            for child in group:
-                kind = type(child)
-                if kind is str or child is None:
-                    continue
-                if isinstance(child, (dict, list)):
-                    stack.append((child, depth + 1))
-                elif (isinstance(child, int) and kind is not bool
-                      and not -_INT_LIMIT <= child < _INT_LIMIT):
-                    return False
-    return True
+            stack.pop()

@@ -187,7 +187,6 @@ def record_claim_expired() -> None:
 def prepare(conf) -> None:
     """With ``[prometheus] enabled``, in the parent before the workers
     fork: empty ``<state_path>/metrics`` and write there from now on."""
-    global _metrics, _directory
     if not conf.prometheus.enabled:
         return
     directory = os.path.join(conf.state_path, 'metrics')
@@ -195,9 +194,7 @@ def prepare(conf) -> None:
         shutil.rmtree(directory, ignore_errors=True)
         os.makedirs(directory, exist_ok=True)
         os.environ['PROMETHEUS_MULTIPROC_DIR'] = directory
-        values.ValueClass = values.MultiProcessValue()
-        _directory = directory
-        _metrics = _Metrics(conf.prometheus.histogram_buckets)
+        _write_to(directory, conf)
 
 
 def start(conf) -> None:
@@ -237,15 +234,20 @@ def start(conf) -> None:
 def _join_or_prepare(conf) -> None:
     """Use the directory a parent prepared (it is in our environment),
     else prepare one: a service started without ``prepare()``."""
-    global _metrics, _directory
     directory = os.path.join(conf.state_path, 'metrics')
     if os.environ.get('PROMETHEUS_MULTIPROC_DIR') != directory:
         prepare(conf)
         return
     with _lock:
-        values.ValueClass = values.MultiProcessValue()
-        _directory = directory
-        _metrics = _Metrics(conf.prometheus.histogram_buckets)
+        _write_to(directory, conf)
+
+
+def _write_to(directory: str, conf) -> None:
+    """Metrics made from now on write to ``directory`` (under ``_lock``)."""
+    global _metrics, _directory
+    values.ValueClass = values.MultiProcessValue()
+    _directory = directory
+    _metrics = _Metrics(conf.prometheus.histogram_buckets)
 
 
 def stop() -> None:

@@ -113,17 +113,8 @@ def cleanup() -> None:
     _TRANSPORTS.clear()
 
 
-class RequestContextSerializer(oslo_messaging.Serializer):
+class RequestContextSerializer(objects_base.SchedulerObjectSerializer):
     """Serialises the request context and the versioned objects."""
-
-    def __init__(self):
-        self._base = objects_base.SchedulerObjectSerializer()
-
-    def serialize_entity(self, ctxt, entity):
-        return self._base.serialize_entity(ctxt, entity)
-
-    def deserialize_entity(self, ctxt, entity):
-        return self._base.deserialize_entity(ctxt, entity)
 
     def serialize_context(self, ctxt):
         return ctxt.to_dict()
@@ -923,12 +914,9 @@ def call(cctxt, ctxt, method: str, **kwargs):
     (``retry=0``), attempts repeat every ``SEND_RETRY_INTERVAL``
     seconds, and each waits for the reply only for what is left of the
     caller's timeout (the client's, else ``[DEFAULT]
-    rpc_response_timeout``).  The reply queue a
-    process's first call needs is opened in the background
-    (``_ReplyQueueOpener``), so the first call is bounded too.  Each
-    attempt runs in a thread of its own, waited for until the deadline
-    only (``_within``): the driver may block before publishing.  Past
-    the deadline the caller gets ``MessageBusUnreachable`` (a
+    rpc_response_timeout``); the reply queue (``_ReplyQueueOpener``)
+    and the attempts (``_within``) are bounded by it too.  Past the
+    deadline the caller gets ``MessageBusUnreachable`` (a
     ``MessagingTimeout``) when the bus never took the call, and
     ``MessagingTimeout`` when no scheduler answered it.  A call that
     could not be published was not sent, so repeating it cannot run it
@@ -979,8 +967,6 @@ def call(cctxt, ctxt, method: str, **kwargs):
                          'yet; trying again for %(left).1fs',
                          {'topic': cctxt.target.topic, 'method': method,
                           'left': remaining})
-            time.sleep(max(0.0, min(SEND_RETRY_INTERVAL,
-                                    deadline - time.monotonic())))
         except kombu.exceptions.OperationalError as e:
             # The connection failed under the call (the broker went
             # away): it may have been sent, so it is not sent again; the
@@ -996,5 +982,6 @@ def call(cctxt, ctxt, method: str, **kwargs):
                             'again for %(left).1fs',
                             {'method': method, 'error': e,
                              'left': remaining})
-            time.sleep(max(0.0, min(SEND_RETRY_INTERVAL,
-                                    deadline - time.monotonic())))
+        # Not published (a successful attempt returned): again soon.
+        time.sleep(max(0.0, min(SEND_RETRY_INTERVAL,
+                                deadline - time.monotonic())))

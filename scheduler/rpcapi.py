@@ -68,19 +68,14 @@ class SchedulerAPI:
         self._verdict: str | None = None
         self._verifying = False
         self._verify_lock = threading.Lock()
-        #: Whether the schedulers take reports on the intake (1.5);
-        #: None until told, and when it was last asked.
-        self._intake: bool | None = None
-        self._intake_asked = 0.0
-        #: Until when (monotonic) reports go by the fanout because the
-        #: broker refused one on the intake.
-        self._intake_refused_until = 0.0
-        #: Whether the schedulers take liveness messages (1.6); None
-        #: until told, when it was last asked, and until when none is
-        #: sent because the broker refused one.
-        self._alive: bool | None = None
-        self._alive_asked = 0.0
-        self._alive_refused_until = 0.0
+        #: Reports on the intake (1.5) and liveness messages (1.6).
+        self._intake = _Heard(rpc.intake_topic, '1.5',
+                              'Schedulers take reports on %s (API 1.5): '
+                              'each report goes to one of them')
+        self._alive = _Heard(rpc.alive_topic, self.ALIVE_VERSION,
+                             'Schedulers take liveness messages on %s '
+                             '(API 1.6): a report with nothing new goes '
+                             'as one')
         #: (host, nodename) -> the digest of the last full report sent
         #: by ``report`` (``objects.host_state.content_digest``).
         self._full_sent: dict = {}
@@ -221,12 +216,9 @@ class SchedulerAPI:
         """
         host_state = self._backport(host_state)
         if self._intake_heard():
-            if 'intake' not in self._cast_clients:
-                self._cast_clients['intake'] = rpc.get_client(
-                    rpc.intake_target(version='1.5'),
-                    transport=self._transport, timeout=self._timeout)
             try:
-                self._cast_clients['intake'].prepare(
+                self._cast_client('intake', rpc.intake_target,
+                                  version='1.5').prepare(
                     retry=self._cast_retry).cast(
                         ctxt, 'update_service_capabilities',
                         host_state=host_state)
@@ -305,11 +297,9 @@ class SchedulerAPI:
         ``[[host, nodename, digest]]``, nodes alive whose state is that
         of their last full report.  Raises ``MessageDeliveryFailure``
         when the broker refuses it."""
-        if 'alive' not in self._cast_clients:
-            self._cast_clients['alive'] = rpc.get_client(
-                rpc.alive_target(version=self.ALIVE_VERSION),
-                transport=self._transport, timeout=self._timeout)
-        self._cast_clients['alive'].prepare(retry=self._cast_retry).cast(
+        self._cast_client('alive', rpc.alive_target,
+                          version=self.ALIVE_VERSION).prepare(
+                              retry=self._cast_retry).cast(
             ctxt, 'report_alive', nodes=[list(node) for node in nodes],
             sent_at=time.time())
 
@@ -320,9 +310,7 @@ class SchedulerAPI:
             self.report_alive(ctxt, nodes)
             return True
         except oslo_messaging.MessageDeliveryFailure as e:
-            self._alive = None
-            self._alive_refused_until = (time.monotonic()
-                                         + self.INTAKE_REFUSED_WAIT)
+            self._alive.refused(self.INTAKE_REFUSED_WAIT)
             LOG.warning('The broker refused a liveness message on '
                         '%(queue)s: %(error)s. Sending full reports '
                         'instead, and trying again in %(wait)d s',
@@ -348,25 +336,8 @@ class SchedulerAPI:
         speaks 1.6), asked again every ``VERIFY_AGAIN_AFTER`` seconds
         until it has.
         """
-        if not CONF.scheduler.report_liveness or not self._intake_heard():
-            return False
-        if time.monotonic() < self._alive_refused_until:
-            return False
-        if CONF.upgrade_levels.scheduler is not None:
-            return self.client.can_send_version(self.ALIVE_VERSION)
-        if self._alive is not None:
-            return self._alive
-        now = time.monotonic()
-        if now - self._alive_asked < self.VERIFY_AGAIN_AFTER:
-            return False
-        self._alive_asked = now
-        heard = self._schedulers_take(rpc.alive_topic(), self.ALIVE_VERSION)
-        if heard:
-            self._alive = True
-            LOG.info('Schedulers take liveness messages on %s (API 1.6): '
-                     'a report with nothing new goes as one',
-                     rpc.alive_topic())
-        return heard
+        return (CONF.scheduler.report_liveness and self._intake_heard()
+                and self._heard(self._alive))
 
     #: Seconds a client whose report the broker refused on the intake
     #: sends by the fanout before it tries the intake again (time for an
@@ -376,9 +347,7 @@ class SchedulerAPI:
     def _intake_refused(self, error: Exception) -> None:
         """The broker refused a report on the intake: the fanout for
         ``INTAKE_REFUSED_WAIT`` seconds, and a WARNING that says why."""
-        self._intake = None
-        self._intake_refused_until = (time.monotonic()
-                                      + self.INTAKE_REFUSED_WAIT)
+        self._intake.refused(self.INTAKE_REFUSED_WAIT)
         LOG.warning('The broker refused a report on the schedulers\' '
                     'intake (exchange %(exchange)s): %(error)s. Sending '
                     'reports by the fanout exchange %(exchange)s_fanout '
@@ -405,23 +374,26 @@ class SchedulerAPI:
         guide, rolling upgrades): the queue has consumers as soon as
         one scheduler is 1.5.
         """
-        if not CONF.scheduler.report_intake:
-            return False
-        if time.monotonic() < self._intake_refused_until:
+        return CONF.scheduler.report_intake and self._heard(self._intake)
+
+    def _heard(self, kind: '_Heard') -> bool:
+        """Whether the schedulers take ``kind``, as ``_intake_heard``
+        says: once told, kept; until then asked again every
+        ``VERIFY_AGAIN_AFTER`` seconds."""
+        if time.monotonic() < kind.refused_until:
             return False
         if CONF.upgrade_levels.scheduler is not None:
-            return self.client.can_send_version('1.5')
-        if self._intake is not None:
-            return self._intake
+            return self.client.can_send_version(kind.version)
+        if kind.heard is not None:
+            return kind.heard
         now = time.monotonic()
-        if now - self._intake_asked < self.VERIFY_AGAIN_AFTER:
+        if now - kind.asked < self.VERIFY_AGAIN_AFTER:
             return False
-        self._intake_asked = now
-        heard = self._schedulers_take(rpc.intake_topic(), '1.5')
+        kind.asked = now
+        heard = self._schedulers_take(kind.topic(), kind.version)
         if heard:
-            self._intake = True
-            LOG.info('Schedulers take reports on %s (API 1.5): each report '
-                     'goes to one of them', rpc.intake_topic())
+            kind.heard = True
+            LOG.info(kind.told, kind.topic())
         return heard
 
     def _schedulers_take(self, queue: str, version: str) -> bool:
@@ -433,26 +405,29 @@ class SchedulerAPI:
         """
         url = rpc.transport_url_of(self._transport)
         if rpc.is_amqp(transport_url=url):
-            return self._consumers(url, queue) > 0
-        try:
-            server, _manifest = self._probe_version(
-                min(self._timeout or CONF.rpc_response_timeout,
-                    self.VERIFY_TIMEOUT))
-        except oslo_messaging.MessagingTimeout:
-            return False
-        return _version_tuple(server) >= _version_tuple(version)
+            return bool(self._queue_consumers(url, queue))
+        server = self._server_version()
+        return server is not None and \
+            _version_tuple(server) >= _version_tuple(version)
 
-    def _consumers(self, url: str | None, queue: str) -> int:
-        """Consumers of ``queue`` at the broker (0 when it cannot be
-        told)."""
+    def _server_version(self) -> str | None:
+        """A running scheduler's API version; None when none answers
+        within ``VERIFY_TIMEOUT``."""
         try:
-            with rpc.amqp_connection(connect_timeout=self.VERIFY_TIMEOUT,
-                                     transport_url=url) as connection:
-                return connection.channel().queue_declare(
-                    queue=queue, passive=True).consumer_count
-        except Exception as e:  # no such queue, or the bus is down
-            LOG.debug('Could not look at queue %s: %s', queue, e)
-            return 0
+            return self._probe_version(
+                min(self._timeout or CONF.rpc_response_timeout,
+                    self.VERIFY_TIMEOUT))[0]
+        except oslo_messaging.MessagingTimeout:
+            return None
+
+    def _cast_client(self, key: str, target_of, *args, **kwargs):
+        """The client of casts ``key``, to ``target_of(*args, **kwargs)``
+        (made once)."""
+        if key not in self._cast_clients:
+            self._cast_clients[key] = rpc.get_client(
+                target_of(*args, **kwargs), transport=self._transport,
+                timeout=self._timeout)
+        return self._cast_clients[key]
 
     def update_instance_info(self, ctxt, host_name, instance_uuids) -> None:
         self._state_cast(rpc.reports_topic(), '1.1', ctxt,
@@ -516,11 +491,8 @@ class SchedulerAPI:
         client = self.client
         if client.can_send_version('1.4'):
             self._check_uncapped(method, '1.4')
-            if topic not in self._cast_clients:
-                self._cast_clients[topic] = rpc.get_client(
-                    rpc.own_exchange_target(topic, version='1.4'),
-                    transport=self._transport, timeout=self._timeout)
-            self._cast_clients[topic].prepare(
+            self._cast_client(topic, rpc.own_exchange_target, topic,
+                              version='1.4').prepare(
                 fanout=True, retry=self._cast_retry).cast(
                     ctxt, method, **kwargs)
             if confirm:
@@ -618,8 +590,12 @@ class SchedulerAPI:
         url = rpc.transport_url_of(self._transport)
         if rpc.is_amqp(transport_url=url):
             verdict = self._judge_by_queues(url)
+        elif (server := self._server_version()) is None:
+            verdict = None
+        elif _version_tuple(server) < _version_tuple(self.TOPICS_VERSION):
+            verdict = 'the scheduler speaks %s' % server
         else:
-            verdict = self._judge_by_asking()
+            verdict = ''
         if verdict is None:
             return None
         self._verdict = verdict
@@ -644,42 +620,18 @@ class SchedulerAPI:
         so a compute with the admin guide's publish-only credentials can
         ask it (it could not call ``get_version_info``: no reply queue).
         """
-        def consumers(channel, queue: str) -> int:
-            try:
-                return channel.queue_declare(queue=queue,
-                                             passive=True).consumer_count
-            except Exception:  # no such queue: nobody ever consumed it
-                return 0
-
-        try:
-            with rpc.amqp_connection(connect_timeout=self.VERIFY_TIMEOUT,
-                                     transport_url=url) as connection:
-                new = consumers(connection.channel(), rpc.reports_topic())
-                old = 0 if new else consumers(connection.channel(),
-                                              CONF.scheduler.topic)
-        except Exception as e:  # the bus is down: cannot tell yet
-            LOG.debug('Could not look at the scheduler queues: %s', e)
-            return None
+        new = self._queue_consumers(url, rpc.reports_topic())
+        if new is None:
+            return None  # the bus is down: cannot tell yet
         if new:
             return ''
+        old = self._queue_consumers(url, CONF.scheduler.topic)
         if old:
             return ('its %d consumer(s) take %s but not %s, as schedulers '
                     'older than %s do' % (old, CONF.scheduler.topic,
                                           rpc.reports_topic(),
                                           self.TOPICS_VERSION))
         return None
-
-    def _judge_by_asking(self) -> str | None:
-        """From ``get_version_info`` (transports without queues)."""
-        timeout = min(self._timeout or CONF.rpc_response_timeout,
-                      self.VERIFY_TIMEOUT)
-        try:
-            server, _manifest = self._probe_version(timeout)
-        except oslo_messaging.MessagingTimeout:
-            return None
-        if _version_tuple(server) < _version_tuple(self.TOPICS_VERSION):
-            return 'the scheduler speaks %s' % server
-        return ''
 
     def _verify_in_background(self) -> None:
         """Ask again until it can be told, without holding casts.
@@ -712,3 +664,21 @@ class SchedulerAPI:
 
 def _version_tuple(version: str) -> tuple:
     return tuple(int(part) for part in version.split('.'))
+
+
+class _Heard:
+    """Whether the schedulers take one kind of message newer than the
+    casts of 1.4 (``SchedulerAPI._heard``)."""
+
+    def __init__(self, topic, version: str, told: str):
+        #: ``topic()``: its queue; ``told``: the line once they do.
+        self.topic, self.version, self.told = topic, version, told
+        #: True once told, None until then; when it was last asked.
+        self.heard: bool | None = None
+        self.asked = 0.0
+        #: Until when (monotonic) none goes: the broker refused one.
+        self.refused_until = 0.0
+
+    def refused(self, wait: float) -> None:
+        self.heard = None
+        self.refused_until = time.monotonic() + wait

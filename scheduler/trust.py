@@ -110,10 +110,14 @@ def sender_of(incoming) -> str | None:
     """
     if type(incoming).__module__ == FAKE_DRIVER_MODULE:
         return LOCAL
-    raw = getattr(getattr(incoming, 'message', None),
-                  RAW_MESSAGE_ATTRIBUTE, None)
-    properties = getattr(raw, 'properties', None) or {}
-    user = properties.get('user_id')
+    return publisher_of(getattr(getattr(incoming, 'message', None),
+                                RAW_MESSAGE_ATTRIBUTE, None))
+
+
+def publisher_of(raw) -> str | None:
+    """The ``user_id`` property of kombu message ``raw``, as RabbitMQ
+    validated it; None if it carries none."""
+    user = (getattr(raw, 'properties', None) or {}).get('user_id')
     if isinstance(user, bytes):
         user = user.decode('utf-8', 'replace')
     return user if isinstance(user, str) and user else None

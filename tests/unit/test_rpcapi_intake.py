@@ -63,6 +63,6 @@ def test_a_report_the_broker_refuses_on_the_intake_goes_by_the_fanout(
     assert len(warnings) == 1
     assert 'write and configure' in warnings[0]
     # Later, the intake again (the permission may have been widened).
-    monkeypatch.setattr(api, '_intake_refused_until', 0.0)
+    monkeypatch.setattr(api._intake, 'refused_until', 0.0)
     api.update_service_capabilities(CTX, fixtures.report('h1'))
     assert refusing.casts == 2
