@@ -3,7 +3,6 @@ processes on RabbitMQ, and how the demo observes them."""
 
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -23,6 +22,7 @@ from scheduler import rpcapi
 from scheduler import service as service_mod
 from scheduler import simulator
 from scheduler.simulator import fleet as fleet_mod
+from scheduler import urls
 
 CONF = cfg.CONF
 
@@ -190,8 +190,8 @@ class RabbitBus:
         return bool(self._procs)
 
     def describe(self) -> str:
-        return '%s, scheduler-service and scheduler-compute-sim processes' \
-            % re.sub(r':[^:@/]*@', ':***@', self.url)
+        return ('%s, scheduler-service and scheduler-compute-sim processes'
+                % urls.masked_url(self.url))
 
     def prepare(self, drivers: list) -> None:
         """Start every driver's service, then each one's fleet."""
