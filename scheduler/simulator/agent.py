@@ -92,6 +92,17 @@ def build_host_state(spec: fleet_mod.HostSpec) -> objects.HostState:
         disk_available_least=spec.disk_available_least).set_defaults()
 
 
+def scheduler_answers(transport, timeout: float) -> bool:
+    """Whether a scheduler answers on ``[scheduler] topic`` within
+    ``timeout`` seconds."""
+    try:
+        rpcapi.SchedulerAPI(transport=transport, timeout=timeout) \
+            .get_version_info(ctx_mod.get_admin_context())
+        return True
+    except oslo_messaging.MessagingTimeout:
+        return False
+
+
 class SilenceSwitch:
     """Which hosts must not talk to the scheduler.
 
@@ -648,16 +659,8 @@ class Fleet:
                                         aggregates)
 
     def _scheduler_answers(self) -> bool:
-        """Whether a scheduler answers on ``[scheduler] topic`` now."""
-        if not isinstance(self._api, rpcapi.SchedulerAPI):
-            return True
-        probe = rpcapi.SchedulerAPI(transport=self._transport,
-                                    timeout=self.PROBE_TIMEOUT)
-        try:
-            probe.get_version_info(ctx_mod.get_admin_context())
-            return True
-        except oslo_messaging.MessagingTimeout:
-            return False
+        return not isinstance(self._api, rpcapi.SchedulerAPI) or \
+            scheduler_answers(self._transport, self.PROBE_TIMEOUT)
 
     def _aggregates_loop(self, interval: float) -> None:
         """Cast the aggregates once a scheduler is there to hear them."""
