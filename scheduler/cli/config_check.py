@@ -66,9 +66,6 @@ class Result:
     result: str
     detail: str
 
-    def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
 
 def _error(error: Exception) -> str:
     """``Type: message``, first line only, as the detail of a failure."""
@@ -810,7 +807,7 @@ def cmd_check(args) -> int:
                          timeout=args.timeout or DEFAULT_TIMEOUT,
                          services=args.services)
     # A problem's detail is the point of the command: never cut.
-    output.emit([r.as_dict() for r in results], COLUMNS, args.format,
+    output.emit([dataclasses.asdict(r) for r in results], COLUMNS, args.format,
                 cut=False)
     failed = sum(r.result == FAIL for r in results)
     if not output.structured(args.format):
