@@ -66,9 +66,6 @@ class Result:
     result: str
     detail: str
 
-    def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
 
 def _error(error: Exception) -> str:
     """``Type: message``, first line only, as the detail of a failure."""
@@ -357,26 +354,29 @@ def check_filters() -> list:
                               '%d filter classes' % len(classes)))
     by_name = {cls.__name__: cls for cls in classes}
     enabled = [n.strip() for n in fs.enabled_filters if n.strip()]
-    bad = False
-    for name in enabled:
-        cls = by_name.get(name)
-        if cls is None:
-            bad = True
-            results.append(Result('enabled_filters', FAIL,
-                                  '%s is not in available_filters' % name))
-            continue
+    found = [by_name[name] for name in enabled if name in by_name]
+    results.extend(Result('enabled_filters', FAIL, '%s is not in '
+                          'available_filters' % name)
+                   for name in enabled if name not in by_name)
+    if len(_started('enabled_filters', found, results)) == len(enabled):
+        results.append(Result('enabled_filters', OK, ', '.join(enabled)
+                              or 'none: every host passes'))
+    results.extend(plugin_packages(found))
+    return results
+
+
+def _started(check: str, classes: list, results: list) -> list:
+    """The names of ``classes`` that start; a failure row per other."""
+    names = []
+    for cls in classes:
         try:
             cls()
         except Exception as e:
-            bad = True
-            results.append(Result('enabled_filters', FAIL,
-                                  '%s: %s' % (name, _error(e))))
-    if not bad:
-        results.append(Result('enabled_filters', OK, ', '.join(enabled)
-                              or 'none: every host passes'))
-    results.extend(plugin_packages(
-        [by_name[name] for name in enabled if name in by_name]))
-    return results
+            results.append(Result(check, FAIL, '%s: %s' % (cls.__name__,
+                                                           _error(e))))
+        else:
+            names.append(cls.__name__)
+    return names
 
 
 def plugin_packages(classes: list) -> list:
@@ -407,15 +407,7 @@ def check_weighers() -> list:
     classes = _load_entries('weight_classes', loader.WEIGHER_NAMESPACE,
                             CONF.filter_scheduler.weight_classes,
                             filter_scheduler.ALL_WEIGHERS, results)
-    names = []
-    for cls in classes:
-        try:
-            cls()
-        except Exception as e:
-            results.append(Result('weight_classes', FAIL, '%s: %s' % (
-                cls.__name__, _error(e))))
-            continue
-        names.append(cls.__name__)
+    names = _started('weight_classes', classes, results)
     if not any(r.result == FAIL for r in results):
         results.append(Result('weight_classes', OK,
                               ', '.join(names) or 'none: hosts are not '
@@ -815,7 +807,7 @@ def cmd_check(args) -> int:
                          timeout=args.timeout or DEFAULT_TIMEOUT,
                          services=args.services)
     # A problem's detail is the point of the command: never cut.
-    output.emit([r.as_dict() for r in results], COLUMNS, args.format,
+    output.emit([dataclasses.asdict(r) for r in results], COLUMNS, args.format,
                 cut=False)
     failed = sum(r.result == FAIL for r in results)
     if not output.structured(args.format):

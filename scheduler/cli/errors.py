@@ -66,6 +66,4 @@ def exit_code(error: BaseException) -> int:
 
 
 def _seconds(timeout: float | None) -> str:
-    if timeout is None:
-        return '?'
-    return ('%g' % timeout)
+    return '?' if timeout is None else '%g' % timeout

@@ -3,8 +3,7 @@
 Both read the inventory the schedulers flush to, so they work without a
 running service (and show what a restarted scheduler would start from):
 the last report of each node with the claims not yet reported laid over
-it, and the host aggregates.  ``hosts`` alone is ``hosts list``, as it
-was before ``show`` existed.
+it, and the host aggregates.  ``hosts`` alone is ``hosts list``.
 """
 
 import datetime
@@ -206,18 +205,13 @@ def host_detail(host: str) -> dict:
     }
 
 
-def _ratio_cell(ratio: dict) -> str:
-    if ratio['overridden']:
-        return '%g (aggregate; the compute reports %g)' % (
-            ratio['effective'], ratio['reported'])
-    return '%g' % ratio['effective']
-
-
 def _node_cells(node: dict) -> dict:
     """A node's values as the table shows them."""
     cells = dict(node)
     for resource, ratio in node['allocation_ratios'].items():
-        cells['%s_allocation_ratio' % resource] = _ratio_cell(ratio)
+        cells['%s_allocation_ratio' % resource] = (
+            '%(effective)g (aggregate; the compute reports %(reported)g)'
+            if ratio['overridden'] else '%(effective)g') % ratio
     cells['numa_cells'] = ['cell %(id)d: %(cpus)d cpus, %(memory_mb)d MB'
                            % c for c in node['numa_cells']]
     cells['pci_pools'] = ['%(vendor_id)s:%(product_id)s x%(count)d' % p

@@ -42,16 +42,11 @@ def emit(rows: list, columns: list, fmt: str = 'table', stream=None,
     table.align = 'l'
     for row in rows:
         cells = [_cell(row.get(c)) for c in columns]
-        table.add_row([_cut(c) for c in cells] if cut else cells)
+        table.add_row([c if len(c) <= MAX_CELL or not cut
+                       else c[:MAX_CELL - 3] + '...' for c in cells])
     if _is_terminal(stream):
         _fit(table, len(columns))
     stream.write(table.get_string() + '\n')
-
-
-def _cut(text: str) -> str:
-    if len(text) <= MAX_CELL:
-        return text
-    return text[:MAX_CELL - 3] + '...'
 
 
 def _is_terminal(stream) -> bool:
@@ -80,12 +75,6 @@ def emit_data(fmt: str, value, stream=None) -> None:
         yaml.safe_dump(plain, stream, default_flow_style=False,
                        sort_keys=True)
         return
-    emit_json(value, stream)
-
-
-def emit_json(value, stream=None) -> None:
-    """Print any JSON-friendly value, the way ``emit`` prints JSON."""
-    stream = stream or sys.stdout
     json.dump(value, stream, indent=2, sort_keys=True, default=str)
     stream.write('\n')
 

@@ -20,9 +20,13 @@ import tempfile
 from scheduler.cli import output
 
 
-def _write_outputs(document: dict, args) -> None:
+def _compare(args, fleet, events: list, configs: list) -> int:
+    """Replay under each of ``configs``; write and print the comparison."""
     from scheduler.replay import compare
     from scheduler.replay import html
+    document = compare.compare(fleet, events, configs, seed=args.seed,
+                               explained=args.explain,
+                               progress=None if args.quiet else sys.stderr)
     if args.json:
         with open(args.json, 'w', encoding='utf-8') as f:
             json.dump(document, f, indent=1, default=str)
@@ -35,6 +39,7 @@ def _write_outputs(document: dict, args) -> None:
     rows = compare.table(document)
     output.emit(rows, ['figure'] + [c['name'] for c in document['configs']],
                 args.format)
+    return 0
 
 
 def _config_pairs(paths: list) -> list:
@@ -52,7 +57,6 @@ def _config_pairs(paths: list) -> list:
 
 
 def cmd_replay(args) -> int:
-    from scheduler.replay import compare
     from scheduler.replay import snapshot
     from scheduler.replay import trace
     if args.mode == 'demo':
@@ -65,17 +69,11 @@ def cmd_replay(args) -> int:
         sys.stderr.write('replay: %s required (or "replay demo")\n'
                          % ', '.join(missing))
         return 2
-    fleet = snapshot.load(args.fleet)
-    events = trace.read(args.trace)
-    document = compare.compare(fleet, events, _config_pairs(args.config),
-                               seed=args.seed, explained=args.explain,
-                               progress=None if args.quiet else sys.stderr)
-    _write_outputs(document, args)
-    return 0
+    return _compare(args, snapshot.load(args.fleet), trace.read(args.trace),
+                    _config_pairs(args.config))
 
 
 def cmd_demo(args) -> int:
-    from scheduler.replay import compare
     from scheduler.replay import demo
     from scheduler.replay import snapshot
     fleet = snapshot.parse(demo.fleet_document(args.hosts),
@@ -88,12 +86,7 @@ def cmd_demo(args) -> int:
             with open(path, 'w', encoding='utf-8') as f:
                 f.write(text)
             configs.append((name, path))
-        document = compare.compare(fleet, events, configs, seed=args.seed,
-                                   explained=args.explain,
-                                   progress=None if args.quiet
-                                   else sys.stderr)
-    _write_outputs(document, args)
-    return 0
+        return _compare(args, fleet, events, configs)
 
 
 def cmd_snapshot(args) -> int:

@@ -22,8 +22,6 @@ know go to oslo.config.
 
 import argparse
 import faulthandler
-import logging as std_logging
-import os
 import signal
 import sys
 import threading
@@ -32,6 +30,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from scheduler import broker_login
+from scheduler import cmd
 from scheduler import config
 from scheduler import exception
 from scheduler.resources import liveness
@@ -105,27 +104,19 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def host_prefix(explicit: str | None) -> str:
-    """``--prefix``, else ``[DEFAULT] host`` if the operator set it.
+def host_prefix(explicit: str | None) -> tuple:
+    """``(prefix, where it comes from)``: ``--prefix``, else ``[DEFAULT]
+    host`` if the operator set it, else ``DEFAULT_PREFIX``.
 
     ``[DEFAULT] host`` defaults to this machine's name, which says
     nothing about simulated hosts: only a value someone chose is used.
     """
     if explicit:
-        return explicit
+        return explicit, '--prefix'
     location = CONF.get_location('host')
     if location is not None and location.location.is_user_controlled:
-        return CONF.host
-    return DEFAULT_PREFIX
-
-
-def prefix_origin(explicit: str | None) -> str:
-    """Where the host name prefix comes from, for the start-up line."""
-    if explicit:
-        return '--prefix'
-    if host_prefix(None) == DEFAULT_PREFIX:
-        return 'the default; choose one with --prefix'
-    return '[DEFAULT] host; choose another with --prefix'
+        return CONF.host, '[DEFAULT] host; choose another with --prefix'
+    return DEFAULT_PREFIX, 'the default; choose one with --prefix'
 
 
 def check_limits(spec: fleet_mod.FleetSpec, interval: float,
@@ -155,7 +146,7 @@ def build_fleet(args) -> fleet_mod.FleetSpec:
     group = {}
     if args.availability_zone:
         group['availability_zone'] = args.availability_zone
-    return fleet_mod.uniform(args.hosts, prefix=host_prefix(args.prefix),
+    return fleet_mod.uniform(args.hosts, prefix=host_prefix(args.prefix)[0],
                              **group)
 
 
@@ -163,12 +154,9 @@ def main(argv: list | None = None) -> int:
     parser = make_parser()
     args, rest = parser.parse_known_args(sys.argv[1:] if argv is None
                                          else argv)
-    conf_args = list(rest)
-    for path in args.config_file:
-        conf_args += ['--config-file', path]
-    for path in args.config_dir:
-        conf_args += ['--config-dir', path]
-    config.parse_args(conf_args, prog='scheduler-compute-sim',
+    config.parse_args(rest + cmd.config_args(args.config_file,
+                                             args.config_dir),
+                      prog='scheduler-compute-sim',
                       default_config_files=[] if args.config_file else None)
     if args.report_interval is not None:
         if args.report_interval < 1:
@@ -217,7 +205,7 @@ def main(argv: list | None = None) -> int:
     LOG.info('Starting %(count)d simulated host(s) %(first)s..%(last)s '
              '(name prefix from %(origin)s) on transport %(url)s',
              {'count': len(names), 'first': names[0], 'last': names[-1],
-              'origin': prefix_origin(args.prefix) if args.hosts
+              'origin': host_prefix(args.prefix)[1] if args.hosts
               else 'the fleet file',
               'url': urls.masked_url(CONF.transport_url)})
 
@@ -271,28 +259,12 @@ def main(argv: list | None = None) -> int:
             LOG.error('Cannot start: %s', failures[0])
         LOG.warning('Exiting without a clean shutdown: the bus did not '
                     'answer within %d s', STOP_GRACE)
-        std_logging.shutdown()
-        os._exit(1 if failures else 0)
+        cmd.exit_now(1 if failures else 0)
     if fleet.fatal is not None:
         # One line, no traceback: what to change is in the message.
         LOG.error('%s', fleet.fatal)
-        _exit_now(2)
-    _exit_now(0)
+    cmd.exit_now(0 if fleet.fatal is None else 2)
     return 0  # not reached
-
-
-def _exit_now(code: int) -> None:
-    """End the process now that everything is stopped and closed.
-
-    What the interpreter's own exit would still do is free the heap
-    object by object (a fleet's hosts, the modules of oslo and
-    eventlet): seconds with a large fleet, and under load longer than
-    a supervisor waits after SIGTERM.  Nothing of the fleet needs it.
-    """
-    std_logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 
 def _within(seconds: float, action) -> bool:

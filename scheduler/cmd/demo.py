@@ -35,6 +35,7 @@ from oslo_log import log as logging
 import oslo_messaging
 
 from scheduler.cli import output
+from scheduler import cmd
 from scheduler import config
 from scheduler.demo import buses
 from scheduler.demo import caller
@@ -86,11 +87,10 @@ def make_parser() -> argparse.ArgumentParser:
 
 def main(argv: list | None = None) -> int:
     args = make_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    conf_args = ['--debug'] if args.debug else []
-    for path in args.config_file:
-        conf_args += ['--config-file', path]
-    config.parse_args(conf_args, default_config_files=[],
-                      setup_logging=False, prog='scheduler-demo')
+    config.parse_args((['--debug'] if args.debug else [])
+                      + cmd.config_args(args.config_file),
+                      default_config_files=[], setup_logging=False,
+                      prog='scheduler-demo')
     if not args.transport_url:
         # oslo.messaging's own default is rabbit://: only a URL the
         # operator wrote in a config file moves the demo off fake://.

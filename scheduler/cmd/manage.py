@@ -57,12 +57,9 @@ def main(argv: list | None = None) -> int:
 
 
 def _main(args) -> int:
+    from scheduler import cmd
     from scheduler import config
-    conf_args = []
-    for path in args.config_file:
-        conf_args += ['--config-file', path]
-    for path in args.config_dir:
-        conf_args += ['--config-dir', path]
+    conf_args = cmd.config_args(args.config_file, args.config_dir)
     if args.debug:
         conf_args.append('--debug')
     config.parse_args(conf_args, prog='scheduler-manage',

@@ -1,7 +1,5 @@
 """``scheduler-service``: the scheduler daemon."""
 
-import logging as std_logging
-import os
 import sys
 
 from oslo_config import cfg
@@ -10,6 +8,7 @@ from oslo_reports import guru_meditation_report as gmr
 from oslo_reports import opts as gmr_opts
 
 from scheduler import broker_login
+from scheduler import cmd
 from scheduler import config
 from scheduler.db import api as db_api
 from scheduler.db import migration
@@ -78,21 +77,4 @@ def main(argv: list | None = None) -> None:
         # The launching process logged it already.
         config.exit_on_startup_error('scheduler-service', failure,
                                      logged=True)
-    _exit_now()
-
-
-def _exit_now() -> None:
-    """End the process, with status 0, once the service has stopped
-    (its workers have exited, or it ran and stopped in this process).
-
-    What the interpreter's own exit would still do is collect and free,
-    object by object, all the process imported and built (oslo,
-    SQLAlchemy, the driver and its plugins): CPU-bound work that, on a
-    loaded host, made seconds of a stop whose workers had already
-    exited.  Nothing of it needs doing: the workers saved their state,
-    and the log is flushed here.
-    """
-    std_logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    cmd.exit_now(0)

@@ -3,7 +3,6 @@ processes on RabbitMQ, and how the demo observes them."""
 
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -14,15 +13,15 @@ from oslo_config import cfg
 import oslo_messaging
 
 from scheduler import broker_login
-from scheduler import context as ctx_mod
 from scheduler.db import api as db_api
 from scheduler.db import migration
 from scheduler.demo import scenario as scenarios
 from scheduler import rpc
-from scheduler import rpcapi
 from scheduler import service as service_mod
 from scheduler import simulator
+from scheduler.simulator import agent
 from scheduler.simulator import fleet as fleet_mod
+from scheduler import urls
 
 CONF = cfg.CONF
 
@@ -193,8 +192,8 @@ class RabbitBus:
         return bool(self._procs)
 
     def describe(self) -> str:
-        return '%s, scheduler-service and scheduler-compute-sim processes' \
-            % re.sub(r':[^:@/]*@', ':***@', self.url)
+        return ('%s, scheduler-service and scheduler-compute-sim processes'
+                % urls.masked_url(self.url))
 
     def prepare(self, drivers: list) -> None:
         """Start every driver's service, then each one's fleet."""
@@ -277,15 +276,8 @@ class RabbitBus:
     def _wait_for_service(self, driver: str) -> None:
         """Until the service answers: the fleet's first casts need it."""
         _script, proc, log_file = self._procs[driver][0]
-        probe = rpcapi.SchedulerAPI(transport=self.transport, timeout=1)
-        ctxt = ctx_mod.get_admin_context()
         deadline = time.monotonic() + scenarios.READY_TIMEOUT
-        while True:
-            try:
-                probe.get_version_info(ctxt)
-                return
-            except oslo_messaging.MessagingTimeout:
-                pass
+        while not agent.scheduler_answers(self.transport, 1):
             if proc.poll() is not None:
                 raise scenarios.DemoError(
                     'scheduler-service (%s) exited with %s; see %s'

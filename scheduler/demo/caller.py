@@ -94,7 +94,7 @@ class Caller:
                       first.availability_zone,
                       [a.service_host for a in alts[1:]],
                       self._fail(step, problem) if problem else
-                      self._ok(step))
+                      'ok: %s' % step.note if step.note else 'ok')
 
     def _no_valid_host(self, step: scenarios.Step, error) -> None:
         # Over RabbitMQ str() of a remote error ends with its traceback.
@@ -173,9 +173,6 @@ class Caller:
 
     def _check(self, step: scenarios.Step, host: str) -> str | None:
         return step.check(host, self.spec) if step.check else None
-
-    def _ok(self, step: scenarios.Step) -> str:
-        return 'ok: %s' % step.note if step.note else 'ok'
 
     def _fail(self, step: scenarios.Step, problem: str) -> str:
         self.failures.append('%s, %s: %s' % (self.driver, step.label,

@@ -65,34 +65,36 @@ def compare(fleet, events: list, configs: list, seed: int = 0,
     }
 
 
-def table(document: dict) -> list:
-    """Field rows, one column per configuration, for the terminal."""
-    configs = document['configs']
-    rows = []
-
-    def add(label, get):
-        row = {'figure': label}
-        for summary in configs:
-            row[summary['name']] = get(summary)
-        rows.append(row)
-
-    add('requests placed', lambda s: s['placed'])
-    add('NoValidHost', lambda s: s['no_valid_host'])
-    add('instances placed', lambda s: s['instances_placed'])
-    add('hosts used', lambda s: '%d of %d' % (s['hosts_used'],
-                                              s['hosts_total']))
-    add('stranded hosts', lambda s: s['stranded']['hosts'])
-    add('stranded vCPU', lambda s: s['stranded']['vcpus'])
-    add('stranded RAM MB', lambda s: s['stranded']['memory_mb'])
-    add('stranded disk GB', lambda s: s['stranded']['disk_gb'])
-    add('zones', lambda s: ', '.join('%s %d' % kv for kv in
-                                     s['spread']['zones'].items()))
-    add('decision ms p50/p95', lambda s: '%.2f / %.2f' % (
-        s['decision_ms']['p50'], s['decision_ms']['p95']))
-    add('same as recorded', lambda s: '%d of %d' % (
-        s['same_as_recorded']['same'], s['same_as_recorded']['requests']))
+def figures(configs: list) -> list:
+    """``(label, value of one configuration's summary)`` of each figure
+    compared: the terminal table and the HTML report show the same."""
+    common = configs[0]['stranded']['flavor'] if configs else ''
+    rows = [
+        ('requests placed', lambda s: s['placed']),
+        ('NoValidHost', lambda s: s['no_valid_host']),
+        ('instances placed', lambda s: s['instances_placed']),
+        ('hosts used', lambda s: '%d of %d' % (s['hosts_used'],
+                                               s['hosts_total'])),
+        ('stranded (flavor %s)' % common,
+         lambda s: '%(hosts)d hosts: %(vcpus)d vCPU, %(memory_mb)d MB, '
+                   '%(disk_gb)d GB' % s['stranded']),
+        ('spread over zones', lambda s: s['spread']['zones']),
+        ('spread over aggregates', lambda s: s['spread']['aggregates']),
+        ('refusals by filter', lambda s: s['refusals_by_filter']),
+        ('decision ms (mean, p50, p95, p99)',
+         lambda s: '%(mean).2f, %(p50).2f, %(p95).2f, %(p99).2f'
+                   % s['decision_ms']),
+        ('same as recorded',
+         lambda s: '%(same)d of %(requests)d' % s['same_as_recorded']),
+    ]
     names = sorted({n for s in configs for n in s['per_filter_rejections']})
-    for name in names:
-        add('rejected by %s' % name,
-            lambda s, n=name: s['per_filter_rejections'].get(n, 0))
-    return rows
+    return rows + [('hosts rejected by %s' % name,
+                    lambda s, n=name: s['per_filter_rejections'].get(n, 0))
+                   for name in names]
+
+
+def table(document: dict) -> list:
+    """Figure rows, one column per configuration, for the terminal."""
+    configs = document['configs']
+    return [dict({'figure': label}, **{s['name']: get(s) for s in configs})
+            for label, get in figures(configs)]

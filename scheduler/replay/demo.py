@@ -99,12 +99,6 @@ def fleet_document(hosts: int) -> dict:
             'aggregates': AGGREGATES, 'groups': groups}
 
 
-def _flavor(name, mb, cpus, gb, extra) -> objects.Flavor:
-    return objects.Flavor(flavorid=name, name=name, memory_mb=mb,
-                          vcpus=cpus, root_gb=gb, ephemeral_gb=0, swap=0,
-                          extra_specs=dict(extra))
-
-
 def trace_events(requests: int, seed: int = 1, start: float = 1.7e9,
                  projects: int = 40) -> list:
     """``requests`` request events, one a second, and the releases of
@@ -121,7 +115,9 @@ def trace_events(requests: int, seed: int = 1, start: float = 1.7e9,
         uuids = [str(uuid.UUID(int=rng.getrandbits(128), version=4))
                  for _ in range(count)]
         spec = objects.RequestSpec(
-            flavor=_flavor(name, mb, cpus, gb, extra),
+            flavor=objects.Flavor(flavorid=name, name=name, memory_mb=mb,
+                                  vcpus=cpus, root_gb=gb, ephemeral_gb=0,
+                                  swap=0, extra_specs=dict(extra)),
             project_id=rng.choices(names, project_weights)[0],
             user_id='demo', num_instances=count,
             availability_zone=zone, instance_uuid=uuids[0],

@@ -13,6 +13,8 @@ explained, the per-host filter results and weights.
 import html
 import json
 
+from scheduler.replay import compare
+
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
 h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em}
@@ -233,33 +235,10 @@ def _cell(value) -> str:
 
 
 def _summary_table(configs: list) -> str:
-    rows = [
-        ('requests placed', lambda c: c['placed']),
-        ('NoValidHost', lambda c: c['no_valid_host']),
-        ('instances placed', lambda c: c['instances_placed']),
-        ('hosts used', lambda c: '%d of %d' % (c['hosts_used'],
-                                               c['hosts_total'])),
-        ('stranded (flavor %s)' % (configs[0]['stranded']['flavor']
-                                   if configs else ''),
-         lambda c: '%(hosts)d hosts: %(vcpus)d vCPU, %(memory_mb)d MB, '
-                   '%(disk_gb)d GB' % c['stranded']),
-        ('spread over zones', lambda c: c['spread']['zones']),
-        ('spread over aggregates', lambda c: c['spread']['aggregates']),
-        ('refusals by filter', lambda c: c['refusals_by_filter']),
-        ('decision ms (mean, p50, p95, p99)',
-         lambda c: '%(mean).2f, %(p50).2f, %(p95).2f, %(p99).2f'
-                   % c['decision_ms']),
-        ('same as recorded', lambda c: '%(same)d of %(requests)d'
-         % c['same_as_recorded']),
-    ]
-    filters = sorted({f for c in configs for f in c['per_filter_rejections']})
-    for name in filters:
-        rows.append(('hosts rejected by %s' % name,
-                     lambda c, n=name: c['per_filter_rejections'].get(n, 0)))
     out = ['<table id="summary"><tr><th></th>']
     out += ['<th>%s</th>' % html.escape(c['name']) for c in configs]
     out.append('</tr>')
-    for label, get in rows:
+    for label, get in compare.figures(configs):
         out.append('<tr><th>%s</th>' % html.escape(label))
         out += ['<td>%s</td>' % html.escape(_cell(get(c))) for c in configs]
         out.append('</tr>')

@@ -47,6 +47,13 @@ class TraceError(ValueError):
     """A trace file cannot be read; the message says which and where."""
 
 
+def header(host: str | None, clear: bool, at: float) -> str:
+    """The first line of every trace file."""
+    return json.dumps({'kind': 'header', 't': at, 'format': FORMAT,
+                       'version': VERSION, 'host': host,
+                       'clear': clear}) + '\n'
+
+
 def hashed(value: str | None, key: bytes) -> str | None:
     """``value`` replaced by a short keyed hash, stable for one key."""
     if value is None:
@@ -147,10 +154,6 @@ class Recorder:
         self._write({'kind': 'release', 't': time.time(), 'host': host,
                      'instance_uuid': instance_uuid})
 
-    def _header(self) -> dict:
-        return {'kind': 'header', 't': time.time(), 'format': FORMAT,
-                'version': VERSION, 'host': self.host, 'clear': self.clear}
-
     def _write(self, event: dict) -> None:
         if self.broken:
             return
@@ -179,9 +182,9 @@ class Recorder:
         self._file = open(self.path, 'a', encoding='utf-8')
         self._size = self._file.tell()
         if not self._size:
-            header = json.dumps(self._header()) + '\n'
-            self._file.write(header)
-            self._size += len(header)
+            first = header(self.host, self.clear, time.time())
+            self._file.write(first)
+            self._size += len(first)
 
     def _rotate(self) -> None:
         self._file.close()
@@ -289,9 +292,7 @@ def write(path: str, events: typing.Iterable[dict],
           host: str = 'generated') -> None:
     """A trace file of ``events`` (for the demo and tests)."""
     with open(path, 'w', encoding='utf-8') as f:
-        f.write(json.dumps({'kind': 'header', 't': 0, 'format': FORMAT,
-                            'version': VERSION, 'host': host,
-                            'clear': True}) + '\n')
+        f.write(header(host, True, 0))
         for event in events:
             f.write(json.dumps(event, separators=(',', ':'),
                                default=str) + '\n')

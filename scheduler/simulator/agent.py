@@ -20,12 +20,7 @@ and talks to the scheduler the way a compute agent does:
   drop its claim.  An accepted build is announced by
   ``update_instance_info``, a termination by ``delete_instance_info``.
 
-``Fleet`` runs every host of a ``FleetSpec`` over one transport: one
-RPC server for the whole fleet (``scheduler.simulator.routing`` says
-how every host's casts reach it), each host's first report at start,
-then reports paced over ``report_interval`` with jitter, and
-``update_aggregates`` with the fleet's aggregates (so the scheduler's
-inventory knows the zones) as soon as a scheduler answers.
+``Fleet`` runs every host of a ``FleetSpec`` over one transport.
 
 A host can be made to go silent, to test "a host goes down":
 
@@ -95,6 +90,17 @@ def build_host_state(spec: fleet_mod.HostSpec) -> objects.HostState:
         supported_instances=[list(t) for t in spec.supported_instances],
         metrics=dict(spec.metrics), stats=dict(spec.stats),
         disk_available_least=spec.disk_available_least).set_defaults()
+
+
+def scheduler_answers(transport, timeout: float) -> bool:
+    """Whether a scheduler answers on ``[scheduler] topic`` within
+    ``timeout`` seconds."""
+    try:
+        rpcapi.SchedulerAPI(transport=transport, timeout=timeout) \
+            .get_version_info(ctx_mod.get_admin_context())
+        return True
+    except oslo_messaging.MessagingTimeout:
+        return False
 
 
 class SilenceSwitch:
@@ -174,13 +180,11 @@ class SimulatedCompute:
         """A copy of the state to send, stamped now.
 
         While the state does not change, the same copy comes back,
-        stamped again: a quiet host's reports say the same thing, and
-        copying a whole HostState at every report was most of what a
-        large fleet cost its process.  Whoever sends it sends it at once
-        and keeps nothing of it, so stamping it again is safe; a build
-        or a termination drops the copy (under the lock) and the next
-        snapshot makes a new one, so a report already handed out never
-        changes state.
+        stamped again: a quiet host's reports say the same thing, and a
+        large fleet cannot afford a whole HostState copied per report.
+        Whoever sends it sends it at once and keeps nothing of it, so
+        stamping it again is safe; a build or a termination drops the
+        copy (under the lock), so a report handed out never changes.
 
         Stamped under the lock: a report cloned before a build and
         stamped after a later snapshot would carry an older state under
@@ -655,16 +659,8 @@ class Fleet:
                                         aggregates)
 
     def _scheduler_answers(self) -> bool:
-        """Whether a scheduler answers on ``[scheduler] topic`` now."""
-        if not isinstance(self._api, rpcapi.SchedulerAPI):
-            return True
-        probe = rpcapi.SchedulerAPI(transport=self._transport,
-                                    timeout=self.PROBE_TIMEOUT)
-        try:
-            probe.get_version_info(ctx_mod.get_admin_context())
-            return True
-        except oslo_messaging.MessagingTimeout:
-            return False
+        return not isinstance(self._api, rpcapi.SchedulerAPI) or \
+            scheduler_answers(self._transport, self.PROBE_TIMEOUT)
 
     def _aggregates_loop(self, interval: float) -> None:
         """Cast the aggregates once a scheduler is there to hear them."""

@@ -337,37 +337,30 @@ def _scalar_text(value) -> str:
     return str(value)
 
 
+#: How each group value the schema accepted becomes the one a host gets.
+_CONVERT = {
+    'count': int, 'memory_mb': int, 'local_gb': int, 'vcpus': int,
+    'disk_available_least': int, 'cpu_allocation_ratio': float,
+    'ram_allocation_ratio': float, 'disk_allocation_ratio': float,
+    'hypervisor_type': str.strip, 'architecture': str.strip,
+    'availability_zone': str.strip,
+    'hypervisor_version': _hypervisor_version, 'host_ip': _loopback,
+    'cpu_info': _flat_strings,
+    'metrics': lambda value: {str(k): float(v) for k, v in value.items()},
+    'stats': lambda value: {str(k): _scalar_text(v)
+                            for k, v in value.items()},
+    'aggregates': lambda names: [name.strip() for name in names],
+}
+
+
 def _group_values(group: dict) -> dict:
     """A valid group's values, converted, with the defaults filled in."""
     values = {key: None for key in SCHEMA['$defs']['group']['properties']}
     values.update(_GROUP_DEFAULTS)
     values.update((k, v) for k, v in group.items() if not k.startswith('_'))
-    for key in ('count', 'memory_mb', 'local_gb', 'vcpus'):
-        values[key] = int(values[key])
-    if values['disk_available_least'] is not None:
-        values['disk_available_least'] = int(values['disk_available_least'])
-    for key in ('cpu_allocation_ratio', 'ram_allocation_ratio',
-                'disk_allocation_ratio'):
+    for key, convert in _CONVERT.items():
         if values[key] is not None:
-            values[key] = float(values[key])
-    for key in ('hypervisor_type', 'architecture', 'availability_zone'):
-        if values[key] is not None:
-            values[key] = values[key].strip()
-    values['hypervisor_version'] = _hypervisor_version(
-        values['hypervisor_version'])
-    if values['host_ip'] is not None:
-        values['host_ip'] = _loopback(values['host_ip'])
-    if values['cpu_info'] is not None:
-        values['cpu_info'] = _flat_strings(values['cpu_info'])
-    if values['metrics'] is not None:
-        values['metrics'] = {str(k): float(v)
-                             for k, v in values['metrics'].items()}
-    if values['stats'] is not None:
-        values['stats'] = {str(k): _scalar_text(v)
-                           for k, v in values['stats'].items()}
-    if values['aggregates'] is not None:
-        values['aggregates'] = [name.strip()
-                                for name in values['aggregates']]
+            values[key] = convert(values[key])
     return values
 
 
