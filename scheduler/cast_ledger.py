@@ -101,6 +101,15 @@ def forget(taken: taken_casts.Cast | None) -> None:
         availability.count('taken casts not cleared')
 
 
+def hand_back(taken: taken_casts.Cast) -> None:
+    """The service stops before the cast is over: its row stays, and
+    another worker (or this service, started again) takes it over after
+    ``takeover_time()``, finding the instances built meanwhile."""
+    LOG.info('Stopping: the cast for instance(s) %s is left to another '
+             'worker (its record stays in the inventory)',
+             ', '.join(taken.instance_uuids))
+
+
 def replayed(taken: taken_casts.Cast) -> tuple:
     """The context and arguments of a row's cast, as the dispatcher
     would have given them, with only the instances still to build."""

@@ -344,6 +344,7 @@ class FilterScheduler(driver.Scheduler):
                     return_alternates, report, enabled, weighers, group,
                     turn)
             if planned:
+                self.hand_back_if_stopping()
                 self.host_manager.claim_many(planned)
         except Exception:
             if group is not None:
