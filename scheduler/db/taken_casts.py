@@ -100,6 +100,17 @@ def _one_statement(work):
     return engine.run_in_transaction(work)
 
 
+def hand_back(taken_by: str, overdue_at: datetime.datetime) -> int:
+    """Date the rows ``taken_by`` holds back to ``overdue_at`` (a
+    stopping worker leaves them to be taken over at once); how many."""
+    def update(conn) -> int:
+        return conn.execute(sa.update(_CAST).where(
+            _CAST.taken_by == taken_by).values(
+            taken_at=timeutils.normalize_time(overdue_at))).rowcount
+
+    return _one_statement(update)
+
+
 def renew_in(conn: sa.Connection, taken: Cast) -> None:
     """In a claim's transaction: the cast's row is still this worker's;
     renewed, a worker that makes progress is not taken over.

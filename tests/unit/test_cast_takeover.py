@@ -319,3 +319,20 @@ def test_a_stopping_worker_serves_a_cast_it_could_not_record(monkeypatch):
     manager.schedule_run_instance(CTX, spec_obj=fixtures.request(),
                                   instance_uuids=[fixtures.uuid(1)])
     assert manager.driver.compute_rpcapi.casts == [('big', fixtures.uuid(1))]
+
+
+def test_the_rows_a_stopping_worker_leaves_are_taken_over_at_once(
+        monkeypatch):
+    """At the end of its stop a worker dates its rows back to the
+    cutoff: another worker's next takeover serves them, not one
+    ``cast_takeover_time`` later.  Other workers' rows keep their age."""
+    manager = _manager()
+    monkeypatch.setattr(cast_ledger, 'worker', lambda: 'other:2')
+    _taken(fixtures.uuid(1))
+    monkeypatch.setattr(cast_ledger, 'worker', lambda: 'stopped:1')
+    _taken(fixtures.uuid(2))
+    cast_ledger.hand_back_all()
+    monkeypatch.setattr(cast_ledger, 'worker', lambda: 'taker:3')
+    manager._take_over_casts(CTX)
+    assert manager.driver.compute_rpcapi.casts == [('big', fixtures.uuid(2))]
+    assert [r['taken_by'] for r in _rows()] == ['other:2']
