@@ -31,10 +31,9 @@ from tests.unit import fixtures
 CASTS = 600
 #: Builds started before the SIGTERM: the backlog is being served.
 STARTED_BEFORE = 20
-#: Seconds after which the second service takes over the rows the
-#: first left.
-TAKEOVER = 5
-#: Seconds without a build after which the casts left are reported.
+#: Seconds without a build after which the casts left are reported:
+#: less than the takeover time (``service_down_time``), so that the
+#: rows the first service left must be handed back at once.
 QUIET = 60
 
 
@@ -96,17 +95,16 @@ def _backlog_stop(cluster, postgresql_url: str, proxy, executor: str):
     assert first.wait_exit(0) == 0
 
     # Another service on the topic: it takes what stayed on the broker,
-    # and the rows the first left once they are overdue.
+    # and the rows the first left, at its first takeover.
     cluster.start_scheduler(
         postgresql_url, name='second',
         scheduler_opts={'service_down_time': 120, 'workers': 1,
-                        'executor': executor,
-                        'cast_takeover_time': TAKEOVER})
+                        'executor': executor})
 
     def unbuilt() -> list:
         log = cluster.sim.log()
         return [i for i in instances if not _started(log, i)]
-    left = _wait_while_building(unbuilt, quiet_for=QUIET + TAKEOVER)
+    left = _wait_while_building(unbuilt, quiet_for=QUIET)
     assert not left, '%d of %d casts never built: %s' % (
         len(left), CASTS, left[:5])
     log = cluster.sim.log()
