@@ -101,6 +101,36 @@ def forget(taken: taken_casts.Cast | None) -> None:
         availability.count('taken casts not cleared')
 
 
+def hand_back(taken: taken_casts.Cast) -> None:
+    """The service stops before the cast is over: its row stays, and
+    another worker (or this service, started again) takes it over
+    (``hand_back_all``), finding the instances built meanwhile."""
+    LOG.info('Stopping: the cast for instance(s) %s is left to another '
+             'worker (its record stays in the inventory)',
+             ', '.join(taken.instance_uuids))
+
+
+def hand_back_all() -> None:
+    """The worker stops: the rows it still holds are dated back to the
+    cutoff, so that the next takeover of any worker serves them rather
+    than one ``takeover_time()`` later.  A thread of this worker still
+    serving one (left behind by the stop) loses it at its next claim,
+    as any worker whose cast is taken over.  The database away: the
+    rows wait out ``takeover_time()``."""
+    overdue_at = timeutils.utcnow() - datetime.timedelta(
+        seconds=takeover_time() + 1)
+    try:
+        left = taken_casts.hand_back(worker(), overdue_at)
+    except Exception as e:
+        if not availability.is_outage(e):
+            raise
+        availability.count('taken casts not handed back')
+        return
+    if left:
+        LOG.info('Stopping: %d cast(s) not finished are left to the other '
+                 'workers, to be taken over now', left)
+
+
 def replayed(taken: taken_casts.Cast) -> tuple:
     """The context and arguments of a row's cast, as the dispatcher
     would have given them, with only the instances still to build."""

@@ -15,6 +15,7 @@ from oslo_log import log as logging
 
 from scheduler import compute_rpcapi
 from scheduler.db import availability
+from scheduler.db import taken_casts
 from scheduler import exception
 from scheduler import host_manager as host_manager_mod
 from scheduler import objects
@@ -89,6 +90,15 @@ class Scheduler(metaclass=abc.ABCMeta):
 
     # Helpers for drivers ---------------------------------------------------
 
+    def hand_back_if_stopping(self) -> None:
+        """Raise ``CastHandedBack`` when the service is stopping and
+        this thread serves a cast whose row is written: before a claim,
+        so that the stop waits for no build that has not claimed yet
+        (what is left of the cast is another worker's to take over)."""
+        taken = taken_casts.current()
+        if self.stopping and taken is not None:
+            raise exception.CastHandedBack(cast_id=taken.id)
+
     def run_on_selections(self, context, spec_obj, instance_uuids: list,
                           selections: list) -> list:
         """Cast ``run_instance`` for each instance to its first choice.
@@ -125,6 +135,7 @@ class Scheduler(metaclass=abc.ABCMeta):
         took is logged at ERROR.
         """
         for uuid in instance_uuids:
+            self.hand_back_if_stopping()
             single = spec_obj.obj_clone()
             single.num_instances = 1
             single.instance_uuid = uuid
@@ -135,9 +146,9 @@ class Scheduler(metaclass=abc.ABCMeta):
             except exception.NoValidHost as e:
                 LOG.warning('Could not schedule instance %(uuid)s: %(err)s',
                             {'uuid': uuid, 'err': e})
-            except exception.CastTakenOver:
-                # Another worker serves the cast now, this instance
-                # included (its claim here was rolled back).
+            except (exception.CastTakenOver, exception.CastHandedBack):
+                # Another worker serves the cast now (or will), this
+                # instance included (nothing claimed here stayed).
                 raise
             except Exception as e:
                 if not availability.is_outage(e):

@@ -100,6 +100,13 @@ CastTakenOver = _error(
         'one was serving (``scheduler.db.taken_casts``): the claim that '
         'found it out was rolled back, and this worker stops serving the '
         'cast.  Never sent to callers (a cast has none).')
+CastHandedBack = _error(
+    'CastHandedBack', 'Cast %(cast_id)s is left to another worker: this one '
+    'is stopping.',
+    doc='The service stops: a ``schedule_run_instance`` cast it took and '
+        'has not finished keeps its row (``scheduler.db.taken_casts``) '
+        'for another worker to take over, and this one stops serving it '
+        'before its next instance.  Never sent to callers.')
 ClaimConflict = _error(
     'ClaimConflict',
     'Node %(host)s/%(nodename)s can no longer take the claim.',

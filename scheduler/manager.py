@@ -254,6 +254,11 @@ class SchedulerManager(periodic_task.PeriodicTasks):
                     filter_properties=None, spec_obj=None,
                     instance_uuids=None) -> None:
         """A cast, fresh or taken over (``taken``: its row, if any)."""
+        if taken is not None and self.driver.stopping:
+            # Taken off the bus and not started when the stop began: the
+            # stop waits only for the builds under way.
+            cast_ledger.hand_back(taken)
+            return
         try:
             spec_obj, uuids = self._checked(ctxt, request_spec,
                                             filter_properties, spec_obj,
@@ -279,6 +284,9 @@ class SchedulerManager(periodic_task.PeriodicTasks):
         except exception.CastTakenOver:
             LOG.info('Stopped serving the cast for instance(s) %s: '
                      'another worker took it over', ', '.join(uuids))
+            return
+        except exception.CastHandedBack:
+            cast_ledger.hand_back(taken)
             return
         except Exception as e:
             # A driver that raised: served again later only if the
@@ -425,6 +433,8 @@ class SchedulerManager(periodic_task.PeriodicTasks):
     @periodic_task.periodic_task(spacing=0)
     @_outage_quiet('taking over casts')
     def _take_over_casts(self, ctxt):
+        if self.driver.stopping:
+            return  # it would hand each back at once
         # Casts taken by a worker that died (or is stuck) before it
         # claimed their instances: the inventory gives each to exactly
         # one worker, which serves it as a fresh cast.

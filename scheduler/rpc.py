@@ -249,8 +249,17 @@ def _bounded_executor(executor_cls: type, at_once: dict | None = None
                 max_workers * (1 + QUEUED_PER_WORKER))
             self._method_slots = {method: threading.Semaphore(n)
                                   for method, n in limits.items()}
+            self._unbounded = False
+
+        def unbound(self) -> None:
+            """Take what is submitted from now on without waiting: for
+            a stopping server's messages already taken off the bus
+            (``taken_messages``), which nothing may hold back."""
+            self._unbounded = True
 
         def submit(self, fn, *args, **kwargs):
+            if self._unbounded:
+                return super().submit(fn, *args, **kwargs)
             method_slots = self._method_slots.get(_method_of(args))
             if method_slots is not None:
                 method_slots.acquire()

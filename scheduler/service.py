@@ -10,6 +10,7 @@ from oslo_service import service
 
 from scheduler import alive_consumer
 from scheduler import broker_login
+from scheduler import cast_ledger
 from scheduler import concurrency
 from scheduler import context
 from scheduler.db import availability
@@ -300,6 +301,11 @@ class Service(service.Service):
         if self.turns is not None:
             # Its servers are stopped: another worker may consume now.
             self.turns.release()
+        try:
+            # The builds it left: another worker's at its next takeover.
+            cast_ledger.hand_back_all()
+        except Exception:
+            LOG.exception('Could not hand back the casts left')
         try:
             self.manager.driver.host_manager.flush()
         except Exception:

@@ -11,7 +11,8 @@ queued during a stop would be lost without a trace.
 listener's consumers at the broker (whatever is still queued stays
 there for the next service on the topic: handed back, not taken), then
 gives what was already acknowledged to the server's executor, which
-``wait()`` lets finish.  oslo.messaging has no public API for either:
+``wait()`` lets finish, without the bound on what it holds (no
+consumer is left to hold back).  oslo.messaging has no public API for either:
 the attributes used are checked by tests/unit/test_taken_messages.py,
 and without them (another oslo.messaging or driver) nothing is done.
 """
@@ -62,6 +63,13 @@ def serve_taken(server) -> int:
     if not isinstance(incoming, list) or submit is None:
         return 0
     _cancel_consumers(listener)
+    # Into the executor's queue at once: waiting for its slots
+    # (``rpc.bound_intake``) behind a backlog could outlast the stop's
+    # wait for this, and what is left would then be dropped unserved.
+    unbound = getattr(getattr(server, '_work_executor', None), 'unbound',
+                      None)
+    if unbound is not None:
+        unbound()
     taken = 0
     while incoming:
         submit([incoming.pop(0)])

@@ -339,11 +339,14 @@ class FilterScheduler(driver.Scheduler):
         group_hosts = list(group.hosts) if group is not None else None
         try:
             with self._deciding.turn() as turn:
+                # Builds queue for the turn: a stop lets each go at once.
+                self.hand_back_if_stopping()
                 planned, results = self._choose(
                     context, spec_obj, uuids, kept, replace,
                     return_alternates, report, enabled, weighers, group,
                     turn)
             if planned:
+                self.hand_back_if_stopping()
                 self.host_manager.claim_many(planned)
         except Exception:
             if group is not None:

@@ -263,13 +263,6 @@ class ConnectionSampler:
 _FEW_EXECUTORS = ('[DEFAULT]\nexecutor_thread_pool_size = 3\n\n'
                   '[database]\nmax_pool_size = 5\nmax_overflow = 50\n')
 
-#: For the cast builds test, whose service is stopped once everything is
-#: measured: the builds it has taken but not served yet (hundreds,
-#: through the slow database, the computes already gone) would hold
-#: its stop for the whole default grace (60 s), past the fixture's
-#: patience.  What the tests check is read before the stop.
-_SHORT_STOP = '\n[DEFAULT]\ngraceful_shutdown_timeout = 5\n'
-
 
 @pytest.mark.parametrize('executor,extra,budget', [
     ('threading', '', DEFAULT_WORKER_BUDGET),
@@ -390,8 +383,7 @@ def test_cast_builds_stay_within_the_budget(cluster, conf, postgresql_url,
     sent: list = []
     try:
         (daemon,) = _start(cluster, _through(proxy, postgresql_url),
-                           workers=workers, executor=executor,
-                           extra=_SHORT_STOP)
+                           workers=workers, executor=executor)
         sampler = ConnectionSampler(postgresql_url)
         senders = [threading.Thread(target=_cast_builds,
                                     args=(cluster, stop, sent), daemon=True)

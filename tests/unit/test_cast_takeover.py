@@ -241,3 +241,98 @@ def test_a_driver_that_raises_drops_the_row(monkeypatch):
         manager.schedule_run_instance(CTX, spec_obj=fixtures.request(),
                                       instance_uuids=[fixtures.uuid(1)])
     assert _rows() == []
+
+
+def test_a_stopping_worker_hands_back_a_cast_it_has_not_started(
+        monkeypatch, caplog):
+    """SIGTERM with a backlog: a cast taken off the bus and not started
+    is not served (the stop would wait for every build of the backlog);
+    its row stays, and another worker builds it."""
+    stopping = _manager()
+    stopping.driver.stopping = True
+    with caplog.at_level(logging.INFO, logger='scheduler.cast_ledger'):
+        stopping.schedule_run_instance(CTX, spec_obj=fixtures.request(),
+                                       instance_uuids=[fixtures.uuid(1)])
+    assert stopping.driver.compute_rpcapi.casts == []
+    assert [r['instance_uuids'] for r in _rows()] == [
+        '["%s"]' % fixtures.uuid(1)]
+    assert any('is left to another worker' in r.getMessage()
+               for r in caplog.records)
+    # Its own periodic task takes nothing over while it stops.
+    _take_over_later(stopping, monkeypatch)
+    assert stopping.driver.compute_rpcapi.casts == []
+    assert len(_rows()) == 1
+    # Any other worker of the inventory (here: this one, started again).
+    stopping.driver.stopping = False
+    _take_over_later(stopping, monkeypatch)
+    assert stopping.driver.compute_rpcapi.casts == [('big', fixtures.uuid(1))]
+    assert _rows() == []
+
+
+def test_a_cast_under_way_stops_before_its_next_claim(monkeypatch):
+    """The stop comes while a cast of two instances is served: the first
+    is built, the second is left with the row (the takeover finds the
+    first placed and builds only the second)."""
+    manager = _manager()
+    real = manager.driver.compute_rpcapi.run_instance
+
+    def stop_after_the_first(*args, **kwargs):
+        real(*args, **kwargs)
+        manager.driver.stopping = True
+    monkeypatch.setattr(manager.driver.compute_rpcapi, 'run_instance',
+                        stop_after_the_first)
+    manager.schedule_run_instance(
+        CTX, spec_obj=fixtures.request(num_instances=2),
+        instance_uuids=[fixtures.uuid(1), fixtures.uuid(2)])
+    assert manager.driver.compute_rpcapi.casts == [('big', fixtures.uuid(1))]
+    assert len(_rows()) == 1
+    _listed_by_its_compute(fixtures.uuid(1))
+    manager.driver.stopping = False
+    manager.driver.compute_rpcapi = _Compute()
+    _take_over_later(manager, monkeypatch)
+    assert manager.driver.compute_rpcapi.casts == [('big', fixtures.uuid(2))]
+    assert _rows() == []
+
+
+def test_a_stopping_worker_stops_before_claiming(monkeypatch):
+    """In the middle of a decision when the stop comes: nothing is
+    claimed, the row stays."""
+    manager = _manager()
+    real = manager.driver._choose
+
+    def stop_while_choosing(*args, **kwargs):
+        manager.driver.stopping = True
+        return real(*args, **kwargs)
+    monkeypatch.setattr(manager.driver, '_choose', stop_while_choosing)
+    manager.schedule_run_instance(CTX, spec_obj=fixtures.request(),
+                                  instance_uuids=[fixtures.uuid(1)])
+    assert manager.driver.compute_rpcapi.casts == []
+    assert manager.driver.host_manager.placements([fixtures.uuid(1)]) == {}
+    assert len(_rows()) == 1
+
+
+def test_a_stopping_worker_serves_a_cast_it_could_not_record(monkeypatch):
+    """No row to leave (the database away): served as before."""
+    monkeypatch.setattr(cast_ledger, 'record', lambda ctxt, args: None)
+    manager = _manager()
+    manager.driver.stopping = True
+    manager.schedule_run_instance(CTX, spec_obj=fixtures.request(),
+                                  instance_uuids=[fixtures.uuid(1)])
+    assert manager.driver.compute_rpcapi.casts == [('big', fixtures.uuid(1))]
+
+
+def test_the_rows_a_stopping_worker_leaves_are_taken_over_at_once(
+        monkeypatch):
+    """At the end of its stop a worker dates its rows back to the
+    cutoff: another worker's next takeover serves them, not one
+    ``cast_takeover_time`` later.  Other workers' rows keep their age."""
+    manager = _manager()
+    monkeypatch.setattr(cast_ledger, 'worker', lambda: 'other:2')
+    _taken(fixtures.uuid(1))
+    monkeypatch.setattr(cast_ledger, 'worker', lambda: 'stopped:1')
+    _taken(fixtures.uuid(2))
+    cast_ledger.hand_back_all()
+    monkeypatch.setattr(cast_ledger, 'worker', lambda: 'taker:3')
+    manager._take_over_casts(CTX)
+    assert manager.driver.compute_rpcapi.casts == [('big', fixtures.uuid(2))]
+    assert [r['taken_by'] for r in _rows()] == ['other:2']

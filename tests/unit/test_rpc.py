@@ -468,6 +468,33 @@ def test_a_busy_server_leaves_what_it_cannot_serve_on_the_bus(
         server.wait()
 
 
+def test_an_unbound_executor_takes_what_it_is_given_at_once():
+    """What a stopping server took off the bus goes to its executor
+    (``taken_messages.serve_taken``) past the bound: waiting for slots
+    behind a backlog outlasted the stop's wait, and the rest was
+    dropped."""
+    import futurist
+    executor = rpc._bounded_executor(futurist.ThreadPoolExecutor)(
+        max_workers=1)
+    go = threading.Event()
+    futures: list = []
+
+    def hand_over():
+        futures.extend(executor.submit(go.wait, 10) for _ in range(5))
+    try:
+        executor.unbound()
+        handing = threading.Thread(target=hand_over, daemon=True)
+        handing.start()
+        # Five with room for two (one running, one queued): no wait.
+        handing.join(5)
+        assert not handing.is_alive()
+        go.set()
+        assert [f.result(10) for f in futures] == [True] * 5
+    finally:
+        go.set()
+        executor.shutdown()
+
+
 def test_a_server_takes_few_of_a_bounded_method_off_the_bus(
         fake_transport, monkeypatch):
     """``at_once`` bounds what a server takes of a method before one is

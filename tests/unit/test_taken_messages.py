@@ -19,6 +19,8 @@ from scheduler import taken_messages
 
 def test_oslo_messaging_still_has_what_it_uses():
     assert callable(server_mod.MessageHandlingServer._on_incoming)
+    assert 'self._work_executor = ' in inspect.getsource(
+        server_mod.MessageHandlingServer.start)
     adapter = inspect.getsource(driver_base.PollStyleListenerAdapter)
     assert 'self._poll_style_listener = ' in adapter
     listener = inspect.getsource(amqpdriver.AMQPListener.__init__)
@@ -71,6 +73,17 @@ def test_cancels_then_serves_every_taken_message_in_order():
     assert taken_messages.serve_taken(server) == 3
     assert consumer.cancelled == ['tag-1']
     assert server.submitted == [['a'], ['b'], ['c']]
+
+
+def test_what_was_taken_is_not_held_back_by_the_bound():
+    server, _consumer = _server(['a'], late=[])
+    server._work_executor = _Fake()
+    calls = []
+    server._work_executor.unbound = lambda: calls.append(
+        list(server.submitted))
+    assert taken_messages.serve_taken(server) == 1
+    # Unbounded before anything was handed over.
+    assert calls == [[]]
 
 
 def test_other_listeners_are_left_alone():
