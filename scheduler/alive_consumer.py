@@ -243,8 +243,9 @@ class AliveConsumer:
             raise error
 
     def stop(self) -> None:
-        """Stop taking messages: the batch in hand is served and
-        acknowledged, what the broker sent besides is requeued."""
+        """Stop taking messages: the message in hand is served and
+        acknowledged with those before it; the rest of the batch and
+        what the broker sent besides are requeued (``_serve``)."""
         self._stop.set()
 
     def wait(self) -> None:
@@ -314,24 +315,46 @@ class AliveConsumer:
             connection.heartbeat_check()
             full_before = len(batch) >= self._prefetch
             if batch:
-                self._serve(batch)
-                batch[-1].ack(multiple=True)
+                served = self._serve(batch)
+                if served:
+                    batch[served - 1].ack(multiple=True)
                 batch.clear()
             if self._stop.is_set():
-                # What the broker sent since is requeued as the
-                # connection closes, unacknowledged.
+                # What the broker sent since, and what a stop left
+                # unserved in the batch, is requeued as the connection
+                # closes, unacknowledged.
                 consumer.cancel()
                 return
 
-    def _serve(self, batch: list) -> None:
+    def _serve(self, batch: list) -> int:
+        """Serve ``batch`` in order until done or a stop is asked;
+        returns how many were served (the first ones).
+
+        A stop ends the batch after the message in hand: each message
+        may cost reads of the inventory and casts to its computes
+        (``ReportsEndpoint.take_alive``), a batch many times the stop's
+        time when the database is slow.  What is left is not
+        acknowledged, so the broker gives it to the next consumer of
+        the queue: no liveness is lost, and none was promised to this
+        worker.
+        """
         concurrency.slice_begins()
+        served = 0
         for message in batch:
+            if self._stop.is_set():
+                break
             try:
                 serve(self._endpoint, message)
             except Exception:
                 # Never the consumer's end: the next message is served.
                 LOG.exception('Could not serve a liveness message')
+            served += 1
             concurrency.cooperative_yield()
+        if served < len(batch):
+            LOG.info('Stopping: %d liveness message(s) taken off the bus '
+                     'and not served are left to the broker',
+                     len(batch) - served)
+        return served
 
 
 def _release(connection) -> None:

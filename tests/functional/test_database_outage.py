@@ -28,6 +28,7 @@ import sqlalchemy as sa
 
 from scheduler.db import api as db_api
 from scheduler.db import migration
+from scheduler import config
 from scheduler import exception
 from scheduler import rpcapi
 from tests.functional import daemons
@@ -374,6 +375,12 @@ def test_cast_builds_stay_within_the_budget(cluster, conf, postgresql_url,
     ``greenlet.error: Cannot switch to a different thread``.  One
     service only, a bounded number of casts, and the load stops as soon
     as the budget is passed: the PostgreSQL server is shared.
+
+    Then the computes go and the service is stopped: it exits within
+    the stop's promise (``config.STOP_WITHIN``).  Before the fix the
+    worker consuming the liveness queue served its whole batch of the
+    computes' liveness messages through the slow database first, each
+    asking a gone compute for its report, past the promise.
     """
     workers = 2
     upstream = sa.make_url(postgresql_url)
@@ -401,18 +408,33 @@ def test_cast_builds_stay_within_the_budget(cluster, conf, postgresql_url,
             for sender in senders:
                 sender.join(60)
             peak = sampler.stop()
+        # The computes go, then the service is stopped, its backlog of
+        # builds and of the computes' liveness messages in hand: the
+        # stop keeps its promise all the same.
+        cluster.sim.stop()
+        stopped_at = time.monotonic()
+        daemon.terminate()
+        try:
+            daemon.wait_exit(60)
+        except subprocess.TimeoutExpired:
+            pass
+        took = time.monotonic() - stopped_at
         log = daemon.log()
     finally:
         daemons.stop_daemons_first()
         proxy.stop()
     print('peak connections (%s, 1 service x %d workers, budget %d a '
-          'worker) under %d cast builds: %d' % (
-              executor, workers, DEFAULT_WORKER_BUDGET, len(sent), peak))
+          'worker) under %d cast builds: %d; stop %.1f s' % (
+              executor, workers, DEFAULT_WORKER_BUDGET, len(sent), peak,
+              took))
     assert 'Cannot switch to a different thread' not in log
     for sign in ('QueuePool limit', 'too many clients',
                  'Failed to schedule instance', 'Traceback'):
         assert sign not in log, log[log.find(sign) - 3000:][:6000]
     assert peak <= workers * DEFAULT_WORKER_BUDGET, peak
+    assert took <= config.STOP_WITHIN, (
+        'stopped in %.1f s:\n%s' % (took, log[-6000:]))
+    assert daemon.wait_exit(0) == 0
 
 
 def _config_check(tmp_path, url: str, database: str, scheduler: str,

@@ -178,6 +178,41 @@ def test_the_consumer_serves_batches_and_stops(memory_broker):
     assert not consumer._thread.is_alive()
 
 
+def test_a_stop_leaves_the_rest_of_the_batch_to_the_broker(
+        memory_broker, monkeypatch):
+    """A stop asked while a batch is served ends it after the message in
+    hand: the rest is not served by the stopping consumer (each may cost
+    inventory reads) and not lost either: the next consumer takes it."""
+    consumer = None
+
+    class Stopping(Endpoint):
+        def report_alive(self, ctxt, nodes=None, sent_at=None, **newer):
+            super().report_alive(ctxt, nodes, sent_at, **newer)
+            consumer.stop()
+    first = Stopping()
+    consumer = alive_consumer.AliveConsumer(first, prefetch=5)
+    memory_broker['publish'](5)
+    with monkeypatch.context() as patch:
+        # As RabbitMQ requeues what a closed channel left unacknowledged
+        # (kombu's in-memory transport drops it by default; it also
+        # acknowledges one message where asked for several, so only
+        # while the first consumer closes).
+        patch.setattr(kombu.transport.memory.Channel, 'do_restore', True)
+        consumer.start()
+        consumer.wait()
+    assert len(first.taken) == 1
+    second = Endpoint()
+    next_consumer = alive_consumer.AliveConsumer(second, prefetch=5)
+    next_consumer.start()
+    try:
+        _wait(lambda: len(second.taken) == 4)
+    finally:
+        next_consumer.stop()
+        next_consumer.wait()
+    assert ({t[3][0][0] for t in first.taken + second.taken}
+            == {'h%d' % n for n in range(5)})
+
+
 def test_a_broker_that_goes_away_is_reached_again(memory_broker,
                                                   monkeypatch):
     endpoint = Endpoint()
