@@ -236,6 +236,9 @@ class FilterScheduler(driver.Scheduler):
         # reload (SIGHUP) never mixes old and new filters in one request.
         pipeline = self.pipeline
         enabled, weighers = pipeline.filters, pipeline.weighers
+        # A stop would hand this build back at the decision turn: not
+        # after a freshness read through what may be a slow database.
+        self.hand_back_if_stopping()
         self.host_manager.refresh_usage()
         with request_limits.scope():
             try:
@@ -502,6 +505,9 @@ class FilterScheduler(driver.Scheduler):
         report = filters.FilterReport(detailed=True)
         pipeline = self.pipeline
         enabled, weighers = pipeline.filters, pipeline.weighers
+        # A stop would hand this build back at the decision turn: not
+        # after a freshness read through what may be a slow database.
+        self.hand_back_if_stopping()
         self.host_manager.refresh_usage()
         with request_limits.scope():
             return self._explain(spec_obj, max_ranked, report, enabled,

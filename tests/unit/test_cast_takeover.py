@@ -311,6 +311,27 @@ def test_a_stopping_worker_stops_before_claiming(monkeypatch):
     assert len(_rows()) == 1
 
 
+def test_a_stopping_worker_hands_back_before_its_freshness_read(
+        monkeypatch):
+    """The stop comes after the cast has started and before its decision:
+    the freshness read (round trips to a database that may be slow) is
+    not made for a build that will hand back at the decision turn."""
+    manager = _manager()
+    reads = []
+    host_manager = manager.driver.host_manager
+
+    def stop_while_loading():
+        manager.driver.stopping = True
+    monkeypatch.setattr(host_manager, 'ensure_loaded', stop_while_loading)
+    monkeypatch.setattr(host_manager, 'refresh_usage',
+                        lambda: reads.append(1) or 0)
+    manager.schedule_run_instance(CTX, spec_obj=fixtures.request(),
+                                  instance_uuids=[fixtures.uuid(1)])
+    assert reads == []
+    assert manager.driver.compute_rpcapi.casts == []
+    assert len(_rows()) == 1
+
+
 def test_a_stopping_worker_serves_a_cast_it_could_not_record(monkeypatch):
     """No row to leave (the database away): served as before."""
     monkeypatch.setattr(cast_ledger, 'record', lambda ctxt, args: None)
