@@ -381,16 +381,28 @@ def cluster(tmp_path, rabbit_url, conf):
     rpc.cleanup()
 
 
-@pytest.fixture
-def broker(tmp_path):
-    """A RabbitMQ node of the test's own, to stop and start at will."""
-    node = rabbit_node.RabbitNode(str(tmp_path / 'rabbit'))
-    node.start()
+@pytest.fixture(scope='module')
+def _module_rabbit_node(tmp_path_factory):
+    """A RabbitMQ node for the tests of a module (``broker``), started
+    by the first of them."""
+    node = rabbit_node.RabbitNode(str(tmp_path_factory.mktemp('rabbit')))
     try:
         yield node
     finally:
-        daemons.stop_daemons_first()
         node.stop()
+
+
+@pytest.fixture
+def broker(_module_rabbit_node):
+    """A RabbitMQ node to stop and start at will, for this test alone:
+    a virtual host of its own on the module's node
+    (``rabbit_node.Share``)."""
+    share = rabbit_node.Share(_module_rabbit_node)
+    try:
+        yield share
+    finally:
+        daemons.stop_daemons_first()
+        share.close()
 
 
 @pytest.fixture

@@ -1,13 +1,19 @@
-"""A RabbitMQ node of a test's own, to stop and restart at will.
+"""A RabbitMQ node of the tests' own, to stop and restart at will.
 
-The shared broker on 5672 is everyone's: a test that restarts a broker
-starts its own node here, on free loopback ports, with its own node
+The shared broker on 5672 is everyone's: tests that restart a broker
+start their own node here, on free loopback ports, with its own node
 name, database and log directories and no plugins (no management
-listener), and stops it at the end.  Without ``rabbitmq-server`` on
+listener), and stop it at the end.  Without ``rabbitmq-server`` on
 the machine the test is skipped loudly (a failure under ``CI=true``,
 as for the other services: ``services.unreachable``).
+
+Starting a node takes seconds of a busy machine, so the tests of a
+module share one (``Share``): each test works in a virtual host of its
+own, deleted after it with every queue and exchange in it, and finds
+the node running whatever the test before it left.
 """
 
+import json
 import os
 import shutil
 import socket
@@ -97,7 +103,11 @@ class RabbitNode:
 
     @property
     def url(self) -> str:
-        return 'rabbit://guest:guest@127.0.0.1:%d/' % self.port
+        return self.url_of('')
+
+    def url_of(self, vhost: str) -> str:
+        """The transport URL of ``vhost`` on this node ('' the default)."""
+        return 'rabbit://guest:guest@127.0.0.1:%d/%s' % (self.port, vhost)
 
     def ctl(self, *args, timeout: float = 60,
             check: bool = True) -> subprocess.CompletedProcess:
@@ -137,21 +147,53 @@ class RabbitNode:
         self.ctl('start_app', timeout=timeout)
         self._await_startup(timeout)
 
-    def consumers(self, queue: str) -> int:
-        """Consumers of ``queue`` (0 when it does not exist)."""
+    def consumers(self, queue: str, vhost: str = '') -> int:
+        """Consumers of ``queue`` in ``vhost`` (0 when it does not
+        exist)."""
         try:
-            with kombu.Connection(self.url.replace('rabbit://', 'amqp://',
-                                                   1),
-                                  connect_timeout=5) as conn:
+            with kombu.Connection(self.url_of(vhost).replace(
+                    'rabbit://', 'amqp://', 1), connect_timeout=5) as conn:
                 return conn.default_channel.queue_declare(
                     queue=queue, passive=True).consumer_count
         except Exception:  # not there (yet)
             return 0
 
+    def running(self) -> bool:
+        """Whether the broker takes a connection now (quicker than
+        ``rabbitmqctl``, which boots an Erlang VM of its own)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return False
+        try:
+            with kombu.Connection(self.url.replace('rabbit://', 'amqp://',
+                                                   1),
+                                  connect_timeout=5) as conn:
+                conn.connect()
+            return True
+        except Exception:  # down, starting or hung
+            return False
+
+    def ensure_running(self, timeout: float = 120) -> None:
+        """The node up with its broker application running, whatever a
+        test left: its application stopped (``start_app``), or the node
+        gone or not answering (started again, killed first)."""
+        if self.running():
+            return
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.start_app(timeout)
+                return
+            except (subprocess.SubprocessError, AssertionError):
+                pass
+        self.stop()
+        self.start(timeout)
+
     def stop(self) -> None:
         if self.proc is None:
             return
-        self.ctl('stop', timeout=60, check=False)
+        try:
+            self.ctl('stop', timeout=60, check=False)
+        except subprocess.TimeoutExpired:
+            pass  # not answering: killed below
         try:
             self.proc.wait(30)
         except subprocess.TimeoutExpired:
@@ -160,3 +202,57 @@ class RabbitNode:
         self.proc = None
         if self._out is not None:
             self._out.close()
+
+
+class Share:
+    """One test's share of a node: a virtual host of its own.
+
+    What a test declares (queues, exchanges, quorum queues with their
+    messages) lives in its virtual host and goes with it, so that the
+    next test on the node starts from nothing, as on a node of its own.
+    Stopping and starting the broker is the node's, as before.
+    """
+
+    def __init__(self, node: RabbitNode):
+        self.node = node
+        self.vhost = 'test-%s' % uuid.uuid4().hex[:12]
+        node.ensure_running()
+        # The virtual host and guest's rights on it in one command (each
+        # boots an Erlang VM of its own: seconds of a busy machine).
+        path = os.path.join(node.base, '%s.json' % self.vhost)
+        with open(path, 'w') as f:
+            json.dump({'vhosts': [{'name': self.vhost}],
+                       'permissions': [{'user': 'guest', 'vhost': self.vhost,
+                                        'configure': '.*', 'write': '.*',
+                                        'read': '.*'}]}, f)
+        node.ctl('import_definitions', path)
+
+    @property
+    def url(self) -> str:
+        return self.node.url_of(self.vhost)
+
+    def stop_app(self) -> None:
+        self.node.stop_app()
+
+    def start_app(self, timeout: float = 120) -> None:
+        self.node.start_app(timeout)
+
+    def consumers(self, queue: str) -> int:
+        return self.node.consumers(queue, self.vhost)
+
+    def queue_types(self) -> dict:
+        """Each queue of the virtual host by name: its type."""
+        listed = self.node.ctl('list_queues', '-p', self.vhost,
+                               'name', 'type').stdout
+        return dict(line.split('\t')[:2] for line in listed.splitlines()
+                    if '\t' in line)
+
+    def close(self) -> None:
+        """Delete the virtual host; a node that cannot (hung) is
+        stopped, and the next test starts it again."""
+        try:
+            self.node.ensure_running()
+            self.node.ctl('delete_vhost', self.vhost)
+        except (subprocess.SubprocessError, AssertionError) as e:
+            print('RabbitMQ node %s stopped: %s' % (self.node.name, e))
+            self.node.stop()

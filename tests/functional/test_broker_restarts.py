@@ -3,10 +3,10 @@
 consumes again, a stop right after a long outage, SIGTERM with the
 broker down, the broker gone during a stop.
 
-Each test starts a RabbitMQ node of its own (``rabbit_node``; never the
-shared broker).  The restarts under load are in
-``test_broker_restarts_load``: a file of its own, so that the test
-processes run it beside these.
+Each test has a RabbitMQ node to itself (``rabbit_node``; never the
+shared broker): the module's node, in a virtual host of its own.  The
+restarts under load are in ``test_broker_restarts_load``: a file of its
+own, so that the test processes run it beside these.
 """
 
 import logging
