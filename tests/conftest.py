@@ -24,6 +24,7 @@ LONGEST_FILES = (
     'test_database_outage.py',
     'test_broker_restarts_load.py',
     'test_report_intake.py',
+    'test_stop_backlog.py',
     'test_rolling_upgrade.py',
     'test_simulator_scale.py',
     'test_liveness.py',
