@@ -542,10 +542,10 @@ def _claim_many(requests: Sequence[ClaimRequest],
     settles = [r.instance_uuid for r in requests
                if taken is not None and r.instance_uuid in
                taken.instance_uuids]
-    if (not look_first and not settles and len(by_node) == 1
+    if (not look_first and not settles
             and len(requests) <= _ONE_STATEMENT_MOST
             and engine.statements_commit_alone()):
-        return _claim_in_one_statement(requests, now)
+        return _claim_in_one_statement(requests, by_node, now)
 
     def claim_in(conn) -> list[dict]:
         # The UPDATEs first: on nodes that have their row (nearly
@@ -575,66 +575,142 @@ def _claim_many(requests: Sequence[ClaimRequest],
 
 
 #: The most instances a one-statement claim takes (its statement is
-#: built once per count); a larger request claims in a transaction.
+#: built once per shape); a larger request claims in a transaction.
 _ONE_STATEMENT_MOST = 16
 
 _ONE_STATEMENTS: dict = {}
 
 
 def _claim_in_one_statement(requests: Sequence[ClaimRequest],
+                            by_node: dict,
                             now: datetime.datetime) -> list[dict]:
-    """``claim_in``'s work for instances on one node, as one statement
-    that commits as it returns (PostgreSQL).
+    """``claim_in``'s work as one statement that commits as it returns
+    (PostgreSQL), on any number of nodes.
 
-    The node's conditional UPDATE and the pending rows' INSERT are one
-    statement (a data-modifying WITH): it holds the node's row lock
+    The nodes' conditional UPDATE and the pending rows' INSERT are one
+    statement (a data-modifying WITH): it holds the nodes' row locks
     only while the server runs it, never across a round trip to a
     worker that may be busy with other requests, and it is one round
-    trip instead of four (BEGIN, UPDATE, INSERT, COMMIT).  All or
-    nothing as the transaction is: the INSERT inserts only if the
-    UPDATE took the room, and a duplicate instance fails the whole
-    statement (the caller then looks for earlier placements).
+    trip instead of three a node and two more (BEGIN, an UPDATE a node,
+    INSERT, COMMIT).  All or nothing as the transaction is: the rows are
+    locked in key order, each node's check is made on its locked row,
+    and the UPDATE and the INSERT happen only if every node passes; a
+    duplicate instance fails the whole statement (the caller then looks
+    for earlier placements).
     """
-    params, limited, generation = _take_params(requests, True)
+    keys = sorted(by_node)
+    params: dict = {}
+    for n, key in enumerate(keys):
+        node = dict.fromkeys(_WANT_COLUMNS)
+        node.update(_take_params(by_node[key], True)[0])
+        params.update({'%s_%d' % (name, n): value
+                       for name, value in node.items()})
     rows = [_pending_values(request, now) for request in requests]
     for i, row in enumerate(rows):
         for name, value in row.items():
             params['%s_%d' % (name, i)] = value
-    stmt = _one_statement(limited, generation, len(rows))
+    stmt = _one_statement(len(keys), len(rows))
 
     def claim_in(conn) -> list[dict]:
-        found = conn.execute(stmt, params).first()
-        if found is None:
-            raise _refused(conn, requests[0])
-        after = dict(zip(USAGE_COLUMNS, found))
-        return [dict(row, numa=request.numa, pci=request.pci, usage=after)
+        found = {(r[0], r[1]): r for r in conn.execute(stmt, params)}
+        for key in keys:
+            if found[key][2] is None:
+                raise _NoUsageRow(by_node[key][0])
+        for key in keys:
+            if not found[key][3]:
+                raise ClaimConflict(key)
+        after = {key: dict(zip(USAGE_COLUMNS, found[key][4:]))
+                 for key in keys}
+        return [dict(row, numa=request.numa, pci=request.pci,
+                     usage=after[(request.host, request.nodename)])
                 for row, request in zip(rows, requests)]
 
     return engine.run_autocommit(claim_in)
 
 
-def _one_statement(limited: tuple, generation: bool,
-                   count: int) -> sa.Select:
-    """``_claim_in_one_statement``'s statement for ``count`` instances,
-    built once per shape: ``WITH taken AS (UPDATE node_usage ...
-    RETURNING ...), placed AS (INSERT INTO instances SELECT ... FROM
-    taken) SELECT ... FROM taken``.  The instances' values are bound
-    parameters named ``<column>_<i>``."""
-    key = (limited, generation, count)
+#: Each node's part of ``_one_statement``: ``_take_params``' names, the
+#: limits it leaves out (NULL) not checked.
+_WANT_COLUMNS = dict(
+    [('k_host', sa.String), ('k_node', sa.String)]
+    + [('add_' + field, sa.Integer) for _l, _r, _c, field in _CHECKED]
+    + [('add_instances', sa.Integer)]
+    + [('limit_' + name, sa.Float) for name, _r, _c, _f in _CHECKED]
+    + [('disk_overcommit', sa.Float), ('k_generation', sa.Integer)])
+
+
+def _one_statement(nodes: int, count: int) -> sa.Select:
+    """``_claim_in_one_statement``'s statement for ``count`` instances
+    on ``nodes`` nodes, built once per shape::
+
+        WITH want AS (SELECT <node 0's params> UNION ALL ...),
+        locked AS (SELECT node_usage.*, want.* FROM node_usage JOIN want
+                   ORDER BY host, nodename FOR UPDATE OF node_usage),
+        taken AS (UPDATE node_usage ... FROM locked WHERE id = locked.id
+                  AND (every node fits) RETURNING ...),
+        placed AS (INSERT INTO instances SELECT <instance params>
+                   WHERE (SELECT count(*) FROM taken) = <nodes>)
+        SELECT host, node, locked.id, fits, taken.* FROM want
+          LEFT JOIN locked LEFT JOIN taken
+
+    Each node's check reads its row as locked (the latest committed),
+    so that no node is updated unless all fit.  A node's params are
+    bound as ``<name>_<n>``, the instances' as ``<column>_<i>``.
+    """
+    key = (nodes, count)
     stmt = _ONE_STATEMENTS.get(key)
     if stmt is not None:
         return stmt
-    taken = _take_statement(limited, generation, True, True).cte('taken')
+    usage = _USAGE.__table__
+    selects = [sa.select(*[
+        sa.cast(sa.bindparam('%s_%d' % (name, n)), type_).label(name)
+        for name, type_ in _WANT_COLUMNS.items()]) for n in range(nodes)]
+    want = (selects[0] if nodes == 1 else sa.union_all(*selects)).cte('want')
+    locked = sa.select(usage, want).join_from(usage, want, sa.and_(
+        usage.c.host == want.c.k_host, usage.c.nodename == want.c.k_node)
+    ).order_by(usage.c.host, usage.c.nodename).with_for_update(
+        of=usage).cte('locked')
+    row = locked.c
+    checks = [row.k_generation.is_(None), row.generation == row.k_generation]
+    checks = [sa.or_(*checks)]
+    for limit_name, reported, claimed, field in _CHECKED:
+        limit = row['limit_' + limit_name]
+        checks.append(sa.or_(limit.is_(None), row[reported] + row[claimed]
+                             + row['add_' + field] <= limit))
+    # Real free disk: the compute's measure counts the instances it
+    # reported, not the pending ones.
+    checks.append(sa.or_(
+        row.limit_disk_gb.is_(None), row.reported_disk_least.is_(None),
+        row.claimed_disk_gb + row.add_disk_gb
+        <= row.reported_disk_least + row.disk_overcommit))
+    fits = sa.and_(*checks)
+    all_fit = sa.select(sa.func.count().filter(fits) == nodes).select_from(
+        locked).correlate(None).scalar_subquery()
+    values = {claimed: usage.c[claimed] + row['add_' + field]
+              for _l, _r, claimed, field in _CHECKED}
+    values.update(claimed_instances=usage.c.claimed_instances
+                  + row.add_instances,
+                  generation=usage.c.generation + 1,
+                  seq=models.USAGE_SEQUENCE.next_value())
+    taken = sa.update(usage).where(usage.c.id == row.id, all_fit).values(
+        **values).returning(*[usage.c[name] for name in USAGE_COLUMNS]
+                            ).cte('taken')
     table = _INST.__table__
+    all_taken = sa.select(sa.func.count()).select_from(taken).correlate(
+        None).scalar_subquery() == nodes
     selects = [sa.select(*[
         sa.bindparam('%s_%d' % (column.name, i), type_=column.type)
-        for column in table.columns]).select_from(taken)
+        for column in table.columns]).where(all_taken)
         for i in range(count)]
     source = selects[0] if count == 1 else sa.union_all(*selects)
     placed = sa.insert(table).from_select(
         [column.name for column in table.columns], source).cte('placed')
-    stmt = sa.select(*[taken.c[name] for name in USAGE_COLUMNS]
-                     ).add_cte(placed)
+    nodes_found = want.outerjoin(locked, sa.and_(
+        row.k_host == want.c.k_host, row.k_node == want.c.k_node))
+    nodes_found = nodes_found.outerjoin(taken, sa.and_(
+        taken.c.host == want.c.k_host, taken.c.nodename == want.c.k_node))
+    stmt = sa.select(want.c.k_host, want.c.k_node, row.id, fits,
+                     *[taken.c[name] for name in USAGE_COLUMNS]
+                     ).select_from(nodes_found).add_cte(placed)
     _ONE_STATEMENTS[key] = stmt
     return stmt
 
