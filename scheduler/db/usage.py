@@ -1095,6 +1095,16 @@ def confirm(host: str, instance_uuids: Iterable[str]) -> int:
     return confirm_many([(host, instance_uuids)])[0]
 
 
+#: ``confirm_many``'s statement where a statement commits alone, built
+#: once: building it anew for every build cost a quarter of its CPU.
+_ACTIVATE = sa.update(_INST.__table__).where(
+    sa.tuple_(_INST.instance_uuid, _INST.host).in_(
+        sa.bindparam('wanted', expanding=True)),
+    _INST.status == instances.CLAIMED).values(
+        status=instances.ACTIVE, updated_at=sa.bindparam('now')).returning(
+            _INST.instance_uuid, _INST.host)
+
+
 def confirm_many(builds: Sequence[tuple[str, Iterable[str]]]) -> list[int]:
     """``confirm`` for several computes' news at once: ``builds`` is
     ``(host, instance_uuids)`` pairs; returns, for each, how many of its
@@ -1118,15 +1128,10 @@ def confirm_many(builds: Sequence[tuple[str, Iterable[str]]]) -> list[int]:
     if engine.statements_commit_alone():
         def activate_all(conn) -> set:
             marked = set()
+            now = timeutils.utcnow()
             for chunk in engine.chunks(wanted):
                 marked.update(tuple(row) for row in conn.execute(
-                    sa.update(table).where(
-                        sa.tuple_(table.c.instance_uuid,
-                                  table.c.host).in_(chunk),
-                        table.c.status == instances.CLAIMED)
-                    .values(status=instances.ACTIVE,
-                            updated_at=timeutils.utcnow())
-                    .returning(table.c.instance_uuid, table.c.host)))
+                    _ACTIVATE, {'wanted': chunk, 'now': now}))
             return marked
 
         marked = engine.run_autocommit(activate_all)
