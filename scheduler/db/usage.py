@@ -585,42 +585,54 @@ def _claim_in_one_statement(requests: Sequence[ClaimRequest],
                             by_node: dict,
                             now: datetime.datetime) -> list[dict]:
     """``claim_in``'s work as one statement that commits as it returns
-    (PostgreSQL), on any number of nodes.
+    (PostgreSQL).
 
     The nodes' conditional UPDATE and the pending rows' INSERT are one
     statement (a data-modifying WITH): it holds the nodes' row locks
     only while the server runs it, never across a round trip to a
     worker that may be busy with other requests, and it is one round
-    trip instead of three a node and two more (BEGIN, an UPDATE a node,
-    INSERT, COMMIT).  All or nothing as the transaction is: the rows are
-    locked in key order, each node's check is made on its locked row,
-    and the UPDATE and the INSERT happen only if every node passes; a
-    duplicate instance fails the whole statement (the caller then looks
-    for earlier placements).
+    trip instead of three and one a node (BEGIN, an UPDATE a node,
+    INSERT, COMMIT).  All or nothing as the transaction is: the INSERT
+    inserts only if every node's room was taken, and a duplicate
+    instance fails the whole statement (the caller then looks for
+    earlier placements).  One node, nearly every request, takes the
+    plain conditional UPDATE (``_one_node_statement``); several, the
+    statement that locks them in key order first and updates none
+    unless all fit (``_nodes_statement``), which costs the server more.
     """
-    keys = sorted(by_node)
-    params: dict = {}
-    for n, key in enumerate(keys):
-        node = dict.fromkeys(_WANT_COLUMNS)
-        node.update(_take_params(by_node[key], True)[0])
-        params.update({'%s_%d' % (name, n): value
-                       for name, value in node.items()})
     rows = [_pending_values(request, now) for request in requests]
-    for i, row in enumerate(rows):
-        for name, value in row.items():
-            params['%s_%d' % (name, i)] = value
-    stmt = _one_statement(len(keys), len(rows))
+    params = {'%s_%d' % (name, i): value
+              for i, row in enumerate(rows) for name, value in row.items()}
+    keys = sorted(by_node)
+    if len(keys) == 1:
+        taken, limited, generation = _take_params(requests, True)
+        params.update(taken)
+        stmt = _one_node_statement(limited, generation, len(rows))
+    else:
+        for n, key in enumerate(keys):
+            node = dict.fromkeys(_WANT_COLUMNS)
+            node.update(_take_params(by_node[key], True)[0])
+            params.update({'%s_%d' % (name, n): value
+                           for name, value in node.items()})
+        stmt = _nodes_statement(len(keys), len(rows))
 
     def claim_in(conn) -> list[dict]:
-        found = {(r[0], r[1]): r for r in conn.execute(stmt, params)}
-        for key in keys:
-            if found[key][2] is None:
-                raise _NoUsageRow(by_node[key][0])
-        for key in keys:
-            if not found[key][3]:
-                raise ClaimConflict(key)
-        after = {key: dict(zip(USAGE_COLUMNS, found[key][4:]))
-                 for key in keys}
+        found = conn.execute(stmt, params).all()
+        if len(keys) == 1:
+            if not found:
+                raise _refused(conn, requests[0])
+            after = {keys[0]: found[0]}
+        else:
+            by_key = {(row[0], row[1]): row for row in found}
+            for key in keys:
+                if by_key[key][2] is None:
+                    raise _NoUsageRow(by_node[key][0])
+            for key in keys:
+                if not by_key[key][3]:
+                    raise ClaimConflict(key)
+            after = {key: by_key[key][4:] for key in keys}
+        after = {key: dict(zip(USAGE_COLUMNS, row))
+                 for key, row in after.items()}
         return [dict(row, numa=request.numa, pci=request.pci,
                      usage=after[(request.host, request.nodename)])
                 for row, request in zip(rows, requests)]
@@ -628,8 +640,38 @@ def _claim_in_one_statement(requests: Sequence[ClaimRequest],
     return engine.run_autocommit(claim_in)
 
 
-#: Each node's part of ``_one_statement``: ``_take_params``' names, the
-#: limits it leaves out (NULL) not checked.
+def _placed(count: int, only_if) -> sa.CTE:
+    """The INSERT of ``count`` pending rows, their values bound as
+    ``<column>_<i>``, each row's SELECT narrowed by ``only_if``."""
+    table = _INST.__table__
+    selects = [only_if(sa.select(*[
+        sa.bindparam('%s_%d' % (column.name, i), type_=column.type)
+        for column in table.columns])) for i in range(count)]
+    source = selects[0] if count == 1 else sa.union_all(*selects)
+    return sa.insert(table).from_select(
+        [column.name for column in table.columns], source).cte('placed')
+
+
+def _one_node_statement(limited: tuple, generation: bool,
+                        count: int) -> sa.Select:
+    """``_claim_in_one_statement``'s statement for ``count`` instances
+    on one node, built once per shape: ``WITH taken AS (UPDATE
+    node_usage ... RETURNING ...), placed AS (INSERT INTO instances
+    SELECT ... FROM taken) SELECT ... FROM taken``."""
+    key = (limited, generation, count)
+    stmt = _ONE_STATEMENTS.get(key)
+    if stmt is None:
+        taken = _take_statement(limited, generation, True, True).cte(
+            'taken')
+        stmt = sa.select(*[taken.c[name] for name in USAGE_COLUMNS]
+                         ).add_cte(_placed(count, lambda select:
+                                           select.select_from(taken)))
+        _ONE_STATEMENTS[key] = stmt
+    return stmt
+
+
+#: Each node's part of ``_nodes_statement``: ``_take_params``' names,
+#: the limits it leaves out (NULL) not checked.
 _WANT_COLUMNS = dict(
     [('k_host', sa.String), ('k_node', sa.String)]
     + [('add_' + field, sa.Integer) for _l, _r, _c, field in _CHECKED]
@@ -638,7 +680,7 @@ _WANT_COLUMNS = dict(
     + [('disk_overcommit', sa.Float), ('k_generation', sa.Integer)])
 
 
-def _one_statement(nodes: int, count: int) -> sa.Select:
+def _nodes_statement(nodes: int, count: int) -> sa.Select:
     """``_claim_in_one_statement``'s statement for ``count`` instances
     on ``nodes`` nodes, built once per shape::
 
@@ -653,8 +695,8 @@ def _one_statement(nodes: int, count: int) -> sa.Select:
           LEFT JOIN locked LEFT JOIN taken
 
     Each node's check reads its row as locked (the latest committed),
-    so that no node is updated unless all fit.  A node's params are
-    bound as ``<name>_<n>``, the instances' as ``<column>_<i>``.
+    so that no node is updated unless all fit, and two such claims lock
+    alike.  A node's params are bound as ``<name>_<n>``.
     """
     key = (nodes, count)
     stmt = _ONE_STATEMENTS.get(key)
@@ -670,8 +712,8 @@ def _one_statement(nodes: int, count: int) -> sa.Select:
     ).order_by(usage.c.host, usage.c.nodename).with_for_update(
         of=usage).cte('locked')
     row = locked.c
-    checks = [row.k_generation.is_(None), row.generation == row.k_generation]
-    checks = [sa.or_(*checks)]
+    checks = [sa.or_(row.k_generation.is_(None),
+                     row.generation == row.k_generation)]
     for limit_name, reported, claimed, field in _CHECKED:
         limit = row['limit_' + limit_name]
         checks.append(sa.or_(limit.is_(None), row[reported] + row[claimed]
@@ -694,16 +736,9 @@ def _one_statement(nodes: int, count: int) -> sa.Select:
     taken = sa.update(usage).where(usage.c.id == row.id, all_fit).values(
         **values).returning(*[usage.c[name] for name in USAGE_COLUMNS]
                             ).cte('taken')
-    table = _INST.__table__
     all_taken = sa.select(sa.func.count()).select_from(taken).correlate(
         None).scalar_subquery() == nodes
-    selects = [sa.select(*[
-        sa.bindparam('%s_%d' % (column.name, i), type_=column.type)
-        for column in table.columns]).where(all_taken)
-        for i in range(count)]
-    source = selects[0] if count == 1 else sa.union_all(*selects)
-    placed = sa.insert(table).from_select(
-        [column.name for column in table.columns], source).cte('placed')
+    placed = _placed(count, lambda select: select.where(all_taken))
     nodes_found = want.outerjoin(locked, sa.and_(
         row.k_host == want.c.k_host, row.k_node == want.c.k_node))
     nodes_found = nodes_found.outerjoin(taken, sa.and_(
