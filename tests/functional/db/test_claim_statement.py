@@ -124,3 +124,105 @@ def test_builds_confirmed_together_in_one_statement(postgresql):
     found = usage.placements_get(on_n1 + on_n2)
     assert {p['status'] for p in found.values()} == {'active'}
     assert usage.confirm_many([('n1', on_n1), ('n2', on_n2)]) == [0, 0]
+
+
+def test_instances_on_several_nodes_are_one_statement(postgresql):
+    # A request of ten instances spread over nodes sent an UPDATE a node
+    # inside BEGIN ... COMMIT: each a round trip through a busy worker,
+    # every row locked until the last.
+    for node in ('n1', 'n2', 'n3'):
+        _report(node)
+    wanted = [_request('n2'), _request('n1'), _request('n2'), _request('n3')]
+    with statement_log.StatementLog() as driver:
+        placed = usage.claim_many(wanted)
+    assert len(driver.statements) == 1, driver.statements
+    assert driver.commits == 0
+    rows = {r['host']: r for r in usage.usage_get_all()}
+    assert {h: (r['claimed_memory_mb'], r['claimed_instances'])
+            for h, r in rows.items()} == {
+        'n1': (1024, 1), 'n2': (2048, 2), 'n3': (1024, 1)}
+    assert [p['instance_uuid'] for p in placed] == [
+        r.instance_uuid for r in wanted]
+    for p in placed:
+        assert p['usage'] == rows[p['host']]
+    found = usage.placements_get([r.instance_uuid for r in wanted])
+    assert {u: p['host'] for u, p in found.items()} == {
+        r.instance_uuid: r.host for r in wanted}
+
+
+def test_several_nodes_one_without_room_write_nothing(postgresql):
+    # All or none: the node that has room is not left holding usage.
+    _report('n1')
+    _report('n2')
+    usage.claim(_request('n2', memory_mb=3072))
+    before = usage.usage_get_all()
+    late = [_request('n1'), _request('n2', memory_mb=2048)]
+    with pytest.raises(usage.ClaimConflict) as refused:
+        usage.claim_many(late)
+    assert refused.value.key == ('n2', 'n2')
+    assert usage.usage_get_all() == before
+    assert usage.placements_get([r.instance_uuid for r in late]) == {}
+
+
+def test_several_nodes_one_without_a_row_gets_one(postgresql):
+    _report('n1')
+    placed = usage.claim_many([
+        _request('n1'), _request('fresh', reported={'memory_mb_used': 512})])
+    rows = {r['host']: r for r in usage.usage_get_all()}
+    assert (rows['fresh']['reported_memory_mb'],
+            rows['fresh']['claimed_memory_mb']) == (512, 1024)
+    assert rows['n1']['claimed_memory_mb'] == 1024
+    assert [p['usage'] for p in placed] == [rows['n1'], rows['fresh']]
+
+
+def test_a_generation_is_checked_on_its_node_alone(postgresql):
+    _report('n1')
+    _report('n2')
+    gen = {r['host']: r['generation'] for r in usage.usage_get_all()}
+    usage.claim_many([_request('n1', generation=gen['n1']),
+                      _request('n2', generation=gen['n2'])])
+    before = usage.usage_get_all()
+    with pytest.raises(usage.ClaimConflict) as refused:
+        usage.claim_many([_request('n1'),
+                          _request('n2', generation=gen['n2'])])
+    assert refused.value.key == ('n2', 'n2')
+    assert usage.usage_get_all() == before
+
+
+def test_requests_racing_over_several_nodes_take_exactly_the_room(
+        postgresql):
+    # Requests of three instances on three of four nodes race for the
+    # nodes' slots: each takes all of its instances or none, no node
+    # ends above its limit, and no two lock the same rows in an order
+    # that deadlocks (the statement locks them in key order).
+    import concurrent.futures
+    import itertools
+    nodes = ['n1', 'n2', 'n3', 'n4']
+    for node in nodes:
+        _report(node)
+    spreads = list(itertools.combinations(nodes, 3))
+
+    def request(i):
+        wanted = [_request(node) for node in spreads[i % len(spreads)]]
+        try:
+            usage.claim_many(wanted)
+        except usage.ClaimConflict:
+            return []
+        return [r.instance_uuid for r in wanted]
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        won = [uuids for uuids in pool.map(request, range(40)) if uuids]
+    rows = {r['host']: r for r in usage.usage_get_all()}
+    # Four slots of 1024 MB a node, three nodes a request: at most five
+    # requests fit (16 slots), and no refusal was spurious: each set of
+    # nodes had ten requests, so each ends with a full node.
+    assert 1 <= len(won) <= 5
+    full = {node for node, row in rows.items()
+            if row['claimed_memory_mb'] == 4096}
+    assert all(full & set(spread) for spread in spreads)
+    found = usage.placements_get([u for uuids in won for u in uuids])
+    assert len(found) == 3 * len(won)
+    for node, row in rows.items():
+        held = [p for p in found.values() if p['host'] == node]
+        assert row['claimed_memory_mb'] == 1024 * len(held) <= 4096
+        assert row['claimed_instances'] == len(held)
