@@ -183,8 +183,8 @@ def test_hosts_heard_before_a_long_broker_outage_are_up_after_it(
     until each host reported again.  The outage is not counted in a
     host's age any more (``scheduler.hearing``).
 
-    The simulated computes are paused (SIGSTOP) before the outage and
-    stay paused after it, so that no report comes in before the
+    The simulated computes are paused (SIGSTOP) once the broker is
+    down and stay paused after it, so that no report comes in before the
     request: the hosts are known only from before the outage.
 
     With two workers, the one without the report turn hears the outage
@@ -202,9 +202,12 @@ def test_hosts_heard_before_a_long_broker_outage_are_up_after_it(
     hosts = wait_for_hosts(conf, db, 2)
     api = rpcapi.SchedulerAPI(timeout=120)
     ctxt = context.RequestContext(user_id='caller', project_id='functional')
-    os.kill(sim.proc.pid, signal.SIGSTOP)
     try:
         broker.stop_app()
+        # Paused once the broker is down, not before: ``stop_app`` can
+        # take longer than service_down_time on a busy machine, and
+        # hosts silent that long before the outage are rightly down.
+        os.kill(sim.proc.pid, signal.SIGSTOP)
         # Longer than service_down_time: without the outage taken out
         # of their ages, the hosts would be down when it ends.
         time.sleep(down_time + 2)
