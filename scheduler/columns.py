@@ -913,7 +913,7 @@ def filter_candidates(cands: Candidates, spec_obj, filters: list,
     changed: the walk, counts and survivors are the same as if it
     looked at every host.
     """
-    rebuild = filters_base.request_is_rebuild(spec_obj)
+    rebuild = compute.request_is_rebuild(spec_obj)
     memo = cands.memo
     checked = set()
     # Asked once a walk, not twice per filter.

@@ -28,6 +28,7 @@ from oslo_log import log as logging
 
 from scheduler.filters import base as filters_base
 from scheduler import host_view
+from scheduler.resources import compute
 from scheduler.weights import base as weights_base
 
 LOG = logging.getLogger(__name__)
@@ -114,7 +115,7 @@ def skips_filters(spec_obj) -> bool:
             or spec_obj.obj_get('force_nodes')):
         return False
     hints = spec_obj.obj_get('scheduler_hints') or {}
-    return not hints.get(filters_base.REBUILD_HINT)
+    return not hints.get(compute.REBUILD_HINT)
 
 
 def forced_hosts(spec_obj, hosts: typing.Iterable) -> list | None:

@@ -36,7 +36,6 @@ import oslo_messaging
 
 from scheduler import context as scheduler_context
 from scheduler import exception
-from scheduler.filters import base as filters_base
 from scheduler.resources import compute
 
 LOG = logging.getLogger(__name__)
@@ -268,7 +267,7 @@ def check_forced_hosts(ctxt, spec_obj, uuids: typing.Sequence = (),
     """
     forced = [key for key in ('force_hosts', 'force_nodes')
               if spec_obj.obj_get(key)]
-    rebuild = filters_base.request_is_rebuild(spec_obj)
+    rebuild = compute.request_is_rebuild(spec_obj)
     if not (forced or rebuild) or is_admin(ctxt):
         return
     if rebuild and forced and placements is not None and \

@@ -6,6 +6,8 @@ import typing
 
 from oslo_log import log as logging
 
+from scheduler.resources.compute import request_is_rebuild
+
 LOG = logging.getLogger(__name__)
 
 
@@ -183,18 +185,6 @@ class FilterReport:
 
     def to_dict(self) -> dict:
         return {'steps': [dataclasses.asdict(s) for s in self.steps]}
-
-
-#: The scheduler hint nova sets on a rebuild request.
-REBUILD_HINT = '_nova_check_type'
-
-
-def request_is_rebuild(spec_obj) -> bool:
-    """Whether ``spec_obj`` is nova's rebuild check: the scheduler hint
-    ``_nova_check_type`` with the single value ``rebuild``."""
-    getter = getattr(spec_obj, 'obj_get', None)
-    hints = (getter('scheduler_hints') if getter else None) or {}
-    return list(hints.get(REBUILD_HINT) or []) == ['rebuild']
 
 
 def host_key(host_state) -> str:

@@ -15,6 +15,21 @@ weighers and the claims:
 """
 
 
+#: The scheduler hint nova sets on a rebuild request: the instance keeps
+#: its host and the resources it holds there.
+REBUILD_HINT = '_nova_check_type'
+
+
+def request_is_rebuild(spec_obj) -> bool:
+    """Whether ``spec_obj`` is nova's rebuild check: the scheduler hint
+    ``_nova_check_type`` with the single value ``rebuild`` (the request
+    asks for no new resources, so the resource filters and the claim
+    skip it)."""
+    getter = getattr(spec_obj, 'obj_get', None)
+    hints = (getter('scheduler_hints') if getter else None) or {}
+    return list(hints.get(REBUILD_HINT) or []) == ['rebuild']
+
+
 def resources_of(spec_obj) -> tuple:
     """``(memory_mb, vcpus, disk_gb)`` one instance of ``spec_obj`` uses.
 
