@@ -184,11 +184,12 @@ class Evidence:
 
 
 def read_snapshot(engine: sa.Engine, at: float) -> Snapshot:
-    """Placements and usage rows in one transaction (one snapshot on
-    PostgreSQL, whose default isolation would read each at its own
-    instant)."""
+    """Placements and usage rows in one transaction, one snapshot:
+    REPEATABLE READ, which is PostgreSQL's snapshot of the transaction
+    (its default isolation would read each at its own instant) and
+    InnoDB's consistent read from the first SELECT on."""
     conn_opts = {}
-    if engine.dialect.name == 'postgresql':
+    if engine.dialect.name in ('postgresql', 'mysql'):
         conn_opts['isolation_level'] = 'REPEATABLE READ'
     with engine.connect().execution_options(**conn_opts) as conn:
         with conn.begin():
