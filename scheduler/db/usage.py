@@ -24,8 +24,9 @@ The rules, which doc/architecture.md ("Claims") explains at length:
   (``seq``), so that a worker pulls only the rows changed since it last
   looked (``changed_since``).
 * Locks are always taken ``node_usage`` row first, then instance rows,
-  which keeps claims, reports, releases and expiries free of deadlocks
-  between each other.
+  and usage rows in key order (host, nodename), which keeps claims,
+  reports, releases and expiries free of deadlocks between each other.
+  A locking read names only the rows it wants (``_locking_read``).
 
 **The invariant.**  At every commit, for every node:
 
@@ -198,18 +199,45 @@ def usage_get_nodes(keys: Sequence[Key]) -> list[dict]:
 
 def _usage_rows(session: orm.Session, keys: Iterable[Key],
                 lock: bool = False) -> dict:
-    """The usage rows of ``keys`` that exist, by key, in id order;
-    locked with ``lock``."""
+    """The usage rows of ``keys`` that exist, by key, in key order;
+    with ``lock``, locked in that order, the claims' (the chunks are
+    runs of hosts in order, so the whole is in order too)."""
     wanted = set(keys)
     rows = {}
     for chunk in engine.chunks(sorted({host for host, _node in wanted})):
         stmt = sa.select(_USAGE).where(_USAGE.host.in_(chunk)).order_by(
-            _USAGE.id)
-        for row in session.execute(
-                stmt.with_for_update() if lock else stmt).scalars():
+            _USAGE.host, _USAGE.nodename)
+        if lock:
+            stmt = _locking_read(stmt, _USAGE, _USAGE_KEY_INDEX)
+        for row in session.execute(stmt).scalars():
             if (row.host, row.nodename) in wanted:
                 rows[(row.host, row.nodename)] = row
     return rows
+
+
+#: The indexes the locking reads go by on MySQL/MariaDB
+#: (``_locking_read``): (host, nodename) of each table.
+_USAGE_KEY_INDEX = 'uniq_node_usage0host0nodename'
+_INST_NODE_INDEX = 'instances_node_pending_idx'
+
+
+def _locking_read(stmt: sa.Select, entity, index: str) -> sa.Select:
+    """``stmt`` ``FOR UPDATE``, reading ``entity``'s table by ``index``
+    on MySQL/MariaDB.
+
+    PostgreSQL locks the rows the query returns, in its ORDER BY.
+    InnoDB locks every row it reads, in the order it reads them, and
+    under REPEATABLE READ keeps the lock of a row the WHERE then
+    rejects: for a host list of a quarter of the table or more its
+    optimizer reads the whole table by primary key, which locked every
+    node's usage row (every claim waited) in id order (two batches, or
+    a batch and a claim, deadlocked), and every placement with the
+    gaps between them (every claim's INSERT waited).  Read by the
+    index on (host, nodename), it locks only the hosts named, in key
+    order.
+    """
+    return stmt.with_for_update().with_hint(
+        entity.__table__, 'FORCE INDEX (%s)' % index, 'mysql')
 
 
 def changed_since(seq: int, gaps: Sequence[int] = ()) -> list[dict]:
@@ -959,10 +987,10 @@ def apply_reports(reports: Sequence[NodeReport]) -> list[str]:
         settled: dict[Key, list] = {}
         table = _INST.__table__
         for chunk in engine.chunks(hosts):
-            for inst in session.execute(
+            for inst in session.execute(_locking_read(
                     sa.select(_INST).where(_INST.host.in_(chunk),
-                                           _INST.pending.is_(True))
-                    .with_for_update()).scalars():
+                                           _INST.pending.is_(True)),
+                    _INST, _INST_NODE_INDEX)).scalars():
                 pending.setdefault((inst.host, inst.nodename),
                                    []).append(inst)
             # Not locked: a non-pending row changes only by its deletion

@@ -56,17 +56,30 @@ def _throwaway_database(server: str, admin_db: str, label: str,
             admin.dispose()
 
 
+#: The throw-away databases' servers: backend -> ``_throwaway_database``
+#: arguments (also the soak's, ``tools.soak.cluster``).
+SERVERS = {
+    'postgresql': dict(
+        server=POSTGRESQL_SERVER, admin_db='postgres', label='PostgreSQL',
+        drop_sql='DROP DATABASE IF EXISTS {name} WITH (FORCE)'),
+    'mysql': dict(
+        server=MYSQL_SERVER, admin_db='', label='MariaDB/MySQL',
+        drop_sql='DROP DATABASE IF EXISTS {name}', query='?charset=utf8mb4'),
+}
+
+
+def throwaway_database(backend: str) -> Iterator[str]:
+    """``_throwaway_database`` on the server of ``backend`` (``SERVERS``)."""
+    yield from _throwaway_database(**SERVERS[backend])
+
+
 @pytest.fixture
 def postgresql_url() -> Iterator[str]:
     """URL of a fresh PostgreSQL database (user postgres, trust auth)."""
-    yield from _throwaway_database(
-        POSTGRESQL_SERVER, admin_db='postgres', label='PostgreSQL',
-        drop_sql='DROP DATABASE IF EXISTS {name} WITH (FORCE)')
+    yield from throwaway_database('postgresql')
 
 
 @pytest.fixture
 def mysql_url() -> Iterator[str]:
     """URL of a fresh MariaDB/MySQL database (root, no password)."""
-    yield from _throwaway_database(
-        MYSQL_SERVER, admin_db='', label='MariaDB/MySQL',
-        drop_sql='DROP DATABASE IF EXISTS {name}', query='?charset=utf8mb4')
+    yield from throwaway_database('mysql')

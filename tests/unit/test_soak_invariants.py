@@ -135,11 +135,17 @@ def test_a_success_missing_from_the_inventory_breaks(engine):
     _consistent(engine)
     missing = fixtures.uuid(9)
     evidence = invariants.Evidence(told={missing: ('h1', 'h1', 50.0)})
-    assert _verdict(_check(engine, evidence))['told'] is False
+    # Judged at the end, when the service logs are read.
+    checker = _check(engine, evidence)
+    assert _verdict(checker)['told'] is True
+    checker.finish(evidence, drained_before=100)
+    assert _verdict(checker)['told'] is False
     # Unless the compute terminated it since.
     evidence.events.append(invariants.Event('terminated', missing, 'h1',
                                             60.0))
-    assert _verdict(_check(engine, evidence))['told'] is True
+    checker = _check(engine, evidence)
+    checker.finish(evidence, drained_before=100)
+    assert _verdict(checker)['told'] is True
 
 
 def test_a_placement_outliving_its_instance(engine):
@@ -347,3 +353,67 @@ def test_service_logs_scanned_with_the_time_of_each_record(tmp_path):
     assert lines[1].at == lines[2].at == lines[3].at
     assert uuids == {'0e8b8c57-5dc2-4d6e-9c43-3a0bd17f0b5c',
                      '46bc2187-df10-4da1-873a-d04eb687cbd5'}
+
+
+def _expired(uuid, at):
+    """The ERROR a worker logs when ``uuid``'s claim expires."""
+    return invariants.LogLine('sched-0.g1.log', at, 'ERROR', EXPIRED,
+                              uuids=(uuid,))
+
+
+def _lost_with_the_broker(lines, told=None, casts=(), events=()):
+    """A checker that sampled an inventory without the builds ``told``
+    and finished with ERROR ``lines`` after a broker stop at 100-110."""
+    checker = invariants.Checker(CAPS, grace=GRACE, settle=5,
+                                 expiry_window=(30.0, 45.0))
+    evidence = invariants.Evidence(
+        told=dict(told or {}), casts=list(casts), events=list(events),
+        faults=[invariants.Fault('broker', 'soak@localhost', 100.0, 110.0)],
+        log_lines=list(lines))
+    checker.sample(invariants.Snapshot(at=150.0, placements=[], usage=[]),
+                   evidence)
+    checker.finish(evidence, drained_before=200)
+    return {name: (held, line) for name, held, line in checker.results()}
+
+
+def test_a_build_the_broker_lost_is_set_apart_once_its_claim_expires():
+    """A run_instance cast the broker lost from a compute's transient
+    queue: the caller was told the host, the build never started, and
+    the service names it when its claim expires.  Told and cast are
+    accounted for by that line, and by nothing else."""
+    lost, silent = fixtures.uuid(5), fixtures.uuid(6)
+    told = {lost: ('h1', 'h1', 104.0)}
+    casts = [invariants.Cast('run_instance', lost, 'h1', 104.0)]
+    verdict = _lost_with_the_broker([_expired(lost, 140.0)], told, casts)
+    assert verdict['told'][0], verdict['told'][1]
+    assert verdict['casts'][0], verdict['casts'][1]
+    assert '1 build lost with a fault' in verdict['told'][1]
+    assert '1 run_instance cast(s) lost with a fault' in verdict['casts'][1]
+    # Not named by the service: both break.
+    told[silent] = ('h1', 'h1', 104.0)
+    casts.append(invariants.Cast('run_instance', silent, 'h1', 104.0))
+    verdict = _lost_with_the_broker([_expired(lost, 140.0)], told, casts)
+    assert not verdict['told'][0] and silent in verdict['told'][1]
+    assert not verdict['casts'][0] and silent in verdict['casts'][1]
+    # Named, but at a time no fault explains (the line breaks logs too).
+    verdict = _lost_with_the_broker([_expired(lost, 190.0)],
+                                    {lost: told[lost]}, casts[:1])
+    assert not verdict['told'][0]
+    assert not verdict['casts'][0]
+
+
+def test_a_terminate_cast_into_a_broker_stop_is_set_apart():
+    """A terminate_instance cast to a compute while the broker stops is
+    the broker's to lose (transient queues), and no scheduler sees it:
+    counted apart.  The same loss with no broker fault breaks."""
+    during = invariants.Cast('terminate_instance', fixtures.uuid(7), 'h1',
+                             103.0)
+    verdict = _lost_with_the_broker([], casts=[during])
+    assert verdict['casts'][0], verdict['casts'][1]
+    assert '1 terminate cast(s) sent into a broker stop' in \
+        verdict['casts'][1]
+    later = invariants.Cast('terminate_instance', fixtures.uuid(8), 'h1',
+                            150.0)
+    verdict = _lost_with_the_broker([], casts=[during, later])
+    assert not verdict['casts'][0]
+    assert fixtures.uuid(8) in verdict['casts'][1]

@@ -2,14 +2,15 @@
 
     python -m tools.soak --executor eventlet --duration 600
 
-Two services of two workers each on one PostgreSQL inventory behind a
-TCP proxy, a simulated fleet of three kinds of hosts reporting every
-5 s, conductor-style callers, and a fault schedule that runs every
-fault twice (``tools.soak.faults``), all on the soak's own RabbitMQ
-node.  The inventory is sampled every few seconds and once more at
-the end; then one line per invariant is printed, ``HELD`` or
-``BROKEN`` with examples (``tools.soak.invariants``); every distinct
-violation goes to ``violations.txt`` beside the logs.  Exit status 1
+Two services of two workers each on one inventory behind a TCP proxy
+(a throw-away database on the machine's PostgreSQL, or MariaDB with
+``--db mariadb``), a simulated fleet of three kinds of hosts
+reporting every 5 s, conductor-style callers, and a fault schedule
+that runs every fault twice (``tools.soak.faults``), all on the soak's
+own RabbitMQ node.  The inventory is sampled every few seconds and
+once more at the end; then one line per invariant is printed, ``HELD``
+or ``BROKEN`` with examples (``tools.soak.invariants``); every
+distinct violation goes to ``violations.txt`` beside the logs.  Exit status 1
 when an invariant broke, 2 when the soak could not run.
 
 Progress goes to stderr; the verdict to stdout.  Not part of the test
@@ -62,6 +63,10 @@ def parse(argv: list) -> argparse.Namespace:
                         default='eventlet',
                         help="the services' [scheduler] executor "
                              '(default eventlet)')
+    parser.add_argument('--db', choices=tuple(cluster_mod.BACKENDS),
+                        default='postgresql',
+                        help='the inventory\'s server, on 127.0.0.1 '
+                             '(default postgresql)')
     parser.add_argument('--duration', type=int, default=600,
                         help='seconds of traffic and faults, %d-%d '
                              '(default 600)' % (MIN_DURATION, MAX_DURATION))
@@ -137,10 +142,10 @@ def soak(args: argparse.Namespace, workdir: str) -> int:
     fleet_file = os.path.join(workdir, 'fleet.json')
     spec = fleet_mod.write(fleet_file, args.hosts)
     cluster = cluster_mod.Cluster(workdir, args.executor, fleet_file)
-    with cluster_mod.inventory_database() as db_url:
+    with cluster_mod.inventory_database(args.db) as db_url:
         try:
-            _say('starting broker, services (%s) and %d hosts in %s'
-                 % (args.executor, args.hosts, workdir))
+            _say('starting broker, services (%s, %s) and %d hosts in %s'
+                 % (args.executor, args.db, args.hosts, workdir))
             cluster.start(db_url)
             config.parse_args(['--config-file', cluster.caller_config()],
                               default_config_files=[])
@@ -203,8 +208,8 @@ def _report(args, checker, evidence, sampler, faults) -> int:
     kinds: dict = {}
     for fault in evidence.faults:
         kinds[fault.kind] = kinds.get(fault.kind, 0) + 1
-    print('soak: executor %s, %d s, %d hosts, %d callers' % (
-        args.executor, args.duration, args.hosts, args.callers))
+    print('soak: executor %s, database %s, %d s, %d hosts, %d callers' % (
+        args.executor, args.db, args.duration, args.hosts, args.callers))
     print('calls: %s' % ', '.join('%s %d' % kv for kv in
                                   sorted(outcomes.items())))
     print('casts: %s' % ', '.join('%s %d' % kv for kv in

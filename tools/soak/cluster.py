@@ -1,8 +1,8 @@
 """The soak's processes: its broker, database, proxy, services and fleet.
 
 Two ``scheduler-service`` daemons (``sched-0``, ``sched-1``), each with
-its workers, share one PostgreSQL inventory that they reach through a
-TCP proxy (``tests.functional.tcp_proxy``: stopping it cuts the
+its workers, share one inventory (PostgreSQL or MariaDB) that they
+reach through a TCP proxy (``tests.functional.tcp_proxy``: stopping it cuts the
 database); one ``scheduler-compute-sim`` runs the fleet.  Everything
 talks over the soak's own RabbitMQ node (``tools.soak.broker``).
 Daemons are started the way the functional tests start them
@@ -25,17 +25,16 @@ from tests.functional import db_servers
 from tests.functional import tcp_proxy
 from tools.soak import broker as broker_mod
 
-POSTGRESQL = ('127.0.0.1', 5432)
+#: ``--db`` -> its server in ``db_servers.SERVERS``.
+BACKENDS = {'postgresql': 'postgresql', 'mariadb': 'mysql'}
 
 
-def inventory_database():
-    """A throw-away PostgreSQL database, made and dropped as the
-    functional tests' (which stops the soak's daemons before the drop:
-    ``daemons.add_stopper``)."""
-    return contextlib.contextmanager(db_servers._throwaway_database)(
-        db_servers.POSTGRESQL_SERVER, admin_db='postgres',
-        label='PostgreSQL',
-        drop_sql='DROP DATABASE IF EXISTS {name} WITH (FORCE)')
+def inventory_database(db: str = 'postgresql'):
+    """A throw-away database on the machine's PostgreSQL or MariaDB
+    (``BACKENDS``), made and dropped as the functional tests' (which
+    stops the soak's daemons before the drop: ``daemons.add_stopper``)."""
+    return contextlib.contextmanager(db_servers.throwaway_database)(
+        BACKENDS[db])
 
 
 class Service:
@@ -66,7 +65,7 @@ class Service:
             'service_down_time = %d' % c.service_down_time, '',
             '[compute]', 'topic = %s' % c.compute_topic, '',
             # The default connection budget: whether it fits the shared
-            # PostgreSQL is one of the things a soak checks.
+            # database server is one of the things a soak checks.
             '[database]', 'connection = %s' % c.proxied_db_url, ''])
         path = daemons.write_multi_config(
             os.path.join(c.workdir, '%s.g%d.conf' % (self.name,
@@ -117,7 +116,8 @@ class Cluster:
         self.topic = daemons.unique_topic('soak')
         self.compute_topic = daemons.unique_topic('soak-compute')
         self.broker = broker_mod.OwnBroker(workdir)
-        self.db_proxy = tcp_proxy.TCPProxy(upstream=POSTGRESQL)
+        #: In front of the database server (its address set by ``start``).
+        self.db_proxy = tcp_proxy.TCPProxy(upstream=None)
         self.db_url: str | None = None
         self.services = [Service(self, 'sched-%d' % i)
                          for i in range(services)]
@@ -153,6 +153,8 @@ class Cluster:
         self.broker.start()
         migration.db_sync(connection=db_url)
         self.engine = sa.create_engine(db_url, pool_size=2)
+        url = sa.make_url(db_url)
+        self.db_proxy.upstream = (url.host, url.port)
         self.db_proxy.start()
         daemons.add_stopper(self.stop_all)
         for service in self.services:
@@ -201,10 +203,17 @@ class Cluster:
         """Connections on the inventory database, and on the whole
         server (shared with everyone on the machine)."""
         name = sa.make_url(self.db_url).database
+        if self.engine.dialect.name == 'postgresql':
+            query = ('SELECT count(*) FILTER (WHERE datname = :n), count(*) '
+                     'FROM pg_stat_activity')
+        else:
+            # MariaDB: every client thread of the server (PROCESS
+            # privilege: the soak connects as root).
+            query = ('SELECT count(CASE WHEN db = :n THEN 1 END), count(*) '
+                     'FROM information_schema.processlist '
+                     "WHERE command <> 'Daemon'")
         with self.engine.connect() as conn:
-            return conn.execute(sa.text(
-                'SELECT count(*) FILTER (WHERE datname = :n), count(*) '
-                'FROM pg_stat_activity'), {'n': name}).one()
+            return conn.execute(sa.text(query), {'n': name}).one()
 
     def stop_services(self, timeout: float = 90) -> list:
         """SIGTERM every service; ``[(name, exit code or None)]``."""

@@ -152,6 +152,8 @@ class LogLine:
     at: float | None
     kind: str
     message: str
+    #: The instance uuids the line names (its message has them blanked).
+    uuids: tuple = ()
 
 
 @dataclasses.dataclass
@@ -184,11 +186,12 @@ class Evidence:
 
 
 def read_snapshot(engine: sa.Engine, at: float) -> Snapshot:
-    """Placements and usage rows in one transaction (one snapshot on
-    PostgreSQL, whose default isolation would read each at its own
-    instant)."""
+    """Placements and usage rows in one transaction, one snapshot:
+    REPEATABLE READ, which is PostgreSQL's snapshot of the transaction
+    (its default isolation would read each at its own instant) and
+    InnoDB's consistent read from the first SELECT on."""
     conn_opts = {}
-    if engine.dialect.name == 'postgresql':
+    if engine.dialect.name in ('postgresql', 'mysql'):
         conn_opts['isolation_level'] = 'REPEATABLE READ'
     with engine.connect().execution_options(**conn_opts) as conn:
         with conn.begin():
@@ -257,6 +260,10 @@ class Checker:
         self.notes: dict = {}
         #: node -> when its usage row was first seen short.
         self._short_since: dict = {}
+        #: uuid -> example: told a host, later missing from a sample with
+        #: no compute event to explain it; judged at the end, once the
+        #: service logs say which builds a fault lost (``finish``).
+        self._unplaced: dict = {}
         #: Placements outliving their instance in the latest sample, and
         #: how many of those instances ended while a fault was active.
         self.orphans_now = 0
@@ -381,7 +388,7 @@ class Checker:
                 continue
             gone = any(e.kind in GONE for e in events.get(uuid, ()))
             if not gone and uuid not in evidence.released:
-                self.broken['told'].add(
+                self._unplaced.setdefault(
                     uuid, '%s told %s, not in the inventory' % (uuid, host))
 
     def _check_orphans(self, snap: Snapshot, evidence: Evidence) -> None:
@@ -408,9 +415,11 @@ class Checker:
     def finish(self, evidence: Evidence, drained_before: float) -> None:
         """The checks on the whole run; casts sent before
         ``drained_before`` must have been handled by now."""
+        lost = self._named_lost(evidence)
+        self._settle_told(lost)
         self._check_unique(evidence)
         self._check_calls(evidence)
-        self._check_casts(evidence, drained_before)
+        self._check_casts(evidence, drained_before, lost)
         for service, code in evidence.exits:
             if code != 0:
                 self.broken['clean-stop'].add(
@@ -507,8 +516,41 @@ class Checker:
                             call.started - last.end, last.kind)
                         if last else '', call.detail[:120]))
 
-    def _check_casts(self, evidence: Evidence, drained_before: float) -> None:
+    def _named_lost(self, evidence: Evidence) -> set:
+        """Instances whose claim expired with the ERROR line a fault
+        explains (``LATE_ERRORS``): builds that fault lost, which the
+        service named."""
+        labels = {label for label, _pattern in LATE_ERRORS.values()}
+        return {uuid for line in evidence.log_lines
+                if self._expected(line, evidence) in labels
+                for uuid in line.uuids}
+
+    def _settle_told(self, lost: set) -> None:
+        """Told a host, missing from the inventory: set apart only when
+        the service named the build lost with a fault (``lost``)."""
+        apart = 0
+        for uuid, example in self._unplaced.items():
+            if uuid in lost:
+                apart += 1
+            else:
+                self.broken['told'].add(uuid, example)
+        if apart:
+            self.notes['told'] = ('set apart: %d build lost with a fault, '
+                                  'named when its claim expired' % apart
+                                  if apart == 1 else
+                                  'set apart: %d builds lost with a fault, '
+                                  'named when their claims expired' % apart)
+
+    def _check_casts(self, evidence: Evidence, drained_before: float,
+                     lost: set = frozenset()) -> None:
+        """Every cast served, refused to its sender, or named lost by the
+        service (``lost``).  A ``terminate_instance`` sent while the
+        broker was stopping is set apart when it never arrived: the
+        broker drops a compute's transient queue with what it holds, and
+        no scheduler is on that path to see it (doc/admin-guide.md,
+        "Transient queues")."""
         events = evidence.by_uuid()
+        into_stop = named = 0
         for cast in evidence.casts:
             if cast.refused or cast.sent > drained_before:
                 continue
@@ -522,6 +564,14 @@ class Checker:
                              for e in after)
                 if cast.method == 'schedule_run_instance':
                     served = served or cast.uuid in evidence.logged_uuids
+                elif not served and cast.uuid in lost:
+                    named += 1
+                    continue
+            if (not served and cast.method == 'terminate_instance'
+                    and self._faults_over(evidence, cast.sent, cast.sent,
+                                          ('broker',))):
+                into_stop += 1
+                continue
             if not served:
                 self.broken['casts'].add(
                     (cast.method, cast.uuid),
@@ -529,6 +579,15 @@ class Checker:
                         cast.method, cast.uuid,
                         ' to %s' % cast.host if cast.host else '',
                         clock(cast.sent)))
+        apart = []
+        if into_stop:
+            apart.append('%d terminate cast(s) sent into a broker stop, '
+                         'lost with a transient queue' % into_stop)
+        if named:
+            apart.append('%d run_instance cast(s) lost with a fault, named '
+                         'when the claim expired' % named)
+        if apart:
+            self.notes['casts'] = 'set apart: %s' % '; '.join(apart)
 
     # -- the verdict --------------------------------------------------------
 

@@ -130,8 +130,9 @@ def scan_service_logs(directory: str, prefix: str) -> tuple:
                     lines.append(invariants.LogLine(name, at, 'traceback',
                                                     message))
                 elif level == 'ERROR':
-                    lines.append(invariants.LogLine(name, at, 'ERROR',
-                                                    message))
+                    lines.append(invariants.LogLine(
+                        name, at, 'ERROR', message,
+                        tuple(re.findall(_UUID, line))))
                 if level in ('WARNING', 'ERROR'):
                     uuids.update(re.findall(_UUID, line))
     return lines, uuids
