@@ -309,72 +309,75 @@ class HostManager:
         """Write reports taken from the intake (``report_writer``), then
         make them this worker's views.
 
-        One transaction for the reports; they become this worker's
-        views as soon as it commits, in the same step that marks them
-        as held (``ReportMarks.written``): every worker can read them
-        from then on, and a request this worker serves meanwhile would
-        otherwise find them neither in its views nor new to read back
-        (``refresh_changed_reports``), and schedule without them.  Then
-        one transaction for the usage they carry (which confirms
-        claims), and the usage rows read back are laid over the views.
-        What cannot be written is installed all the same and kept for
-        the periodic flush: this worker goes on scheduling with it, and
-        the others learn it once the inventory is back.
+        One transaction for the reports and the usage they carry (which
+        confirms claims), which reads the nodes' usage rows and pending
+        claims back (``host_reports_save_with_usage``): every worker
+        sees the reports and their usage from its commit on.  They
+        become this worker's views as soon as it commits, in the same
+        step that marks them as held (``ReportMarks.written``), with
+        the usage read back laid over them: a request this worker
+        serves meanwhile would otherwise find them neither in its views
+        nor new to read back (``refresh_changed_reports``), and
+        schedule without them.  What cannot be written is installed
+        all the same and kept for the periodic flush: this worker goes
+        on scheduling with it, and the others learn it once the
+        inventory is back.
         """
         now = report_backlog.stored_time()
+        carrying = [item for item in taken if item.usage is not None]
         try:
-            seq = self.db.host_reports_save(
+            written = self.db.host_reports_save_with_usage(
                 [report_backlog.report_row(item.view, now)
-                 for item in taken])
+                 for item in taken],
+                [item.usage for item in carrying])
         except Exception as e:
             report_backlog.write_failed(e, 'host reports')
             with self._lock:
-                told = [(item.key, self._install(item.view, unwritten=True,
-                                                 usage=item.usage))
+                told = [(item.key, self._keep_unwritten(item))
                         for item in taken]
             for key, what in told:
                 _log_taken(key, what)
             return
+        applied = written.applied
         with self._lock:
-            self._marks.written([item.key for item in taken], seq, True)
+            self._marks.written([item.key for item in taken], written.seq,
+                                True)
+            read = set()
+            if applied is not None:
+                read = set(self._usage_cache.take(
+                    applied.rows, applied.pending,
+                    sorted({item.key for item in carrying})))
             told = [(item.key, self._install(item.view, unwritten=False,
                                              unless_older=True))
                     for item in taken]
+            for key, what in told:
+                if what is None and key in read:
+                    # Its usage is new all the same.
+                    self._views.compose(key)
         for key, what in told:
             _log_taken(key, what)
-        carrying = [item for item in taken if item.usage is not None]
-        if carrying:
-            self._write_carried_usage(carrying)
+        if applied is not None and applied.confirmed:
+            LOG.debug('Reports confirmed %d claim(s)',
+                      len(applied.confirmed))
 
-    def _write_carried_usage(self, taken: list) -> None:
-        """Write the usage that stored intake reports ``taken`` carry,
-        read the nodes' usage rows back and lay them over their views;
-        what cannot be written waits for the periodic flush."""
-        keys = sorted({item.key for item in taken})
-        try:
-            confirmed = self.usage_db.apply_reports(
-                [item.usage for item in taken])
-            rows = self._usage_cache.read_nodes(set(keys))
-            pending = self.usage_db.pending_claims(keys)
-        except Exception as e:
-            report_backlog.write_failed(e, 'the usage of host reports')
-            with self._lock:
-                for item in taken:
-                    # Or the usage of a newer report of the node, come
-                    # meanwhile: it may not carry it, judged against the
-                    # row this write was to replace.
-                    current = self._reports.get(item.key)
-                    if current is item.view:
-                        self._backlog.usage_changed(item.key, item.usage)
-                    elif current is not None:
-                        self._backlog.usage_changed(item.key,
-                                                    _node_report(current))
-            return
-        if confirmed:
-            LOG.debug('Reports confirmed %d claim(s)', len(confirmed))
-        with self._lock:
-            for key in self._usage_cache.take(rows, pending, keys):
-                self._views.compose(key)
+    def _keep_unwritten(self, item) -> str | None:
+        """Install intake report ``item`` (a ``report_writer.Taken``) its
+        write failed for, for the periodic flush to write, unless the
+        node's report here is newer (``_install``'s answer).  Called
+        with the lock held.
+
+        A newer report come meanwhile (a fanout one, or one another
+        worker stored) stays; when ``item`` carried usage, the newer
+        one's is written instead: it may carry none, judged against the
+        row this write was to replace, and that write may have
+        committed (the database cut before its answer).
+        """
+        what = self._install(item.view, unwritten=True, usage=item.usage,
+                             unless_older=True)
+        if what is None and item.usage is not None:
+            self._backlog.usage_changed(
+                item.key, _node_report(self._reports.get(item.key)))
+        return what
 
     def _alive(self, key, report_view, received_at: float | None = None
                ) -> None:

@@ -33,6 +33,7 @@ from scheduler.db.hosts import host_reports_changed_since
 from scheduler.db.hosts import host_reports_get
 from scheduler.db.hosts import host_reports_get_all
 from scheduler.db.hosts import host_reports_save
+from scheduler.db.hosts import host_reports_save_with_usage
 from scheduler.db.hosts import host_reports_touch
 from scheduler.db.hosts import report_seq
 from scheduler.db.instances import ACTIVE
@@ -47,6 +48,7 @@ __all__ = [
     'aggregate_update', 'aggregate_upsert', 'aggregates_stamp',
     'get_engine', 'host_delete', 'host_report_times',
     'host_reports_changed_since', 'host_reports_get',
-    'host_reports_get_all', 'host_reports_save', 'host_reports_touch',
+    'host_reports_get_all', 'host_reports_save',
+    'host_reports_save_with_usage', 'host_reports_touch',
     'instance_get_all', 'make_engine', 'report_seq', 'reset_engine',
 ]

@@ -22,6 +22,7 @@ from oslo_db.sqlalchemy import engines
 from oslo_db.sqlalchemy import exc_filters
 from oslo_log import log as logging
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 from sqlalchemy import orm
 
 from scheduler import concurrency
@@ -375,3 +376,35 @@ def _sqlite_writer():
 def chunks(items: Sequence, size: int = _IN_CHUNK) -> Iterator[Sequence]:
     for start in range(0, len(items), size):
         yield items[start:start + size]
+
+
+def update_from_arrays(table: sa.Table, names: Sequence[str],
+                       **values) -> sa.Update:
+    """PostgreSQL's ``UPDATE table ... FROM unnest(arrays)``: the rows
+    of ``table`` whose id is in array ``_id`` get the ``names`` columns
+    from arrays of those names (and ``values``), all in one statement
+    (``update_from_arrays_params``): psycopg2 sends an executemany as a
+    statement a row, while the rows stay locked until the transaction
+    ends.  One array parameter a column, adapted by the driver, so the
+    statement's text does not depend on the rows and is compiled once.
+    """
+    columns = [('_id', table.c.id.type)] + [(name, table.c[name].type)
+                                            for name in names]
+    # Each array typed (the dialect renders the cast): an array of NULLs
+    # alone (a column nobody set in the batch) would otherwise be text.
+    rows = sa.func.unnest(*[
+        sa.bindparam(name, type_=postgresql.ARRAY(type_))
+        for name, type_ in columns]).table_valued(
+            *[sa.column(name, type_) for name, type_ in columns],
+            name='given').render_derived(name='given')
+    return (sa.update(table).where(table.c.id == rows.c._id)
+            .values({name: rows.c[name] for name in names})
+            .values(**values))
+
+
+def update_from_arrays_params(rows: Sequence[dict],
+                              names: Sequence[str]) -> dict:
+    """The parameters of an ``update_from_arrays`` statement of columns
+    ``names`` for ``rows`` (each with its ``_id``)."""
+    return {name: [row[name] for row in rows]
+            for name in ('_id',) + tuple(names)}

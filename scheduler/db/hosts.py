@@ -5,7 +5,9 @@ Timestamps are naive UTC datetimes, in and out; an aware datetime
 given to ``host_reports_save`` is converted to UTC first.
 """
 
+import dataclasses
 import datetime
+import typing
 from typing import Iterable, Sequence
 
 from oslo_serialization import jsonutils
@@ -17,6 +19,7 @@ from scheduler.db import engine
 from scheduler.db.engine import chunks
 from scheduler.db.engine import transaction
 from scheduler.db import models
+from scheduler.db import usage
 
 
 def _host_dict(row: models.Host) -> dict:
@@ -37,9 +40,10 @@ def _host_dict(row: models.Host) -> dict:
 def _next_report_seq(session: orm.Session) -> int:
     """The next report sequence number, its row locked until commit.
 
-    Taken first in every transaction that writes ``hosts``: writers
-    take turns on it, so their rows become visible in sequence order
-    and a reader of ``host_reports_changed_since`` misses none.
+    Taken in every transaction that writes ``hosts``, before its first
+    write of a row there, and held to its commit: writers take turns
+    on it, so their rows become visible in sequence order and a reader
+    of ``host_reports_changed_since`` misses none.
     """
     return models.take_counter(session.connection(),
                                models.REPORT_COUNTER_ROW)
@@ -79,12 +83,6 @@ def host_reports_save(reports: list[dict]) -> int | None:
     that two schedulers flushing the same nodes never put an old report
     back.
 
-    A changed row is deleted and inserted again with its id and
-    created_at, rather than updated: a bulk UPDATE is one round trip a
-    row with psycopg2 and PyMySQL, while DELETE ... IN and a multi-row
-    INSERT take a few statements.  In one transaction, nobody sees the
-    difference.
-
     Every row written gets the transaction's report sequence number as
     ``seq`` and ``changed_seq``; returns it (None when nothing was
     given).
@@ -92,43 +90,107 @@ def host_reports_save(reports: list[dict]) -> int | None:
     newest = _newest_per_node(reports)
     if not newest:
         return None
-    now = timeutils.utcnow()
     with transaction() as session:
-        seq = _next_report_seq(session)
-        for values in newest.values():
-            values['seq'] = values['changed_seq'] = seq
-        # Locked: a concurrent flush cannot slip a newer report in
-        # between this read and the write.
-        table = models.Host
-        existing = {
-            (row.host, row.nodename): row
-            for chunk in chunks(sorted({host for host, _node in newest}))
-            for row in session.execute(sa.select(
-                table.id, table.host, table.nodename, table.created_at,
-                table.updated_at).where(table.host.in_(chunk))
-                .with_for_update())}
-        new_rows, kept_rows = [], []
-        for key, values in newest.items():
-            stored = existing.get(key)
-            if stored is None:
-                new_rows.append(dict(values, created_at=now))
-            elif (stored.updated_at is None
-                  or stored.updated_at <= values['updated_at']):
-                kept_rows.append(dict(values, id=stored.id,
-                                      created_at=stored.created_at))
-        replaced = sorted(row['id'] for row in kept_rows)
-        for chunk in chunks(replaced):
-            session.execute(sa.delete(models.Host).where(
-                models.Host.id.in_(chunk)))
-        # Rows that keep their id go back first: a new row inserted in
-        # the same statement could otherwise be given one of the ids
-        # just freed (SQLite reuses the highest), and the kept row
-        # would then collide with it.
-        if kept_rows:
-            session.execute(sa.insert(models.Host), kept_rows)
-        if new_rows:
-            session.execute(sa.insert(models.Host), new_rows)
+        return _save_in(session, newest)
+
+
+@dataclasses.dataclass
+class ReportsWritten:
+    """What ``host_reports_save_with_usage`` wrote: the report sequence
+    number of the rows (None when no report was given) and
+    ``usage.apply_in``'s ``Applied`` (None when no usage was given)."""
+
+    seq: int | None
+    applied: typing.Any = None
+
+
+@engine.retry_on_conflict
+def host_reports_save_with_usage(reports: list[dict],
+                                 usage_reports: Sequence) -> ReportsWritten:
+    """``host_reports_save`` of ``reports`` and ``usage.apply_reports``
+    of ``usage_reports`` (``usage.NodeReport``) in one transaction,
+    which also reads back the usage rows and pending placements of the
+    nodes of ``usage_reports`` (``usage.apply_in``): the write of the
+    reports a worker takes from the intake, made visible to every
+    worker at once, in a few round trips.
+
+    The usage first, as every writer of usage locks its rows (and then
+    the placement rows); then the report sequence number, held from
+    there to the commit, and the hosts rows: their writers queue on
+    that number for no longer than the hosts part and the commit.
+    """
+    newest = _newest_per_node(reports)
+    newest_usage = usage.newest_reports(usage_reports)
+    with transaction() as session:
+        applied = (usage.apply_in(session, newest_usage, read_back=True)
+                   if newest_usage else None)
+        seq = _save_in(session, newest) if newest else None
+    return ReportsWritten(seq, applied)
+
+
+def _save_in(session: orm.Session, newest: dict) -> int:
+    """Write the rows ``newest`` (``_newest_per_node``) in the caller's
+    transaction; their report sequence number.
+
+    On PostgreSQL a changed row is updated, all of them in one
+    statement (``engine.update_from_arrays``).  Elsewhere it is deleted
+    and inserted again with its id and created_at: a bulk UPDATE is one
+    round trip a row with PyMySQL, while DELETE ... IN and a multi-row
+    INSERT take a few statements.  In one transaction, nobody sees the
+    difference.
+    """
+    now = timeutils.utcnow()
+    seq = _next_report_seq(session)
+    for values in newest.values():
+        values['seq'] = values['changed_seq'] = seq
+    # Locked: a concurrent flush cannot slip a newer report in
+    # between this read and the write.
+    existing = {
+        (row.host, row.nodename): row
+        for chunk in chunks(sorted({host for host, _node in newest}))
+        for row in session.execute(_STORED_ON, {'hosts': chunk})}
+    new_rows, kept_rows = [], []
+    for key, values in newest.items():
+        stored = existing.get(key)
+        if stored is None:
+            new_rows.append(dict(values, created_at=now))
+        elif (stored.updated_at is None
+              or stored.updated_at <= values['updated_at']):
+            kept_rows.append(dict(values, id=stored.id,
+                                  created_at=stored.created_at))
+    conn = session.connection()
+    if kept_rows and conn.dialect.name == 'postgresql':
+        for chunk in chunks(kept_rows):
+            conn.execute(_UPDATE_FROM_ARRAYS,
+                         engine.update_from_arrays_params(
+                             [dict(row, _id=row['id']) for row in chunk],
+                             _WRITTEN))
+        kept_rows = []
+    for chunk in chunks(sorted(row['id'] for row in kept_rows)):
+        conn.execute(sa.delete(models.Host).where(
+            models.Host.id.in_(chunk)))
+    # Rows that keep their id go back first: a new row inserted in
+    # the same statement could otherwise be given one of the ids
+    # just freed (SQLite reuses the highest), and the kept row
+    # would then collide with it.
+    if kept_rows:
+        conn.execute(sa.insert(models.Host), kept_rows)
+    if new_rows:
+        conn.execute(sa.insert(models.Host), new_rows)
     return seq
+
+
+_HOSTS_TABLE = models.Host.__table__
+#: The columns a changed row's write sets.
+_WRITTEN = ('uuid', 'report', 'disabled', 'updated_at', 'seq',
+            'changed_seq')
+_UPDATE_FROM_ARRAYS = engine.update_from_arrays(_HOSTS_TABLE, _WRITTEN)
+# Built once: building it, its cache key and its IN list each time cost
+# more than its round trip.
+_STORED_ON = sa.select(*[_HOSTS_TABLE.c[name] for name in (
+    'id', 'host', 'nodename', 'created_at', 'updated_at')]).where(
+        _HOSTS_TABLE.c.host.in_(sa.bindparam('hosts', expanding=True))
+).with_for_update()
 
 
 @engine.retry_on_deadlock

@@ -204,12 +204,9 @@ def _usage_rows(session: orm.Session, keys: Iterable[Key],
     runs of hosts in order, so the whole is in order too)."""
     wanted = set(keys)
     rows = {}
+    stmt = _USAGE_ORM_ON_LOCKED if lock else _USAGE_ORM_ON
     for chunk in engine.chunks(sorted({host for host, _node in wanted})):
-        stmt = sa.select(_USAGE).where(_USAGE.host.in_(chunk)).order_by(
-            _USAGE.host, _USAGE.nodename)
-        if lock:
-            stmt = _locking_read(stmt, _USAGE, _USAGE_KEY_INDEX)
-        for row in session.execute(stmt).scalars():
+        for row in session.execute(stmt, {'hosts': chunk}).scalars():
             if (row.host, row.nodename) in wanted:
                 rows[(row.host, row.nodename)] = row
     return rows
@@ -972,160 +969,224 @@ def apply_reports(reports: Sequence[NodeReport]) -> list[str]:
     unlisted by an older report, is dropped (the module's invariant).
     Returns the uuids of the placements the reports confirmed.
     """
+    newest = newest_reports(reports)
+    if not newest:
+        return []
+    with engine.transaction() as session:
+        return apply_in(session, newest).confirmed
+
+
+def newest_reports(reports: Sequence[NodeReport]) -> dict:
+    """The newest of ``reports`` of each node, by key."""
     newest: dict[Key, NodeReport] = {}
     for report in reports:
         seen = newest.get(report.key)
         if seen is None or seen.updated_at <= report.updated_at:
             newest[report.key] = report
-    if not newest:
-        return []
-    confirmed = []
-    with engine.transaction() as session:
-        rows = _usage_rows(session, newest, lock=True)
-        hosts = sorted({host for host, _node in newest})
-        pending: dict[Key, list] = {}
-        settled: dict[Key, list] = {}
-        table = _INST.__table__
-        for chunk in engine.chunks(hosts):
-            for inst in session.execute(_locking_read(
-                    sa.select(_INST).where(_INST.host.in_(chunk),
-                                           _INST.pending.is_(True)),
-                    _INST, _INST_NODE_INDEX)).scalars():
-                pending.setdefault((inst.host, inst.nodename),
-                                   []).append(inst)
-            # Not locked: a non-pending row changes only by its deletion
-            # (or replacement), which the conditional UPDATE below sees.
-            for inst in session.execute(
-                    sa.select(table.c.instance_uuid, table.c.host,
-                              table.c.nodename, table.c.memory_mb,
-                              table.c.vcpus, table.c.disk_gb)
-                    .where(table.c.host.in_(chunk),
-                           table.c.pending.is_(False))):
-                settled.setdefault((inst.host, inst.nodename),
-                                   []).append(inst)
-        new_rows, changed = [], []
-        for key, report in sorted(newest.items()):
-            values = _report_values(report)
-            row = rows.get(key)
-            if row is None:
-                new_rows.append(dict(host=report.host,
-                                     nodename=report.nodename,
-                                     generation=0, **values))
-                continue
-            if (row.reported_at is not None
-                    and row.reported_at > values['reported_at']):
-                continue
-            listed_uuids = report.instance_uuids
-            listed = [i for i in pending.get(key, ())
-                      if i.instance_uuid in listed_uuids]
-            gone = [i for i in pending.get(key, ())
-                    if i.status == instances.UNLISTED
-                    and i.instance_uuid not in listed_uuids
-                    and i.updated_at is not None
-                    and i.updated_at < values['reported_at']]
-            unlisted = [i for i in settled.get(key, ())
-                        if i.instance_uuid not in listed_uuids]
-            # Built (update_instance_info) before this report was taken,
-            # yet not in it: unlisted too (its usage is already pending).
-            missing = [i for i in pending.get(key, ())
-                       if i.status == instances.ACTIVE
-                       and i.instance_uuid not in listed_uuids
-                       and i.updated_at is not None
-                       and i.updated_at < values['reported_at']]
-            for inst in missing:
-                inst.status = instances.UNLISTED
-                inst.updated_at = values['reported_at']
-            if not (listed or gone or unlisted) and all(
-                    getattr(row, name) == value
-                    for name, value in values.items()
-                    if name != 'reported_at'):
-                # Nothing to tell the other workers (no sequence number,
-                # no generation), but the time is the row's: a report
-                # taken before this one, written after it, is older.
-                if (row.reported_at is None
-                        or row.reported_at < values['reported_at']):
-                    row.reported_at = values['reported_at']
-                continue
-            change = dict.fromkeys(('memory_mb', 'vcpus', 'disk_gb',
-                                    'instances'), 0)
-            for inst in listed + gone:
-                _count(change, inst, -1)
-                if inst in gone:
-                    session.delete(inst)
-                    continue
-                # Written below, all in one statement.
-                confirmed.append(inst.instance_uuid)
-            for inst in unlisted:
-                if _unlist(session, inst, values['reported_at']):
-                    _count(change, inst, 1)
-            for field in ('memory_mb', 'vcpus', 'disk_gb', 'instances'):
-                values['claimed_' + field] = (
-                    getattr(row, 'claimed_' + field) + change[field])
-            changed.append(dict(values, _id=row.id))
-        session.flush()
-        for chunk in engine.chunks(confirmed):
-            # Locked above (pending rows of these hosts): a statement per
-            # chunk, not per instance, for the reason of
-            # ``_update_usage_rows``.
-            session.execute(sa.update(table).where(
-                table.c.instance_uuid.in_(chunk)).values(
-                    pending=False, status=instances.ACTIVE))
-        if changed:
-            _update_usage_rows(session.connection(), changed)
-        if new_rows:
-            # A service's first flush writes every node: one statement.
-            _execute_numbered(session.connection(), sa.insert(_USAGE),
-                              new_rows)
-        session.flush()
-    return confirmed
+    return newest
 
 
-def _update_usage_rows(conn: sa.Connection, changed: list) -> None:
+@dataclasses.dataclass
+class Applied:
+    """What ``apply_in`` wrote: the uuids of the placements the reports
+    confirmed and, read back, the nodes' usage rows and pending
+    placements as they are at its commit (None when not read back)."""
+
+    confirmed: list
+    rows: list | None = None
+    pending: list | None = None
+
+
+def apply_in(session: orm.Session, newest: dict,
+             read_back: bool = False) -> Applied:
+    """``apply_reports`` of reports ``newest`` (``newest_reports``) in
+    the caller's transaction, which it begins with the locks of the
+    nodes' usage rows (before their placement rows, as every writer of
+    usage).  ``read_back``: the usage rows and pending placements of
+    those nodes too, as this transaction leaves them: they stay locked
+    until it ends, so no other writer changes them before the commit.
+    """
+    confirmed: list = []
+    rows = _usage_rows(session, newest, lock=True)
+    hosts = sorted({host for host, _node in newest})
+    pending: dict[Key, list] = {}
+    settled: dict[Key, list] = {}
+    table = _INST.__table__
+    for chunk in engine.chunks(hosts):
+        for inst in session.execute(
+                _PENDING_ORM_ON_LOCKED, {'hosts': chunk}
+        ).scalars():
+            pending.setdefault((inst.host, inst.nodename),
+                               []).append(inst)
+        # Not locked: a non-pending row changes only by its deletion
+        # (or replacement), which the conditional UPDATE below sees.
+        for inst in session.execute(_SETTLED_ON, {'hosts': chunk}):
+            settled.setdefault((inst.host, inst.nodename),
+                               []).append(inst)
+    new_rows, changed = [], []
+    #: Placement rows that stop pending (confirmed) or go (dropped).
+    gone_by: set = set()
+    unlisted_any = False
+    for key, report in sorted(newest.items()):
+        values = _report_values(report)
+        row = rows.get(key)
+        if row is None:
+            new_rows.append(dict(host=report.host,
+                                 nodename=report.nodename,
+                                 generation=0, **values))
+            continue
+        if (row.reported_at is not None
+                and row.reported_at > values['reported_at']):
+            continue
+        listed_uuids = report.instance_uuids
+        listed = [i for i in pending.get(key, ())
+                  if i.instance_uuid in listed_uuids]
+        gone = [i for i in pending.get(key, ())
+                if i.status == instances.UNLISTED
+                and i.instance_uuid not in listed_uuids
+                and i.updated_at is not None
+                and i.updated_at < values['reported_at']]
+        unlisted = [i for i in settled.get(key, ())
+                    if i.instance_uuid not in listed_uuids]
+        # Built (update_instance_info) before this report was taken,
+        # yet not in it: unlisted too (its usage is already pending).
+        missing = [i for i in pending.get(key, ())
+                   if i.status == instances.ACTIVE
+                   and i.instance_uuid not in listed_uuids
+                   and i.updated_at is not None
+                   and i.updated_at < values['reported_at']]
+        for inst in missing:
+            inst.status = instances.UNLISTED
+            inst.updated_at = values['reported_at']
+        if not (listed or gone or unlisted) and all(
+                getattr(row, name) == value
+                for name, value in values.items()
+                if name != 'reported_at'):
+            # Nothing to tell the other workers (no sequence number,
+            # no generation), but the time is the row's: a report
+            # taken before this one, written after it, is older.
+            if (row.reported_at is None
+                    or row.reported_at < values['reported_at']):
+                row.reported_at = values['reported_at']
+            continue
+        change = dict.fromkeys(('memory_mb', 'vcpus', 'disk_gb',
+                                'instances'), 0)
+        for inst in listed + gone:
+            _count(change, inst, -1)
+            gone_by.add(inst.instance_uuid)
+            if inst in gone:
+                session.delete(inst)
+                continue
+            # Written below, all in one statement.
+            confirmed.append(inst.instance_uuid)
+        for inst in unlisted:
+            if _unlist(session, inst, values['reported_at']):
+                unlisted_any = True
+                _count(change, inst, 1)
+        for field in ('memory_mb', 'vcpus', 'disk_gb', 'instances'):
+            values['claimed_' + field] = (
+                getattr(row, 'claimed_' + field) + change[field])
+        changed.append(dict(values, _id=row.id))
+    session.flush()
+    conn = session.connection()
+    for chunk in engine.chunks(confirmed):
+        # Locked above (pending rows of these hosts): a statement per
+        # chunk, not per instance, for the reason of
+        # ``_update_usage_rows``.
+        session.execute(sa.update(table).where(
+            table.c.instance_uuid.in_(chunk)).values(
+                pending=False, status=instances.ACTIVE))
+    written = None
+    if changed:
+        written = _update_usage_rows(conn, changed,
+                                     returning=read_back and not new_rows)
+    if new_rows:
+        # A service's first flush writes every node: one statement.
+        _execute_numbered(conn, sa.insert(_USAGE), new_rows)
+    session.flush()
+    if not read_back:
+        return Applied(confirmed)
+    if written is not None or not changed and not new_rows:
+        # Every row is one locked above, as this transaction left it,
+        # or one the update returned.
+        ids = {row['_id'] for row in changed}
+        usage_rows = (written or []) + [
+            _usage_dict(row) for row in rows.values() if row.id not in ids]
+    else:
+        usage_rows = [found for chunk in engine.chunks(hosts)
+                      for found in map(dict, _rows_of(conn.execute(
+                          _USAGE_ON, {'hosts': chunk})))
+                      if (found['host'], found['nodename']) in newest]
+    if unlisted_any:
+        # Rows made pending again: read them whole.
+        still = [_placement_dict(inst) for chunk in engine.chunks(hosts)
+                 for inst in conn.execute(_PENDING_ON, {'hosts': chunk})
+                 if (inst.host, inst.nodename) in newest]
+    else:
+        still = [_placement_dict(inst) for key in newest
+                 for inst in pending.get(key, ())
+                 if inst.instance_uuid not in gone_by]
+    return Applied(confirmed, usage_rows, still)
+
+
+def _rows_of(result) -> Iterable[dict]:
+    return (dict(zip(USAGE_COLUMNS, row)) for row in result)
+
+
+def _update_usage_rows(conn: sa.Connection, changed: list,
+                       returning: bool = False) -> list | None:
     """Write the reported usage of existing rows (``_id``: the row's id,
     and the ``_REPORTED`` columns) a batch a statement, not a statement
     a row: the rows stay locked until the transaction ends and claims on
     those nodes wait, while under eventlet every statement is a round
     trip during which the worker serves other requests.
 
-    On PostgreSQL ``UPDATE ... FROM unnest(arrays)``: psycopg2 sends an
-    executemany as a statement a row.  One array parameter a column,
-    adapted by the driver, so the statement's text does not depend on
-    the rows and is compiled once.
+    On PostgreSQL ``UPDATE ... FROM unnest(arrays)``
+    (``engine.update_from_arrays``), which with ``returning`` returns
+    the rows written (``USAGE_COLUMNS``); None elsewhere.
     """
     if conn.dialect.name == 'postgresql':
+        stmt = _UPDATE_FROM_ARRAYS_RETURNING if returning else \
+            _UPDATE_FROM_ARRAYS
+        written = []
         for chunk in engine.chunks(changed):
-            conn.execute(_UPDATE_FROM_ARRAYS, {
-                name: [values[name] for values in chunk]
-                for name in ('_id',) + _REPORTED})
-        return
+            result = conn.execute(stmt, engine.update_from_arrays_params(
+                chunk, _REPORTED))
+            if returning:
+                written.extend(_rows_of(result))
+        return written if returning else None
     table = _USAGE.__table__
     _execute_numbered(conn, sa.update(table).where(
         table.c.id == sa.bindparam('_id')).values(
             generation=table.c.generation + 1), changed)
+    return None
 
 
 #: What a report's write sets: ``_report_values`` and the claimed totals.
 _REPORTED = USAGE_COLUMNS[2:-2]
 
+_UPDATE_FROM_ARRAYS = engine.update_from_arrays(
+    _USAGE.__table__, _REPORTED,
+    generation=_USAGE.__table__.c.generation + 1,
+    seq=models.USAGE_SEQUENCE.next_value())
+_UPDATE_FROM_ARRAYS_RETURNING = _UPDATE_FROM_ARRAYS.returning(
+    *[_USAGE.__table__.c[name] for name in USAGE_COLUMNS])
 
-def _update_from_arrays() -> sa.Update:
-    table = _USAGE.__table__
-    columns = [('_id', table.c.id.type)] + [(name, table.c[name].type)
-                                            for name in _REPORTED]
-    # Each array typed (the dialect renders the cast): an array of NULLs
-    # alone (no disk measured anywhere) would otherwise be text.
-    rows = sa.func.unnest(*[
-        sa.bindparam(name, type_=postgresql.ARRAY(type_))
-        for name, type_ in columns]).table_valued(
-            *[sa.column(name, type_) for name, type_ in columns],
-            name='reported').render_derived(name='reported')
-    return (sa.update(table).where(table.c.id == rows.c._id)
-            .values({name: rows.c[name] for name in _REPORTED})
-            .values(generation=table.c.generation + 1,
-                    seq=models.USAGE_SEQUENCE.next_value()))
-
-
-_UPDATE_FROM_ARRAYS = _update_from_arrays()
+# Built once (see ``_PENDING``).
+_HOSTS = sa.bindparam('hosts', expanding=True)
+_PENDING_ORM_ON = sa.select(_INST).where(_INST.host.in_(_HOSTS),
+                                         _INST.pending.is_(True))
+_PENDING_ORM_ON_LOCKED = _locking_read(_PENDING_ORM_ON, _INST,
+                                       _INST_NODE_INDEX)
+_SETTLED_ON = sa.select(
+    *[_INST.__table__.c[name] for name in (
+        'instance_uuid', 'host', 'nodename', 'memory_mb', 'vcpus',
+        'disk_gb')]).where(_INST.__table__.c.host.in_(_HOSTS),
+                           _INST.__table__.c.pending.is_(False))
+_USAGE_ON = _SELECT_USAGE.where(_USAGE.__table__.c.host.in_(_HOSTS))
+_USAGE_ORM_ON = sa.select(_USAGE).where(_USAGE.host.in_(_HOSTS)).order_by(
+    _USAGE.host, _USAGE.nodename)
+_USAGE_ORM_ON_LOCKED = _locking_read(_USAGE_ORM_ON, _USAGE, _USAGE_KEY_INDEX)
 
 
 def _count(change: dict, inst, sign: int) -> None:

@@ -665,6 +665,14 @@ class _FlakyInventory:
         self.saved.extend(r['host'] for r in reports)
         self.real.host_reports_save(reports)
 
+    def host_reports_save_with_usage(self, reports, usage_reports):
+        if self.fail:
+            self.fail = False
+            raise RuntimeError('database went away')
+        self.saved.extend(r['host'] for r in reports)
+        return self.real.host_reports_save_with_usage(reports,
+                                                      usage_reports)
+
 
 def test_a_failed_flush_is_retried_by_the_next_one(caplog):
     manager = host_manager.HostManager(
@@ -1614,68 +1622,76 @@ def test_a_request_reads_the_changed_reports_whatever_the_times_did():
     assert other.refresh_changed_reports() == 0
 
 
-class _RequestDuringUsageWrite:
-    """The usage store, but a request of ``manager`` is served while the
-    usage that new reports carry is written: under eventlet the writing
-    thread yields in every query, and so does a real database's driver
-    under threading."""
+class _RequestAfterCommit:
+    """The inventory, but a request of ``manager`` is served between the
+    commit of a write of intake reports and its answer: under eventlet
+    the writing thread yields in every query, and so does a real
+    database's driver under threading."""
 
-    def __init__(self):
+    def __init__(self, real):
+        self.real = real
         self.manager = None
         self.seen: list = []
 
     def __getattr__(self, name):
-        return getattr(usage, name)
+        return getattr(self.real, name)
 
-    def apply_reports(self, reports):
+    def host_reports_save_with_usage(self, reports, usage_reports):
+        written = self.real.host_reports_save_with_usage(reports,
+                                                         usage_reports)
         self.manager.refresh_usage()
-        self.seen.append(sorted(s.host for s in
+        self.seen.append(sorted((s.host, s.memory_mb_used) for s in
                                 self.manager.get_all_host_states()))
-        return usage.apply_reports(reports)
+        return written
 
 
 def test_a_report_from_the_intake_is_its_takers_view_once_stored():
     """Once the inventory has a new report, the worker that took it
-    schedules with it, as every other worker would: a request served
-    while the report's usage is still being written saw no such host
-    (its taker held the report as read back, not as installed)."""
-    store = _RequestDuringUsageWrite()
-    taker = host_manager.HostManager(
-        inventory=fixtures.memory_inventory(), usage_store=store)
+    schedules with it and its usage, as every other worker would: a
+    request served before the write's answer reaches the taker reads
+    them back (a request that saw no such host had its taker hold the
+    report as read back, not as installed)."""
+    store = _RequestAfterCommit(fixtures.memory_inventory())
+    taker = host_manager.HostManager(inventory=store)
     store.manager = taker
     _no_window(taker)
     taker.update_from_report(fixtures.report('h1', memory_mb_used=1024),
                              shared=True)
     assert taker.db.host_reports_get([('h1', 'h1')])
-    assert store.seen == [['h1']]
-    # And once the usage is written, the view has it.
+    assert store.seen == [[('h1', 1024)]]
+    # And once the write answered, the view has it.
     assert taker.get_host_state('h1').memory_mb_used == 1024
 
 
-class _ReadBackFails:
-    """The usage store, but the next read of nodes' rows fails once
-    ``armed`` (the database cut just after a write committed)."""
+class _AnswerLost:
+    """The inventory, but once ``armed`` its next write of intake
+    reports commits and its answer is lost (the database cut just after
+    the commit); ``meanwhile()`` runs between the two."""
 
-    def __init__(self):
+    def __init__(self, real):
+        self.real = real
         self.armed = False
+        self.meanwhile = lambda: None
 
-    def usage_get_nodes(self, keys):
+    def host_reports_save_with_usage(self, reports, usage_reports):
+        written = self.real.host_reports_save_with_usage(reports,
+                                                         usage_reports)
         if self.armed:
             self.armed = False
+            self.meanwhile()
             raise exception.InventoryUnavailable(reason='cut')
-        return usage.usage_get_nodes(keys)
+        return written
 
     def __getattr__(self, name):
-        return getattr(usage, name)
+        return getattr(self.real, name)
 
 
 def _reported_with_read_back_to_fail():
-    """A worker taking reports from the intake, whose usage store fails
-    a read back when armed, and node h1 reported 10 s ago: (store,
-    worker, h1's key, the report's time)."""
-    store = _ReadBackFails()
-    taker = host_manager.HostManager(
-        inventory=fixtures.memory_inventory(), usage_store=store)
+    """A worker taking reports from the intake, whose inventory loses
+    the answer of a write when armed, and node h1 reported 10 s ago:
+    (inventory, worker, h1's key, the report's time)."""
+    store = _AnswerLost(fixtures.memory_inventory())
+    taker = host_manager.HostManager(inventory=store)
     _no_window(taker)
     start = timeutils.utcnow() - datetime.timedelta(seconds=10)
     taker.update_from_report(fixtures.report(
@@ -1684,15 +1700,16 @@ def _reported_with_read_back_to_fail():
 
 
 def test_a_report_after_an_unread_usage_write_carries_its_usage():
-    """The usage of a report from the intake was written but not read
-    back (the database cut at that moment): the worker's usage row is
-    older than the inventory's.  The next report, which no longer lists
-    the instance, must still write its usage, though it equals that
-    older row: else the inventory keeps the instance's usage after its
-    placement went (a whole-host request refused)."""
+    """The usage of a report from the intake was written, the write's
+    answer lost (the database cut just after the commit): the worker's
+    usage row is older than the inventory's.  The next report, which no
+    longer lists the instance, must still write its usage, though it
+    equals that older row: else the inventory keeps the instance's usage
+    after its placement went (a whole-host request refused)."""
     store, taker, key, start = _reported_with_read_back_to_fail()
     _claim(taker, 'h1', memory_mb=8192, uuid=1)
-    # The build's report lists it; its usage is written, not read back.
+    # The build's report lists it; its usage is written, the answer
+    # lost.
     store.armed = True
     taker.update_from_report(fixtures.report(
         'h1', memory_mb=16384, memory_mb_used=8192,
@@ -1714,22 +1731,17 @@ def test_a_report_after_an_unread_usage_write_carries_its_usage():
 
 def test_a_failed_usage_write_keeps_the_usage_of_a_newer_report():
     """A newer report of the node came while a report's usage was
-    written (and not read back): it was judged against the row that
+    written (the write's answer lost): it was judged against the row that
     write replaced, so it may carry nothing; its usage is the one the
     next flush writes."""
     store, taker, key, start = _reported_with_read_back_to_fail()
-    newer = fixtures.report('h1', memory_mb=16384, memory_mb_used=0,
+    newer = fixtures.report('h1', memory_mb=32768, memory_mb_used=0,
                             updated_at=start + datetime.timedelta(seconds=2))
-    real_read = store.usage_get_nodes
-
-    def newer_comes_then_cut(keys):
-        # The newer report (a fanout one, installed at once) arrives
-        # between the write and its read back, which the cut fails.
-        store.usage_get_nodes = real_read
-        taker.update_from_report(newer)
-        raise exception.InventoryUnavailable(reason='cut')
-
-    store.usage_get_nodes = newer_comes_then_cut
+    # The newer report (a fanout one, installed at once: a new capacity,
+    # the usage of the report held) arrives between the write's commit
+    # and its answer, which the cut loses.
+    store.armed = True
+    store.meanwhile = lambda: taker.update_from_report(newer)
     taker.update_from_report(fixtures.report(
         'h1', memory_mb=16384, memory_mb_used=4096,
         updated_at=start + datetime.timedelta(seconds=1)), shared=True)

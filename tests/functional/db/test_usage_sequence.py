@@ -54,11 +54,12 @@ def _held_open(monkeypatch):
     took, release = threading.Event(), threading.Event()
     real = usage._update_usage_rows
 
-    def update_then_wait(conn, changed):
-        real(conn, changed)
+    def update_then_wait(conn, changed, **kwargs):
+        written = real(conn, changed, **kwargs)
         if not took.is_set():
             took.set()
             assert release.wait(60)
+        return written
 
     monkeypatch.setattr(usage, '_update_usage_rows', update_then_wait)
     return took, release
