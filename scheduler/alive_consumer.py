@@ -7,8 +7,9 @@ compared and a time renewed, less than what an oslo.messaging RPC
 server spends around each message: a wake-up, a green thread, a
 dispatch and an acknowledgement.
 This consumer takes them with kombu instead: it drains what the broker
-has sent (at most a prefetch unacknowledged), serves the batch in its
-own thread and acknowledges it with one frame.
+has sent (at most a prefetch unacknowledged) through the channel's own
+consumer (``basic_consume``), serves the batch in its own thread and
+acknowledges it with one frame.
 
 What stays as through the RPC server:
 
@@ -17,6 +18,10 @@ What stays as through the RPC server:
   checks it against each node the message names;
 * the checks and the rejections of malformed messages (one rate-limited
   line each, ``rejections``), the metrics and the report lag;
+* the context a message came with, as a ``RequestContext`` wherever
+  anything but its sender is read (``context.Deferred``: built there,
+  once; a liveness message's path reads only the sender, unless it
+  casts back to the compute or logs a line about the message);
 * a backlog stays on the broker (bounded prefetch), and what a worker
   took but did not serve is requeued by the broker when the worker dies
   or stops (acknowledged only once served);
@@ -32,9 +37,11 @@ The ``fake://`` transport has no AMQP properties to trust: there the
 service keeps its RPC server (``get_server``).
 """
 
+import contextlib
 import json
 import socket
 import threading
+import uuid
 
 import kombu
 from oslo_config import cfg
@@ -84,6 +91,7 @@ ENVELOPE_VERSION_KEY = 'oslo.version'
 ENVELOPE_MESSAGE_KEY = 'oslo.message'
 ENVELOPE_MAJOR = '2'
 CONTEXT_PREFIX = '_context_'
+_CONTEXT_PREFIX_LENGTH = len(CONTEXT_PREFIX)
 
 
 class Malformed(exception.MalformedObject):
@@ -108,9 +116,10 @@ def decode(body) -> tuple:
     except (ValueError, TypeError, KeyError, RecursionError) as e:
         raise Malformed(what='message', reason='%s: %s'
                         % (type(e).__name__, e))
-    ctxt = {key[len(CONTEXT_PREFIX):]: value
+    # (A JSON object's keys are strings.)
+    ctxt = {key[_CONTEXT_PREFIX_LENGTH:]: value
             for key, value in message.items()
-            if isinstance(key, str) and key.startswith(CONTEXT_PREFIX)}
+            if key.startswith(CONTEXT_PREFIX)}
     return (message.get('method'), message.get('args', {}), ctxt,
             message.get('version'))
 
@@ -142,17 +151,13 @@ def serve(endpoint, message) -> None:
                 reason='API version %r is not served (%d.%d at most)'
                 % (version, MAJOR, MINOR))
         message_limits.check_arguments(method, ctxt, args)
-        try:
-            request = context.RequestContext.from_dict(ctxt)
-        except (TypeError, ValueError, AttributeError, KeyError) as e:
-            raise exception.MalformedObject(
-                what='request context', reason='%s: %s'
-                % (type(e).__name__, e))
     except exception.SchedulerException as e:
         rejections.reject(method if method is not None else METHOD, e,
                           what='cast')
         return
-    request.sender = trust.publisher_of(message)
+    # The path reads the sender; the rest of the context where it is
+    # used (``context.Deferred``).
+    request = context.Deferred(ctxt, trust.publisher_of(message))
     # What a newer compute adds is ignored, as the endpoint ignores it.
     endpoint.report_alive(request, nodes=args.get('nodes'),
                           sent_at=args.get('sent_at'))
@@ -287,12 +292,16 @@ class AliveConsumer:
         batch: list = []
         connection.connect()
         channel = connection.channel()
-        consumer = kombu.Consumer(channel, queues=[queue_of(self._conf,
-                                                            self._url)],
-                                  on_message=batch.append,
-                                  prefetch_count=self._prefetch,
-                                  accept=['json'])
-        consumer.consume()
+        queue = queue_of(self._conf, self._url)(channel)
+        queue.declare()
+        channel.basic_qos(0, self._prefetch, False)
+        # The channel's own consumer, not a kombu.Consumer: each message
+        # is the transport's (py-amqp's), with its body and properties,
+        # not converted again into a kombu message (``serve`` reads the
+        # body itself).
+        tag = 'alive-%s' % uuid.uuid4().hex
+        channel.basic_consume(queue=queue.name, consumer_tag=tag,
+                              no_ack=False, callback=batch.append)
         self.consuming += 1
         if self.consuming > 1:
             LOG.info('Liveness messages: consuming %s again',
@@ -317,13 +326,14 @@ class AliveConsumer:
             if batch:
                 served = self._serve(batch)
                 if served:
-                    batch[served - 1].ack(multiple=True)
+                    channel.basic_ack(batch[served - 1].delivery_tag,
+                                      multiple=True)
                 batch.clear()
             if self._stop.is_set():
                 # What the broker sent since, and what a stop left
                 # unserved in the batch, is requeued as the connection
                 # closes, unacknowledged.
-                consumer.cancel()
+                channel.basic_cancel(tag)
                 return
 
     def _serve(self, batch: list) -> int:
@@ -340,21 +350,29 @@ class AliveConsumer:
         """
         concurrency.slice_begins()
         served = 0
-        for message in batch:
-            if self._stop.is_set():
-                break
-            try:
-                serve(self._endpoint, message)
-            except Exception:
-                # Never the consumer's end: the next message is served.
-                LOG.exception('Could not serve a liveness message')
-            served += 1
-            concurrency.cooperative_yield()
+        together = getattr(self._endpoint, 'batch', None)
+        with together() if together is not None else _alone():
+            for message in batch:
+                if self._stop.is_set():
+                    break
+                try:
+                    serve(self._endpoint, message)
+                except Exception:
+                    # Never the consumer's end: the next one is served.
+                    LOG.exception('Could not serve a liveness message')
+                served += 1
+                concurrency.cooperative_yield()
         if served < len(batch):
             LOG.info('Stopping: %d liveness message(s) taken off the bus '
                      'and not served are left to the broker',
                      len(batch) - served)
         return served
+
+
+@contextlib.contextmanager
+def _alone():
+    """An endpoint that serves each message alone (no ``batch``)."""
+    yield
 
 
 def _release(connection) -> None:

@@ -43,6 +43,51 @@ class RequestContext(context.RequestContext):
         return ctx
 
 
+class Deferred:
+    """The context of a message whose path reads only its sender (a
+    liveness message, ``scheduler.alive_consumer``): the
+    ``RequestContext`` of the values it came with is built, once, where
+    anything else of it is read (a cast back to its compute, a log line
+    naming its request).
+
+    ``sender`` is set by the server, as on a ``RequestContext``.
+    Building costs as much as the rest of such a message's path, and
+    nothing of the values is trusted or checked by building (their
+    shape is, before: ``message_limits``).
+    """
+
+    __slots__ = ('sender', '_values', '_request')
+
+    def __init__(self, values: dict, sender: str | None):
+        self._values = values
+        self._request: RequestContext | None = None
+        self.sender = sender
+
+    def request(self) -> RequestContext:
+        """The ``RequestContext``, now this thread's for its log lines
+        (as the RPC server makes every message's)."""
+        if self._request is None:
+            request = RequestContext.from_dict(self._values)
+            request.sender = self.sender
+            self._request = request
+        return self._request
+
+    def __getattr__(self, name):
+        # Only what the class does not have: every field but the sender.
+        # Never a private or special name (a copy asks for those before
+        # the slots are set).
+        if name.startswith('_'):
+            raise AttributeError(name)
+        return getattr(self.request(), name)
+
+
+def for_log(ctxt) -> None:
+    """Make ``ctxt`` the context of this thread's next log lines, as it
+    is already unless deferred (``Deferred``)."""
+    if isinstance(ctxt, Deferred):
+        ctxt.request().update_store()
+
+
 def get_admin_context(**kwargs) -> RequestContext:
     """A context for the service's own work (periodic tasks, reports)."""
     return RequestContext(is_admin=True, roles=['admin'], overwrite=False,

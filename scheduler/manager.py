@@ -12,6 +12,7 @@ import datetime
 import functools
 import inspect
 import json
+import threading
 import time
 
 from oslo_config import cfg
@@ -21,6 +22,7 @@ from oslo_service import periodic_task
 
 from scheduler import cast_ledger
 from scheduler import concurrency
+from scheduler import context
 from scheduler.db import availability
 from scheduler.db import taken_casts
 from scheduler import driver as driver_mod
@@ -633,7 +635,6 @@ def _may_speak_for(ctxt, method: str, host: str, channel: str,
     rejections.reject(method, trust.refusal(
         ctxt, 'a cast about host %s on the %s' % (host, channel)),
         what='cast')
-    return False
 
 
 class _CastEndpoint:
@@ -689,6 +690,9 @@ class ReportsEndpoint(_CastEndpoint):
         #: node key -> when (monotonic) its full report was last asked.
         self._asked: dict = {}
         self._asked_lock = concurrency.native_lock()
+        #: The batch of liveness messages this thread serves, if any
+        #: (``alive_batch``).
+        self._alive_batch = threading.local()
 
     def _apply(self, method: str, host: str, *args):
         """``HostManager.<method>(host, *args)``, or kept for later;
@@ -866,31 +870,46 @@ class ReportsEndpoint(_CastEndpoint):
         computes of the others for their full reports
         (``ask_full_reports``)."""
         method = 'report_alive'
+
+        def reject(error):
+            # The line names the message's request (its context may
+            # be built only now: ``context.Deferred``).
+            context.for_log(ctxt)
+            rejections.reject(method, error, what='cast')
         if (not isinstance(nodes, (list, tuple)) or not nodes
                 or len(nodes) > self.MAX_ALIVE_NODES):
-            rejections.reject(method, exception.MalformedObject(
+            reject(exception.MalformedObject(
                 what='liveness message', reason='nodes must be a list of '
-                '1 to %d [host, nodename, digest]' % self.MAX_ALIVE_NODES),
-                what='cast')
+                '1 to %d [host, nodename, digest]' % self.MAX_ALIVE_NODES))
             return
         taken = []
+        batch = getattr(self._alive_batch, 'current', None)
+        if batch is None:
+            speaks_for = trust.speaker(ctxt, trust.REPORTS_TOPIC)
+        else:
+            speaks_for = batch.speaker(trust.sender(ctxt))
         for entry in nodes:
             try:
                 key, digest = _alive_entry(entry, self.MAX_DIGEST_LENGTH)
             except exception.InvalidRequest as e:
-                rejections.reject(method, e, what='cast')
+                reject(e)
                 continue
-            if _may_speak_for(ctxt, method, key[0], trust.REPORTS_TOPIC):
+            if speaks_for(key[0]):
                 taken.append((key, digest))
+            else:
+                reject(trust.refusal(ctxt, 'a cast about host %s on the %s'
+                                     % (key[0], trust.REPORTS_TOPIC)))
         if not taken:
             return
         try:
             wanted = self._hosts.take_alive(taken)
         except Exception as e:
-            rejections.reject(method, e, what='cast')
+            reject(e)
             return
-        for _ in range(len(taken) - len(wanted)):
-            metrics.record_report()
+        if batch is None:
+            metrics.record_report(len(taken) - len(wanted))
+        else:
+            batch.renewed += len(taken) - len(wanted)
         if isinstance(sent_at, (int, float)) and not isinstance(
                 sent_at, bool):
             try:
@@ -900,6 +919,22 @@ class ReportsEndpoint(_CastEndpoint):
                 pass
         if wanted:
             self.ask_full_reports(ctxt, wanted)
+
+    @contextlib.contextmanager
+    def alive_batch(self):
+        """Liveness messages served one after the other in this thread,
+        as a batch (``alive_consumer``): each sender's rights are judged
+        once for the batch (``trust.speaker_of``: they depend on the
+        sender and the configuration alone), the nodes renewed are
+        counted once, at its end.  Each message is checked, trusted and
+        taken as alone."""
+        batch = _AliveBatch()
+        self._alive_batch.current = batch
+        try:
+            yield
+        finally:
+            self._alive_batch.current = None
+            metrics.record_report(batch.renewed)
 
     def ask_full_reports(self, ctxt, keys: list) -> None:
         """Cast ``send_report`` to the computes of nodes ``keys``
@@ -916,6 +951,8 @@ class ReportsEndpoint(_CastEndpoint):
                    if now - self._asked.get(key, float('-inf')) >= every]
             for key in due:
                 self._asked[key] = now
+        if due:
+            context.for_log(ctxt)
         compute = self._manager.driver.compute_rpcapi
         for host, node in due:
             LOG.debug('Liveness of %s/%s names a report this worker does '
@@ -1017,6 +1054,22 @@ class IntakeEndpoint:
                                   shared=True)
 
 
+class _AliveBatch:
+    """What a batch of liveness messages shares (``alive_batch``)."""
+
+    def __init__(self):
+        self.renewed = 0
+        self._speakers: dict = {}
+
+    def speaker(self, who: str | None):
+        """``trust.speaker_of(who)`` on the reports topic, judged once."""
+        speaks_for = self._speakers.get(who)
+        if speaks_for is None:
+            speaks_for = self._speakers[who] = trust.speaker_of(
+                who, trust.REPORTS_TOPIC)
+        return speaks_for
+
+
 class AliveEndpoint:
     """Liveness messages of quiet 1.6 computes (API 1.6).
 
@@ -1043,6 +1096,11 @@ class AliveEndpoint:
         compute sent it (seconds since the epoch), for the report lag.
         """
         self._reports.take_alive(ctxt, nodes, sent_at)
+
+    def batch(self):
+        """Serve the next messages in this thread as one batch
+        (``ReportsEndpoint.alive_batch``); not exposed to the bus."""
+        return self._reports.alive_batch()
 
 
 class OperatorEndpoint(_CastEndpoint):

@@ -4,7 +4,9 @@ Two layers: raw bodies are measured before kombu parses them (a large
 JSON document costs many times its size in objects, and the allocator
 keeps much of that memory after it is freed), and decoded arguments are
 walked once, without recursion, before any versioned object is built
-from them.
+from them.  Arguments of the common shallow shapes (a context, a
+liveness message) are counted without the walk, and without reading the
+limits when they hold fewer values than any limit may be set to.
 """
 
 import bz2
@@ -101,8 +103,82 @@ def check_arguments(method, ctxt, args) -> None:
     if not isinstance(ctxt, dict):
         raise exception.InvalidRequest(
             reason='context must be a mapping, not %s' % type(ctxt).__name__)
+    count = _shallow_count(ctxt, args)
+    if count is not None and (count <= LEAST_ITEMS or
+                              count <= CONF.limits.max_argument_items):
+        return
     _walk(args, ctxt, CONF.limits.max_argument_depth,
           CONF.limits.max_argument_items)
+
+
+def _least(name: str) -> int:
+    from scheduler.conf import limits
+    for opt in limits.limits_opts:
+        if opt.name == name:
+            return opt.type.min
+    raise LookupError(name)
+
+
+#: The least ``max_argument_items`` and ``max_argument_depth`` may be
+#: (the options' minimums, which oslo.config enforces on every value):
+#: arguments within both are accepted without reading them.
+LEAST_ITEMS = _least('max_argument_items')
+LEAST_DEPTH = _least('max_argument_depth')
+
+#: Nesting ``_shallow_count`` accepts: a container at this depth at most
+#: (the context and the arguments are at 1), whatever the limit is.
+SHALLOW_DEPTH = 3
+assert SHALLOW_DEPTH < LEAST_DEPTH
+
+
+def _fits(value) -> bool:
+    """Whether ``_walk`` takes ``value`` as a leaf it accepts: neither a
+    container nor an integer beyond 64 bits."""
+    if isinstance(value, (dict, list)):
+        return False
+    return (not isinstance(value, int) or type(value) is bool
+            or -_INT_LIMIT <= value < _INT_LIMIT)
+
+
+def _shallow_count(ctxt: dict, args: dict) -> int | None:
+    """How many values ``_walk`` would count in ``ctxt`` and ``args``,
+    when it would find no problem in their shape whatever the limits:
+    each holds leaves, lists of leaves and lists of lists of leaves
+    (what a context and most casts are: ``SHALLOW_DEPTH``), every
+    integer fits.  None otherwise: the walk decides, and names the
+    problem.
+
+    What the walk spends on every value on a stack of iterators, this
+    spends only on the containers, and on the leaves a type look-up.
+    """
+    count = 2
+    for mapping in (ctxt, args):
+        count += 2 * len(mapping)
+        for key, value in mapping.items():
+            if type(key) is not str and not _fits(key):
+                return None
+            kind = type(value)
+            if kind is str or value is None or kind is bool \
+                    or kind is float:
+                continue
+            if kind is not list:
+                if not _fits(value):
+                    return None
+                continue
+            count += len(value)
+            for item in value:
+                kind = type(item)
+                if kind is str or item is None:
+                    continue
+                if kind is not list:
+                    if not _fits(item):
+                        return None
+                    continue
+                count += len(item)
+                for leaf in item:
+                    if type(leaf) is not str and not _fits(leaf):
+                        return None
+    return count
 
 
 def _walk(args: dict, ctxt: dict, max_depth: int, max_items: int) -> None:

@@ -213,12 +213,17 @@ def _matcher(value: str, user: str):
 def owns(user: str | None, host: str, wildcard: bool = True) -> bool:
     """Whether compute credential ``user`` may speak for ``host``;
     without ``wildcard``, only by an entry naming ``user`` itself."""
-    if not user or user == LOCAL:
-        return False
-    table = CONF.trust.compute_users
-    value = table.get(user, table.get('*') if wildcard else None)
-    matcher = _matcher(value, user) if value else None
+    matcher = _owned_by(CONF.trust.compute_users, user, wildcard)
     return matcher is not None and matcher.match(host.lower()) is not None
+
+
+def _owned_by(table: dict, user: str | None, wildcard: bool):
+    """The compiled patterns of the hosts ``user`` owns by ``table``
+    (``compute_users``), or None for no host."""
+    if not user or user == LOCAL:
+        return None
+    value = table.get(user, table.get('*') if wildcard else None)
+    return _matcher(value, user) if value else None
 
 
 #: The channels a compute's cast may come through: its own topic, which
@@ -239,15 +244,41 @@ def may_speak_for(ctxt, host: str, channel: str) -> bool:
     (the broker keeps it to computes), and no one else on the request
     topic (open to callers).
     """
-    if is_operator(ctxt):
-        return True
-    if (channel == REQUEST_TOPIC and sender(ctxt) is None
+    return speaker(ctxt, channel)(host)
+
+
+def speaker(ctxt, channel: str) -> typing.Callable[[str], bool]:
+    """``may_speak_for`` of the sender of ``ctxt`` on ``channel``, as a
+    function of the host: the sender and the configuration are judged
+    once for a message about many hosts (the same rules, read when
+    called, never kept)."""
+    return speaker_of(sender(ctxt), channel)
+
+
+def speaker_of(who: str | None, channel: str) -> typing.Callable[[str], bool]:
+    """``speaker`` of a message whose sender (``sender``) is ``who``:
+    the rules depend on nothing else of a message."""
+    if who == LOCAL or who in operator_users():
+        return _any_host
+    if (channel == REQUEST_TOPIC and who is None
             and CONF.trust.accept_unstamped_legacy_casts):
         # An older release's compute, during the upgrade window.
-        return True
-    if CONF.trust.compute_users:
-        return owns(sender(ctxt), host, wildcard=channel == REPORTS_TOPIC)
-    return channel == REPORTS_TOPIC
+        return _any_host
+    table = CONF.trust.compute_users
+    if not table:
+        return _any_host if channel == REPORTS_TOPIC else _no_host
+    matcher = _owned_by(table, who, channel == REPORTS_TOPIC)
+    if matcher is None:
+        return _no_host
+    return lambda host: matcher.match(host.lower()) is not None
+
+
+def _any_host(host: str) -> bool:
+    return True
+
+
+def _no_host(host: str) -> bool:
+    return False
 
 
 def refusal(ctxt, what: str) -> exception.NotAuthorized:

@@ -79,6 +79,44 @@ def test_the_sender_is_the_brokers_user_id_not_the_context():
     assert endpoint.taken[0][3:5] == ([['h1', 'n1', 'd1']], 5.0)
 
 
+def test_each_message_has_its_own_context_built_where_read():
+    # A compute makes a new context (a new request id) for each report:
+    # each message's is its own, its fields read as a RequestContext's,
+    # its sender never one its values name.
+    endpoint = Endpoint()
+    for n in range(3):
+        alive_consumer.serve(endpoint, Message(_body(ctxt={
+            'user': 'u%d' % n, 'request_id': 'req-%d' % n,
+            'sender': 'admin', 'scheduler_trusted_sender': 'admin'}), 'c'))
+    assert [t[:3] for t in endpoint.taken] == [
+        ('c', 'u0', False), ('c', 'u1', False), ('c', 'u2', False)]
+
+    got = []
+    endpoint.report_alive = lambda ctxt, **kw: got.append(ctxt)
+    alive_consumer.serve(endpoint, Message(_body(ctxt={
+        'user': 'u', 'request_id': 'req-x', 'roles': ['r']}), None))
+    deferred = got[0]
+    assert deferred.sender is None
+    assert deferred.request_id == 'req-x' and deferred.roles == ['r']
+    request = deferred.request()
+    assert request is deferred.request()  # built once
+    assert isinstance(request, context.RequestContext)
+    assert request.sender is None
+    assert request.to_dict()['request_id'] == 'req-x'
+
+
+def test_log_lines_about_a_message_name_its_request():
+    from oslo_context import context as oslo_context
+    first = context.Deferred({'request_id': 'req-1'}, 'c')
+    second = context.Deferred({'request_id': 'req-2'}, 'c')
+    first.request()
+    second.request()
+    context.for_log(first)
+    assert oslo_context.get_current().request_id == 'req-1'
+    context.for_log(second)
+    assert oslo_context.get_current().request_id == 'req-2'
+
+
 def test_arguments_newer_computes_add_are_ignored():
     endpoint = Endpoint()
     alive_consumer.serve(endpoint, Message(_body(
@@ -176,6 +214,34 @@ def test_the_consumer_serves_batches_and_stops(memory_broker):
         'h%d' % n for n in range(10) if n != 3} | {'h0', 'h1', 'h2'}
     assert all(t[0] == 'compute-1' for t in endpoint.taken)
     assert not consumer._thread.is_alive()
+
+
+def test_a_batch_is_served_as_one_where_the_endpoint_can(memory_broker):
+    import contextlib
+    batches = []
+
+    class Batching(Endpoint):
+        @contextlib.contextmanager
+        def batch(self):
+            batches.append([])
+            yield
+            batches[-1].append('end')
+
+        def report_alive(self, ctxt, nodes=None, sent_at=None, **newer):
+            super().report_alive(ctxt, nodes, sent_at, **newer)
+            batches[-1].append(nodes[0][0])
+    endpoint = Batching()
+    consumer = alive_consumer.AliveConsumer(endpoint, prefetch=4)
+    memory_broker['publish'](6)
+    consumer.start()
+    try:
+        _wait(lambda: len(endpoint.taken) == 6)
+    finally:
+        consumer.stop()
+        consumer.wait()
+    served = [host for batch in batches for host in batch[:-1]]
+    assert sorted(served) == ['h%d' % n for n in range(6)]
+    assert all(batch[-1] == 'end' and len(batch) <= 5 for batch in batches)
 
 
 def test_a_stop_leaves_the_rest_of_the_batch_to_the_broker(
@@ -285,3 +351,13 @@ def test_a_context_made_here_is_never_the_senders():
     # The consumer sets ``sender`` from the message, whatever it is by
     # default for a context made in the process.
     assert context.RequestContext().sender == context.LOCAL_SENDER
+
+
+def test_a_deferred_context_copies_and_prints_without_building():
+    import copy
+    deferred = context.Deferred({'request_id': 'req-c'}, 'c')
+    copied = copy.copy(deferred)
+    assert copied.sender == 'c' and copied.request_id == 'req-c'
+    assert deferred._request is None
+    with pytest.raises(AttributeError):
+        deferred._nothing

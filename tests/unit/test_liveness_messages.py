@@ -267,6 +267,93 @@ def test_a_compute_speaks_only_for_its_own_hosts(clock, conf):
     assert hm.get_host_state('rack8-1').received_at == seen['rack8-1']
 
 
+def test_a_message_off_the_bus_asks_with_its_own_context(
+        clock, conf, caplog, monkeypatch):
+    # As the alive consumer serves it: the context deferred
+    # (``context.Deferred``), built for the cast back to the compute and
+    # for the log line of a refusal, with the message's request id.
+    from oslo_context import context as oslo_context
+    from scheduler import alive_consumer
+    monkeypatch.setattr(rejections, '_limiter', rejections._Limiter())
+    conf.config(compute_users={'rack7': 'rack7-*'}, group='trust')
+    report = rich_report('rack7-1')
+    manager = _manager([report])
+    asked = []
+    manager.driver.compute_rpcapi.send_report = (
+        lambda ctxt, host, node: asked.append(
+            (ctxt.to_dict()['request_id'], ctxt.sender, host)))
+
+    class Message:
+        def __init__(self, request_id, nodes):
+            self.properties = {'user_id': 'rack7'}
+            self.body = json.dumps({
+                'oslo.version': '2.0', 'oslo.message': json.dumps({
+                    'method': 'report_alive', 'version': '1.6',
+                    'args': {'nodes': nodes},
+                    '_context_request_id': request_id,
+                    '_context_user': 'u'})}).encode()
+    alive_consumer.serve(manager.alive, Message('req-1', [
+        ['rack7-1', 'rack7-1', _digest(report)]]))
+    assert asked == []
+    alive_consumer.serve(manager.alive, Message('req-2', [
+        ['rack7-9', 'rack7-9', _digest(report)]]))
+    assert asked == [('req-2', 'rack7', 'rack7-9')]
+    caplog.clear()
+    alive_consumer.serve(manager.alive, Message('req-3', [
+        ['rack8-1', 'rack8-1', _digest(report)]]))
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and 'rack8-1' in warnings[0].getMessage()
+    assert oslo_context.get_current().request_id == 'req-3'
+
+
+def test_a_batch_judges_each_sender_once_and_counts_at_its_end(
+        clock, conf, monkeypatch):
+    from scheduler import metrics
+    from scheduler import trust
+    conf.config(compute_users={'rack7': 'rack7-*'}, group='trust')
+    reports = [rich_report('rack7-%d' % n) for n in range(3)]
+    theirs = rich_report('rack8-1')
+    manager = _manager(reports + [theirs])
+    hm = manager.driver.host_manager
+    judged, counted = [], []
+    judge = trust.speaker_of
+    monkeypatch.setattr(trust, 'speaker_of', lambda who, channel: (
+        judged.append(who) or judge(who, channel)))
+    monkeypatch.setattr(metrics, 'record_report',
+                        lambda count=1: counted.append(count))
+
+    def ctx(who):
+        made = context.RequestContext()
+        made.sender = who
+        return made
+
+    def alive(who, report):
+        host = report.host
+        manager.alive.report_alive(ctx(who), nodes=[
+            [host, host, _digest(report)]], sent_at=clock[0])
+    seen = hm.get_host_state('rack8-1').received_at
+    clock[0] += 5
+    with manager.alive.batch():
+        for report in reports:
+            alive('rack7', report)
+        alive('rack7', theirs)
+        alive('rack8', theirs)
+        assert counted == []
+    # Each sender judged once; each message trusted as alone.
+    assert judged == ['rack7', 'rack8']
+    assert counted == [3]
+    assert hm.get_host_state('rack8-1').received_at == seen
+    # The configuration of the next batch is the one of then.
+    conf.config(compute_users={'rack7': 'rack7-*', 'rack8': 'rack8-*'},
+                group='trust')
+    with manager.alive.batch():
+        alive('rack8', theirs)
+    assert hm.get_host_state('rack8-1').received_at == seen + 5
+    # Alone, as through the RPC server: counted at once.
+    alive('rack7', reports[0])
+    assert counted == [3, 1, 1]
+
+
 # --- the client -------------------------------------------------------------
 
 class _Recorder:

@@ -105,6 +105,72 @@ def test_the_walk_refuses_what_the_plain_walk_refuses(conf):
     assert problems == {None, 'integer', 'deeper', 'values'}
 
 
+def _shallow_value(rng):
+    """A value of the shapes ``_shallow_count`` counts itself (leaves,
+    lists of leaves, lists of lists of leaves: a context, a liveness
+    message), now and then one it leaves to the walk."""
+    roll = rng.random()
+    if roll < 0.3:
+        return [[rng.choice(LEAVES) if rng.random() < 0.05 else 'h%d' % n,
+                 'n', 'd'] for n in range(rng.randrange(40))]
+    if roll < 0.5:
+        return [rng.choice(LEAVES) if rng.random() < 0.1 else 'role'
+                for _ in range(rng.randrange(60))]
+    if roll < 0.53:
+        return [[[]], {'a': 1}, [['x', [1]]]][rng.randrange(3)]
+    return rng.choice(LEAVES) if rng.random() < 0.2 else rng.choice(
+        ['s', None, True, 1.5, 7])
+
+
+def test_shallow_arguments_are_refused_as_the_plain_walk_refuses(conf):
+    # What the walk skips for contexts and liveness messages: the count
+    # around the limit, big integers in lists, keys, the shapes it
+    # leaves to the walk.
+    rng = random.Random(20261128)
+    problems, counted = set(), 0
+    for _ in range(4000):
+        max_depth = rng.randrange(4, 6)
+        budget = rng.randrange(100, 300)
+        conf.config(max_argument_depth=max_depth,
+                    max_argument_items=budget, group='limits')
+        args = {'nodes' if n == 0 else rng.choice(['sent_at', 2 ** 64, 3]):
+                _shallow_value(rng) for n in range(rng.randrange(4))}
+        ctxt = {key: _shallow_value(rng) if rng.random() < 0.3 else value
+                for key, value in CTXT.items()}
+        expected = _outcome(_plain_walk, args, ctxt, max_depth, budget)
+        assert _outcome(message_limits.check_arguments, 'm', ctxt,
+                        args) == expected, (args, ctxt, max_depth, budget)
+        problems.add(_problem(expected))
+        counted += message_limits._shallow_count(ctxt, args) is not None
+    assert problems == {None, 'integer', 'deeper', 'values'}
+    assert 1000 < counted < 4000
+
+
+def test_arguments_within_the_least_limits_need_not_read_them(conf):
+    # Small shallow arguments are accepted without reading the limits:
+    # no value of theirs could refuse them (oslo.config enforces the
+    # options' minimums, on a reload too).
+    with pytest.raises(ValueError):
+        conf.config(max_argument_items=message_limits.LEAST_ITEMS - 1,
+                    group='limits')
+    with pytest.raises(ValueError):
+        conf.config(max_argument_depth=message_limits.LEAST_DEPTH - 1,
+                    group='limits')
+    conf.config(max_argument_items=message_limits.LEAST_ITEMS,
+                group='limits')
+    nodes = [['h%d' % n, 'n', 'd'] for n in range(20)]
+    assert _outcome(message_limits.check_arguments, 'report_alive',
+                    dict(CTXT), {'nodes': nodes}) is None
+    # Past the least limit the option is read: the value of now.
+    nodes = nodes * 2
+    assert 'more than 100 values' in _outcome(
+        message_limits.check_arguments, 'report_alive', dict(CTXT),
+        {'nodes': nodes})
+    conf.config(max_argument_items=1000, group='limits')
+    assert _outcome(message_limits.check_arguments, 'report_alive',
+                    dict(CTXT), {'nodes': nodes}) is None
+
+
 def _request():
     spec = {'versioned_object.name': 'RequestSpec',
             'versioned_object.data': {

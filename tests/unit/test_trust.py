@@ -429,3 +429,34 @@ def test_a_rebuild_of_an_instance_only_its_host_reports(amqp):
     with pytest.raises(oslo_messaging.ExpectedException):
         _select(manager, 'conductor', fixtures.request(
             force_hosts=['h2'], scheduler_hints=REBUILD), [z])
+
+
+def test_a_speaker_judges_each_host_as_may_speak_for(amqp, conf):
+    """``speaker`` (one message about many hosts) says what
+    ``may_speak_for`` says of each host, with the configuration of when
+    it is asked: a reload or an override is seen by the next message."""
+    senders = ['sched', 'rack7', 'compute-9', 'conductor', None,
+               trust.LOCAL]
+    hosts = ['rack7-1', 'RACK7-2', 'compute-9', 'conductor', 'other']
+    for table in ({}, {'rack7': 'rack7-*'}, {'*': '{user}'},
+                  {'rack7': 'rack7-*', '*': '{user}'}):
+        conf.config(compute_users=table, group='trust')
+        for legacy in (False, True):
+            conf.config(accept_unstamped_legacy_casts=legacy,
+                        group='trust')
+            for channel in (trust.REPORTS_TOPIC, trust.REQUEST_TOPIC):
+                for who in senders:
+                    speaks_for = trust.speaker(ctx(who), channel)
+                    for host in hosts:
+                        expected = (
+                            who in ('sched', trust.LOCAL)
+                            or (channel == trust.REQUEST_TOPIC
+                                and who is None and legacy)
+                            or (trust.owns(who, host, channel ==
+                                           trust.REPORTS_TOPIC)
+                                if table else
+                                channel == trust.REPORTS_TOPIC))
+                        assert speaks_for(host) == expected, (
+                            table, legacy, channel, who, host)
+                        assert trust.may_speak_for(
+                            ctx(who), host, channel) == expected

@@ -255,6 +255,11 @@ def _sender_main(args) -> None:
             time.sleep(pause)
         # Made now, as a compute stamps each report.
         state.updated_at = timeutils.utcnow()
+        if args.contexts == 'fresh':
+            # As a compute's periodic run: a new context, a new request
+            # id, for each report (nothing the service keeps can hang on
+            # one context).
+            ctxt = context.get_admin_context()
         # As a compute of this release: a report with nothing new goes
         # as a liveness message when the schedulers take them (1.6);
         # with --batch, as a compute of many nodes (or the simulator)
@@ -370,7 +375,8 @@ def rabbit_run(hosts: int, services: int, workers: int, path: str,
                  '--first', str(first),
                  '--hosts', str(min(share, hosts - first)),
                  '--interval', str(args.interval), '--kind', kind,
-                 '--path', path, '--batch', str(args.batch), '--count-file',
+                 '--path', path, '--batch', str(args.batch),
+                 '--contexts', args.contexts, '--count-file',
                  '%s-%d' % (count_file, first)],
                 stdin=subprocess.DEVNULL)
                 for first in range(0, hosts, share)]
@@ -447,10 +453,12 @@ def bench_rabbit(args) -> None:
           % (hosts, args.interval, hosts / args.interval, args.seconds,
              '' if args.report_workers is None else
              ', report_workers = %d' % args.report_workers))
-    print('%d sender process(es), %s' % (
+    print('%d sender process(es), %s, %s' % (
         _senders(hosts, args), 'the quiet nodes of %d reports in one '
         'liveness message' % args.batch if args.batch > 1
-        else 'one message a report'))
+        else 'one message a report',
+        'a new context a report' if args.contexts == 'fresh'
+        else 'one context a sender'))
     for path in args.paths:
         for kind in args.kinds:
             base = None
@@ -530,6 +538,12 @@ def main() -> None:
                         help='rabbit: nodes a sender reports at once '
                         '(SchedulerAPI.report_many: the quiet ones in one '
                         'liveness message, as the simulator sends them)')
+    parser.add_argument('--contexts', choices=['fresh', 'shared'],
+                        default='fresh',
+                        help='rabbit: a new request context for each '
+                        'report, as a compute makes one for each periodic '
+                        'run (default), or one context for every report '
+                        'of a sender')
     parser.add_argument('--report-workers', type=int, default=None,
                         help="rabbit: the services' [scheduler] "
                         'report_workers (default: theirs; 0: every worker '
