@@ -6,9 +6,10 @@ nothing above them.
 (filters, weighers, request limits, columns, drivers, the host
 manager) sits on both.  ``scheduler.trust`` (who sent a message and
 what that sender may do) is asked by the RPC edge before any request
-is served, so it sits below the request layer too.  An import back up the layers makes a cycle
-that only import order keeps working.  Imports are read from the
-source (``ast``), lazy ones inside functions included.
+is served, so it sits below the request layer too.  An import back
+up the layers makes a cycle that only import order keeps working.
+Imports are read from the source (``ast``), lazy ones inside
+functions included.
 """
 
 import ast
