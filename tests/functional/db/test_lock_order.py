@@ -18,6 +18,7 @@ it; meanwhile the batch must hold neither its last node (a claim on the
 first and the last would deadlock) nor anything of a node outside it.
 """
 
+import contextlib
 import datetime
 import threading
 import time
@@ -118,54 +119,13 @@ def _uuid(digit: str) -> str:
                                digit * 12)
 
 
-def test_a_report_batch_waiting_for_a_claim_holds_no_other_node(db_server):
-    hosts, batch, outside = _fleet()
-    first, last = hosts[0], hosts[-1]
-    other = sa.create_engine(CONF.database.connection,
-                             poolclass=sa.pool.NullPool)
-    claim = other.connect()
-    claim_tx = claim.begin()
-    errors = []
-
-    def write_batch():
-        try:
-            usage.apply_reports(batch)
-        except Exception as e:  # the test's assertion reports it
-            errors.append(e)
-
-    writer = threading.Thread(target=write_batch)
-    try:
-        # A claim's lock on the first node, as its UPDATE takes it.
-        claim.execute(sa.text('UPDATE node_usage SET generation = '
-                              'generation + 1 WHERE host = :h'),
-                      {'h': first})
-        writer.start()
-        deadline = time.monotonic() + WAIT
-        with other.connect() as probe:
-            while not _waiting_for_a_row_lock(probe):
-                assert writer.is_alive(), errors
-                assert time.monotonic() < deadline, \
-                    'the batch never waited for the claimed node'
-                time.sleep(0.05)
-        held = [host for host in (last, outside) if _locked(other, host)]
-        assert held == [], (
-            'the batch, waiting for %s, holds %s' % (first, held))
-    finally:
-        claim_tx.commit()
-        claim.close()
-        writer.join(WAIT)
-        other.dispose()
-    assert not writer.is_alive()
-    assert errors == []
-
-
-def test_a_report_batch_waiting_for_a_placement_holds_no_other_nodes(
-        db_server):
-    hosts, batch, outside = _fleet()
-    first = hosts[0]
-    # Primary key order: the outside node's placement, then the first's.
-    _claim(_uuid('a'), outside)
-    _claim(_uuid('f'), first)
+@contextlib.contextmanager
+def _batch_waiting_behind(lock: str, params: dict, batch: list):
+    """Take a row lock (statement ``lock``) in a transaction of its own,
+    start ``usage.apply_reports(batch)`` in a thread and yield, once the
+    batch waits for that lock, an engine to look at what it holds with;
+    then release the lock, and require the batch to end without error.
+    """
     other = sa.create_engine(CONF.database.connection,
                              poolclass=sa.pool.NullPool)
     holder = other.connect()
@@ -180,18 +140,48 @@ def test_a_report_batch_waiting_for_a_placement_holds_no_other_nodes(
 
     writer = threading.Thread(target=write_batch)
     try:
-        # The first node's pending placement locked (a release, say).
-        holder.execute(sa.text('UPDATE instances SET vcpus = vcpus '
-                               'WHERE instance_uuid = :u'),
-                       {'u': _uuid('f')})
+        holder.execute(sa.text(lock), params)
         writer.start()
         deadline = time.monotonic() + WAIT
         with other.connect() as probe:
             while not _waiting_for_a_row_lock(probe):
                 assert writer.is_alive(), errors
                 assert time.monotonic() < deadline, \
-                    'the batch never waited for the placement'
+                    'the batch never waited for the lock held'
                 time.sleep(0.05)
+        yield other
+    finally:
+        holder_tx.commit()
+        holder.close()
+        writer.join(WAIT)
+        other.dispose()
+    assert not writer.is_alive()
+    assert errors == []
+
+
+def test_a_report_batch_waiting_for_a_claim_holds_no_other_node(db_server):
+    hosts, batch, outside = _fleet()
+    first, last = hosts[0], hosts[-1]
+    # A claim's lock on the first node, as its UPDATE takes it.
+    with _batch_waiting_behind(
+            'UPDATE node_usage SET generation = generation + 1 '
+            'WHERE host = :h', {'h': first}, batch) as other:
+        held = [host for host in (last, outside) if _locked(other, host)]
+        assert held == [], (
+            'the batch, waiting for %s, holds %s' % (first, held))
+
+
+def test_a_report_batch_waiting_for_a_placement_holds_no_other_nodes(
+        db_server):
+    hosts, batch, outside = _fleet()
+    first = hosts[0]
+    # Primary key order: the outside node's placement, then the first's.
+    _claim(_uuid('a'), outside)
+    _claim(_uuid('f'), first)
+    # The first node's pending placement locked (a release, say).
+    with _batch_waiting_behind(
+            'UPDATE instances SET vcpus = vcpus WHERE instance_uuid = :u',
+            {'u': _uuid('f')}, batch) as other:
         held = []
         if _placement_locked(other, _uuid('a')):
             held.append('the placement on %s' % outside)
@@ -200,10 +190,3 @@ def test_a_report_batch_waiting_for_a_placement_holds_no_other_nodes(
         assert held == [], (
             'the batch, waiting for a placement on %s: %s'
             % (first, '; '.join(held)))
-    finally:
-        holder_tx.commit()
-        holder.close()
-        writer.join(WAIT)
-        other.dispose()
-    assert not writer.is_alive()
-    assert errors == []
