@@ -635,6 +635,7 @@ def _may_speak_for(ctxt, method: str, host: str, channel: str,
     rejections.reject(method, trust.refusal(
         ctxt, 'a cast about host %s on the %s' % (host, channel)),
         what='cast')
+    return False
 
 
 class _CastEndpoint:
