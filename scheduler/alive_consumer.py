@@ -350,8 +350,8 @@ class AliveConsumer:
         """
         concurrency.slice_begins()
         served = 0
-        together = getattr(self._endpoint, 'batch', None)
-        with together() if together is not None else _alone():
+        together = getattr(self._endpoint, 'batch', contextlib.nullcontext)
+        with together():
             for message in batch:
                 if self._stop.is_set():
                     break
@@ -367,12 +367,6 @@ class AliveConsumer:
                      'and not served are left to the broker',
                      len(batch) - served)
         return served
-
-
-@contextlib.contextmanager
-def _alone():
-    """An endpoint that serves each message alone (no ``batch``)."""
-    yield
 
 
 def _release(connection) -> None:
