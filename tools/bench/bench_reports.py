@@ -349,13 +349,19 @@ def rabbit_run(hosts: int, services: int, workers: int, path: str,
     topic = 'bench-reports-%s' % uuid.uuid4().hex[:8]
     CONF.set_override('transport_url', bench_select.RABBIT)
     CONF.set_override('topic', topic, group='scheduler')
+    # This process's reply queue (``_known``'s calls), and the
+    # services', go a minute after they stop, not half an hour.
+    CONF.set_override('rabbit_transient_queues_ttl',
+                      bench_select.REPLY_QUEUES_TTL,
+                      group='oslo_messaging_rabbit')
     count_file = os.path.join(tmp, 'sent-%s' % topic)
     with bench_claims.throwaway_database('postgresql', tmp) as url:
         procs = bench_claims._start_services(
             url, topic, services, workers, tmp,
             periodic=args.periodic_task_interval,
             extra='\n[limits]\nmax_argument_items = %d\n'
-            % max(100000, 2 * hosts) + (
+            '\n[oslo_messaging_rabbit]\nrabbit_transient_queues_ttl = %d\n'
+            % (max(100000, 2 * hosts), bench_select.REPLY_QUEUES_TTL) + (
                 '' if args.report_workers is None else
                 '\n[scheduler]\nreport_workers = %d\n'
                 % args.report_workers))
