@@ -116,7 +116,7 @@ def host_reports_save_with_usage(reports: list[dict],
     newest_usage = usage.newest_reports(usage_reports)
     if not newest and not newest_usage:
         return ReportsWritten(None)
-    with transaction() as session:
+    with transaction(read_committed=True) as session:
         applied = (usage.apply_in(session, newest_usage, read_back=True)
                    if newest_usage else None)
         seq = _save_in(session, newest) if newest else None
