@@ -161,7 +161,7 @@ class HostManager:
         left = self._writer.take_all()
         if left:
             self._write_taken(left)
-        self._backlog.write(self.db, self.usage_db, self.refresh_nodes)
+        self._backlog.write(self.db, self._took_usage)
 
     # -- reports from computes ------------------------------------------
 
@@ -359,6 +359,14 @@ class HostManager:
         if applied is not None and applied.confirmed:
             LOG.debug('Reports confirmed %d claim(s)',
                       len(applied.confirmed))
+
+    def _took_usage(self, applied, keys: list) -> None:
+        """Lay the usage rows and pending claims a report write read back
+        (``usage.Applied``) over the views of nodes ``keys``.  Called
+        with the lock held."""
+        for key in self._usage_cache.take(applied.rows, applied.pending,
+                                          keys):
+            self._views.compose(key)
 
     def _keep_unwritten(self, item) -> str | None:
         """Install intake report ``item`` (a ``report_writer.Taken``) its

@@ -71,11 +71,14 @@ class ReportBacklog:
         self.dirty.discard(key)
         self.usage.pop(key, None)
 
-    def write(self, db, usage_db, refresh_nodes: typing.Callable) -> None:
-        """Write the backlog: reports ``FLUSH_BATCH`` nodes a transaction,
-        then the times of the quiet ones, then the usage the reports
-        carry (which confirms claims; ``refresh_nodes`` re-reads the
-        nodes it wrote).
+    def write(self, db, took_usage: typing.Callable) -> None:
+        """Write the backlog: ``FLUSH_BATCH`` nodes a transaction, each
+        node's report and the usage it carries (which confirms claims)
+        together, read back in the same transaction
+        (``host_reports_save_with_usage``, as the intake's reports);
+        then the times of the quiet ones.  ``took_usage(applied,
+        keys)``, called with the lock held, lays what was read back
+        (``usage.Applied``) over the views of nodes ``keys``.
 
         Rows are made from the nodes' reports when written, not held: a
         fleet's first reports or a long backlog would otherwise keep a
@@ -87,37 +90,42 @@ class ReportBacklog:
             dirty, self.dirty = self.dirty, set()
             usage_reports, self.usage = self.usage, {}
             touched, self.touched = self.touched - dirty, set()
-        dirty_keys = sorted(dirty)
-        usage_keys = sorted(usage_reports)
-        written = applied = confirmed = 0
+        keys = sorted(dirty | set(usage_reports))
+        done = confirmed = 0
         try:
             now = stored_time()
-            for chunk in _batches(dirty_keys):
+            for chunk in _batches(keys):
                 with self._lock:
-                    views = [self._reports.get(key) for key in chunk]
+                    changed = [key for key in chunk if key in dirty]
+                    views = [self._reports.get(key) for key in changed]
                 rows = [report_row(view, now)
                         for view in views if view is not None]
-                if rows:
-                    self._written(chunk, db.host_reports_save(rows), True)
-                written += len(chunk)
+                carried = [usage_reports[key] for key in chunk
+                           if key in usage_reports]
+                if rows or carried:
+                    written = db.host_reports_save_with_usage(rows, carried)
+                    with self._lock:
+                        if rows:
+                            self._marks.written(changed, written.seq, True)
+                        if written.applied is not None:
+                            took_usage(written.applied,
+                                       [report.key for report in carried])
+                            confirmed += len(written.applied.confirmed)
+                done += len(chunk)
                 concurrency.cooperative_yield()
             if touched:
-                keys = sorted(touched)
-                self._written(keys, db.host_reports_touch(keys, now), False)
+                quiet = sorted(touched)
+                self._written(quiet, db.host_reports_touch(quiet, now),
+                              False)
                 touched = set()
-            for chunk in _batches(usage_keys):
-                confirmed += len(usage_db.apply_reports(
-                    [usage_reports[key] for key in chunk]) or ())
-                refresh_nodes(list(chunk))
-                applied += len(chunk)
-                concurrency.cooperative_yield()
         except Exception as e:
             with self._lock:
                 self.touched.update(touched)
-                self.dirty.update(key for key in dirty_keys[written:]
-                                  if self._reports.get(key) is not None)
-                for key in usage_keys[applied:]:
-                    self.usage.setdefault(key, usage_reports[key])
+                for key in keys[done:]:
+                    if key in dirty and self._reports.get(key) is not None:
+                        self.dirty.add(key)
+                    if key in usage_reports:
+                        self.usage.setdefault(key, usage_reports[key])
             write_failed(e, 'host reports')
         if confirmed:
             LOG.debug('Reports confirmed %d claim(s)', confirmed)
@@ -146,8 +154,8 @@ def stored_time() -> datetime.datetime:
 
 
 def report_row(view, now: datetime.datetime) -> dict:
-    """What ``host_reports_save`` writes of the report of ``view`` (a
-    ``HostView``)."""
+    """What ``host_reports_save_with_usage`` writes of the report of
+    ``view`` (a ``HostView``)."""
     source = view.reported_view()
     return {'host': source.host, 'nodename': source.nodename,
             'uuid': source.uuid, 'disabled': source.disabled,

@@ -233,11 +233,29 @@ def reset_engine(close: bool = True) -> None:
 
 
 @contextlib.contextmanager
-def transaction() -> Iterator[orm.Session]:
+def transaction(read_committed: bool = False) -> Iterator[orm.Session]:
     """A session in a transaction: committed on success, else rolled back
-    (outages as ``_watched``)."""
+    (outages as ``_watched``).
+
+    ``read_committed``: at READ COMMITTED on MySQL/MariaDB too, as on
+    PostgreSQL (SQLite writes a transaction at a time), for a writer
+    that creates rows its locking read did not find (a report write,
+    ``usage.apply_in``).  Under InnoDB's REPEATABLE READ that read
+    locks the gap where each missing row would go; gap locks do not
+    exclude each other, so two writers of new nodes that fall in the
+    same gap (a fleet's first reports, taken by several workers) both
+    held it, and each one's INSERT waited for the other's: a deadlock.
+    At READ COMMITTED a read locks only the rows it finds.
+    """
     with _watched(), _engine_and_maker()[1].begin() as session:
+        if read_committed and session.get_bind().dialect.name == 'mysql':
+            # Before the transaction's first statement: it applies to
+            # this transaction only, so nothing is reset at check-in.
+            session.execute(_READ_COMMITTED)
         yield session
+
+
+_READ_COMMITTED = sa.text('SET TRANSACTION ISOLATION LEVEL READ COMMITTED')
 
 
 @contextlib.contextmanager

@@ -2,7 +2,7 @@
 
 Functions return plain dicts, never ORM rows (see ``scheduler.db.api``).
 Timestamps are naive UTC datetimes, in and out; an aware datetime
-given to ``host_reports_save`` is converted to UTC first.
+given to ``host_reports_save_with_usage`` is converted to UTC first.
 """
 
 import dataclasses
@@ -71,27 +71,11 @@ def _newest_per_node(reports: Iterable[dict]) -> dict[tuple[str, str], dict]:
     return newest
 
 
-@engine.retry_on_conflict
 def host_reports_save(reports: list[dict]) -> int | None:
-    """Store the last report of many nodes at once.
-
-    Each dict has ``host``, ``nodename``, ``uuid``, ``report`` (the
-    HostState primitive, stored as JSON), ``disabled`` and
-    ``updated_at``.  Built for the periodic flush of every node's report
-    in one call: the stored keys are read once, then the rows are
-    written in bulk.  A report older than the stored one is skipped, so
-    that two schedulers flushing the same nodes never put an old report
-    back.
-
-    Every row written gets the transaction's report sequence number as
-    ``seq`` and ``changed_seq``; returns it (None when nothing was
-    given).
-    """
-    newest = _newest_per_node(reports)
-    if not newest:
-        return None
-    with transaction() as session:
-        return _save_in(session, newest)
+    """``host_reports_save_with_usage`` of reports without usage (the
+    CLI's and the tests' setting of the stored reports); the report
+    sequence number of the rows (None when nothing was given)."""
+    return host_reports_save_with_usage(reports, ()).seq
 
 
 @dataclasses.dataclass
@@ -107,12 +91,21 @@ class ReportsWritten:
 @engine.retry_on_conflict
 def host_reports_save_with_usage(reports: list[dict],
                                  usage_reports: Sequence) -> ReportsWritten:
-    """``host_reports_save`` of ``reports`` and ``usage.apply_reports``
-    of ``usage_reports`` (``usage.NodeReport``) in one transaction,
-    which also reads back the usage rows and pending placements of the
-    nodes of ``usage_reports`` (``usage.apply_in``): the write of the
-    reports a worker takes from the intake, made visible to every
-    worker at once, in a few round trips.
+    """Store the last report of many nodes, and the usage they carry, in
+    one transaction: the one way a report reaches the inventory, from
+    the intake (``HostManager._write_taken``) and from the periodic
+    flush (``ReportBacklog.write``).
+
+    ``reports`` are dicts with ``host``, ``nodename``, ``uuid``,
+    ``report`` (the HostState primitive, stored as JSON), ``disabled``
+    and ``updated_at``; a report older than the stored one is skipped,
+    so that two schedulers writing the same nodes never put an old
+    report back.  Every row written gets the transaction's report
+    sequence number as ``seq`` and ``changed_seq``.  ``usage_reports``
+    (``usage.NodeReport``) are written as ``usage.apply_reports``
+    writes them, and the usage rows and pending placements of their
+    nodes are read back in the same transaction (``usage.apply_in``):
+    every worker sees the reports and their usage at once.
 
     The usage first, as every writer of usage locks its rows (and then
     the placement rows); then the report sequence number, held from
@@ -121,7 +114,9 @@ def host_reports_save_with_usage(reports: list[dict],
     """
     newest = _newest_per_node(reports)
     newest_usage = usage.newest_reports(usage_reports)
-    with transaction() as session:
+    if not newest and not newest_usage:
+        return ReportsWritten(None)
+    with transaction(read_committed=True) as session:
         applied = (usage.apply_in(session, newest_usage, read_back=True)
                    if newest_usage else None)
         seq = _save_in(session, newest) if newest else None

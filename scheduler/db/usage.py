@@ -972,7 +972,7 @@ def apply_reports(reports: Sequence[NodeReport]) -> list[str]:
     newest = newest_reports(reports)
     if not newest:
         return []
-    with engine.transaction() as session:
+    with engine.transaction(read_committed=True) as session:
         return apply_in(session, newest).confirmed
 
 
@@ -1002,9 +1002,11 @@ def apply_in(session: orm.Session, newest: dict,
     """``apply_reports`` of reports ``newest`` (``newest_reports``) in
     the caller's transaction, which it begins with the locks of the
     nodes' usage rows (before their placement rows, as every writer of
-    usage).  ``read_back``: the usage rows and pending placements of
-    those nodes too, as this transaction leaves them: they stay locked
-    until it ends, so no other writer changes them before the commit.
+    usage); a READ COMMITTED one (``engine.transaction``), as it
+    creates the rows it does not find.  ``read_back``: the usage rows
+    and pending placements of those nodes too, as this transaction
+    leaves them: they stay locked until it ends, so no other writer
+    changes them before the commit.
     """
     confirmed: list = []
     rows = _usage_rows(session, newest, lock=True)

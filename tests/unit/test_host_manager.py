@@ -658,13 +658,6 @@ class _FlakyInventory:
     def __getattr__(self, name):
         return getattr(self.real, name)
 
-    def host_reports_save(self, reports):
-        if self.fail:
-            self.fail = False
-            raise RuntimeError('database went away')
-        self.saved.extend(r['host'] for r in reports)
-        self.real.host_reports_save(reports)
-
     def host_reports_save_with_usage(self, reports, usage_reports):
         if self.fail:
             self.fail = False
@@ -695,12 +688,14 @@ class _BatchCountingInventory(_FlakyInventory):
         self.fail_at = fail_at
         self.batches = []
 
-    def host_reports_save(self, reports):
+    def host_reports_save_with_usage(self, reports, usage_reports):
         self.calls += 1
         if self.calls == self.fail_at:
             raise RuntimeError('database went away')
         self.batches.append([r['host'] for r in reports])
-        self.real.host_reports_save(reports)
+        assert [r.host for r in usage_reports] == self.batches[-1]
+        return self.real.host_reports_save_with_usage(reports,
+                                                      usage_reports)
 
 
 def test_a_backlog_of_reports_is_written_a_batch_at_a_time(
@@ -729,45 +724,82 @@ def test_a_backlog_of_reports_is_written_a_batch_at_a_time(
         assert host_view.HostView(report).says_the_same(saved[name])
 
 
-class _ReadCountingStore:
-    """The SQLite usage store, counting the usage rows each read
-    returns."""
+class _ReadCountingInventory:
+    """The real inventory, counting the usage rows each report write
+    reads back."""
 
-    def __init__(self):
+    def __init__(self, real):
+        self.real = real
         self.rows_read = 0
 
     def __getattr__(self, name):
-        return getattr(usage, name)
+        return getattr(self.real, name)
 
-    def usage_get_all(self):
-        rows = usage.usage_get_all()
-        self.rows_read += len(rows)
-        return rows
-
-    def usage_get_nodes(self, keys):
-        rows = usage.usage_get_nodes(keys)
-        self.rows_read += len(rows)
-        return rows
+    def host_reports_save_with_usage(self, reports, usage_reports):
+        written = self.real.host_reports_save_with_usage(reports,
+                                                         usage_reports)
+        self.rows_read += len(written.applied.rows)
+        return written
 
 
 def test_a_batch_of_new_nodes_reads_back_its_own_usage_rows(monkeypatch):
     """Each batch of a flush reads the usage rows of its nodes, not
     every node's: at 100,000 nodes, a fleet's first flush read every
-    row once a batch."""
+    row once a batch.  It reads them in its write's transaction: the
+    store is not asked again."""
     monkeypatch.setattr(report_backlog, 'FLUSH_BATCH', 60)
-    store = _ReadCountingStore()
-    manager = host_manager.HostManager(inventory=fixtures.memory_inventory(),
-                                       usage_store=store)
+    inventory = _ReadCountingInventory(fixtures.memory_inventory())
+    manager = host_manager.HostManager(inventory=inventory)
     for i in range(300):
         manager.update_from_report(fixtures.report('h%03d' % i))
     manager.flush()
     assert len(manager.get_all_host_states()) == 300
     for i in range(300, 360):
         manager.update_from_report(fixtures.report('h%03d' % i))
-    store.rows_read = 0
+    inventory.rows_read = 0
     manager.flush()
-    assert store.rows_read == 60
+    assert inventory.rows_read == 60
     assert manager.get_host_state('h359').free_ram_mb == 4096
+
+
+def _write_transactions(engine_: sa.Engine, work) -> list:
+    """The first words of the writing statements of each transaction
+    committed while ``work()`` runs."""
+    done, current = [], []
+
+    def statement(conn, cursor, stmt, params, context, many):
+        current.append(' '.join(stmt.split()[:3]))
+
+    def commit(conn):
+        if any(s.split()[0] in ('INSERT', 'UPDATE', 'DELETE')
+               for s in current):
+            done.append(list(current))
+        current.clear()
+
+    sa.event.listen(engine_, 'before_cursor_execute', statement)
+    sa.event.listen(engine_, 'commit', commit)
+    try:
+        work()
+    finally:
+        sa.event.remove(engine_, 'before_cursor_execute', statement)
+        sa.event.remove(engine_, 'commit', commit)
+    return done
+
+
+def test_a_flush_writes_reports_and_their_usage_in_one_transaction():
+    """The backlog's reports, the usage they carry and its read-back
+    are one transaction a batch (``host_reports_save_with_usage``, as
+    the intake's): no worker sees a node's report without its usage."""
+    manager = fixtures.manager_with([fixtures.report('h%d' % i)
+                                     for i in range(3)])
+    written = _write_transactions(engine.get_engine(), manager.flush)
+    assert len(written) == 1, written
+    tables = ' '.join(s for s in written[0])
+    assert 'INSERT INTO node_usage' in tables
+    assert 'INSERT INTO hosts' in tables
+    assert manager.get_host_state('h2').free_ram_mb == 4096
+    assert {row['host'] for row in usage.usage_get_all()} == \
+        {'h0', 'h1', 'h2'}
 
 
 def test_a_view_gives_back_the_report_it_was_made_from():

@@ -7,7 +7,11 @@ write, as a write window of the intake gathers them
 the usage read back).  Prints the statements, BEGINs and commits that
 reach the driver a batch, and the CPU and wall time a batch.
 
-    python tools/bench/bench_report_write.py --db postgresql
+``--flush``: the same rounds written by the periodic flush instead
+(``HostManager.flush``, ``report_backlog.FLUSH_BATCH`` nodes a
+write), the fleet's first flush apart; figures a flush.
+
+    python tools/bench/bench_report_write.py --db postgresql [--flush]
 """
 
 import argparse
@@ -80,6 +84,8 @@ def main() -> None:
     parser.add_argument('--hosts', type=int, default=2000)
     parser.add_argument('--batch', type=int, default=40)
     parser.add_argument('--rounds', type=int, default=3)
+    parser.add_argument('--flush', action='store_true',
+                        help='write through the periodic flush')
     args = parser.parse_args()
     warnings.filterwarnings('ignore')
     config.parse_args([], default_config_files=[])
@@ -90,6 +96,10 @@ def main() -> None:
         bench_claims._use(url)
         manager = host_manager.HostManager()
         manager.load_from_inventory()
+        if args.flush:
+            _flushes(manager, args)
+            db_api.reset_engine()
+            return
         fleet = bench_reports._fleet(args.hosts, 0)
         for start in range(0, args.hosts, args.batch):
             manager._write_taken(_taken(manager,
@@ -113,6 +123,33 @@ def main() -> None:
                      counter.commits / batches, cpu / batches * 1e3,
                      cpu / (batches * args.batch) * 1e6,
                      wall / batches * 1e3))
+
+
+def _flush(manager, states) -> tuple:
+    """Take ``states`` as reports, then flush; (statements, commits,
+    CPU s, wall s) of the flush."""
+    for state in states:
+        manager.update_from_report(state)
+    with _Counter() as counter:
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        manager.flush()
+        cpu = time.process_time() - cpu0
+        wall = time.perf_counter() - wall0
+    return counter.statements, counter.commits, cpu, wall
+
+
+def _flushes(manager, args) -> None:
+    first = _flush(manager, bench_reports._fleet(args.hosts, 0))
+    rounds = [_flush(manager, bench_reports._fleet(args.hosts, busy))
+              for busy in range(1, args.rounds + 1)]
+    for what, (statements, commits, cpu, wall) in [
+            ('first flush', first),
+            ('busy flush', [sum(r[n] for r in rounds) / len(rounds)
+                            for n in range(4)])]:
+        print('%s, %d hosts, %s: %.0f statements, %.0f commits; CPU '
+              '%.0f ms (%.0f us a report), wall %.0f ms'
+              % (args.db, args.hosts, what, statements, commits,
+                 cpu * 1e3, cpu / args.hosts * 1e6, wall * 1e3))
 
 
 if __name__ == '__main__':
