@@ -51,6 +51,11 @@ _OUTCOMES = ((exception.NoValidHost, 'no_valid_host'),
              (exception.InventoryUnavailable, 'inventory_unavailable'),
              (exception.NotAuthorized, 'not_authorized'))
 _EXPECTED = tuple(cls for cls, _label in _OUTCOMES)
+#: The caller's mistakes among them: one warning line each.  The
+#: dispatcher passes expected exceptions on without a word, the driver
+#: says why there is no valid host, and an outage is said once.
+_REFUSALS = (exception.InvalidRequest, exception.MalformedObject,
+             exception.NotAuthorized)
 
 
 def _outage_quiet(what: str):
@@ -80,13 +85,17 @@ def _served(method: str):
     A database outage met meanwhile becomes InventoryUnavailable:
     counted in the outage's tally (``availability``), logged once per
     outage, never with a traceback; callers get the typed error and
-    retry later.
+    retry later.  A refused request (``_REFUSALS``) is one rate-limited
+    warning line (``rejections``).
     """
     started = time.monotonic()
     outcome = 'error'
     try:
         try:
             yield
+        except _REFUSALS as e:
+            rejections.reject(method, e)
+            raise
         except Exception as e:
             if not availability.is_outage(e):
                 raise

@@ -20,6 +20,7 @@ from scheduler.drivers import filter_scheduler
 from scheduler import exception
 from scheduler import manager as manager_mod
 from scheduler import objects
+from scheduler import rejections
 from scheduler.objects import base as objects_base
 from tests.unit import fixtures
 
@@ -222,6 +223,47 @@ def test_invalid_requests_are_rejected_typed(case):
     # Nothing was claimed on the way.
     assert all(s.memory_mb_used == 0
                for s in manager.driver.host_manager.get_all_host_states())
+
+
+@pytest.mark.parametrize('case', sorted(INVALID))
+def test_an_invalid_request_is_one_warning_line(case, caplog, monkeypatch):
+    # The dispatcher passes the manager's typed refusals on unlogged
+    # (they are expected exceptions): the manager says them itself.
+    monkeypatch.setattr(rejections, '_limiter', rejections._Limiter())
+    with pytest.raises(exception.InvalidRequest):
+        call(_manager().select_destinations, **INVALID[case])
+    warnings = [r.getMessage() for r in caplog.records
+                if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith(
+        'Rejected a call of select_destinations: InvalidRequest')
+
+
+def test_a_refused_explain_and_forced_host_are_one_line_each(
+        caplog, monkeypatch):
+    monkeypatch.setattr(rejections, '_limiter', rejections._Limiter())
+    manager = _manager()
+    user = context.RequestContext(user_id='u', project_id='p')
+    with pytest.raises(exception.InvalidRequest):
+        call(manager.explain, spec_obj=5)
+    with pytest.raises(exception.NotAuthorized):
+        try:
+            manager.select_destinations(
+                user, spec_obj=fixtures.request(force_hosts=['big']))
+        except oslo_messaging.ExpectedException as wrapped:
+            raise wrapped.exc_info[1]
+    warnings = [r.getMessage() for r in caplog.records
+                if r.levelno >= logging.WARNING]
+    assert len(warnings) == 2, warnings
+    assert 'of explain: InvalidRequest' in warnings[0]
+    assert 'of select_destinations: NotAuthorized' in warnings[1]
+
+
+def test_no_valid_host_is_no_warning(caplog):
+    with pytest.raises(exception.NoValidHost):
+        call(_manager().select_destinations,
+             spec_obj=fixtures.request(memory_mb=1 << 20))
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 def test_max_instances_per_request_is_accepted():
