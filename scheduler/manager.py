@@ -12,6 +12,7 @@ import datetime
 import functools
 import inspect
 import json
+import re
 import threading
 import time
 
@@ -520,10 +521,13 @@ class SchedulerManager(periodic_task.PeriodicTasks):
                                         spec_obj)
         if instance_uuids is None and isinstance(request_spec, dict):
             instance_uuids = request_spec.get('instance_uuids')
+        for field in ('project_id', 'user_id'):
+            if spec_obj.obj_get(field) is not None:
+                _stored(spec_obj.obj_get(field), field, MAX_ID_LENGTH)
         if instance_uuids is None:
             legacy = spec_obj.obj_get('instance_uuid')
-            uuids = [legacy] if legacy and spec_obj.num_instances == 1 \
-                else []
+            uuids = [_stored(legacy, 'instance_uuid', MAX_UUID_LENGTH)] \
+                if legacy and spec_obj.num_instances == 1 else []
         else:
             uuids = _uuid_list(instance_uuids)
             if uuids and len(uuids) != spec_obj.num_instances:
@@ -999,9 +1003,7 @@ class ReportsEndpoint(_CastEndpoint):
     def take_deletion(self, ctxt, host_name, instance_uuid,
                       channel: str) -> None:
         host = _host_name(host_name)
-        if not isinstance(instance_uuid, str):
-            raise exception.InvalidRequest(
-                reason='instance_uuid must be a string')
+        _stored(instance_uuid, 'instance_uuid', MAX_UUID_LENGTH)
         if not _may_speak_for(ctxt, 'delete_instance_info', host, channel,
                               admin=True):
             return
@@ -1193,4 +1195,22 @@ def _uuid_list(value) -> list:
             or not all(isinstance(u, str) for u in value)):
         raise exception.InvalidRequest(
             reason='instance_uuids must be a list of strings')
-    return list(value)
+    return [_stored(u, 'instance uuid', MAX_UUID_LENGTH) for u in value]
+
+
+#: Longest instance uuid and project or user id: the inventory's columns
+#: (``scheduler.db.models.Instance``).  PostgreSQL and MySQL refuse a
+#: longer string, or one with a NUL, with an untyped database error.
+MAX_UUID_LENGTH = 36
+MAX_ID_LENGTH = 255
+_CONTROL = re.compile(r'[\x00-\x1f\x7f]')
+
+
+def _stored(value, what: str, longest: int) -> str:
+    """``value`` if the inventory can store it, else ``InvalidRequest``."""
+    if (not isinstance(value, str) or not value or len(value) > longest
+            or _CONTROL.search(value)):
+        raise exception.InvalidRequest(
+            reason='%s %.40r is not 1 to %d printable characters'
+                   % (what, value, longest))
+    return value

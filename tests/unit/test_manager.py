@@ -212,6 +212,22 @@ INVALID = {
     'legacy unknown group policy': dict(
         request_spec=_legacy(),
         filter_properties={'group_policies': ['friends']}),
+    # Strings the inventory's columns cannot hold: PostgreSQL and
+    # MariaDB refused the claim's INSERT with an untyped DBError.
+    'an instance uuid longer than 36 characters': dict(
+        spec_obj=fixtures.request(), instance_uuids=['u' * 37]),
+    'an empty instance uuid': dict(spec_obj=fixtures.request(),
+                                   instance_uuids=['']),
+    'an instance uuid with a NUL': dict(spec_obj=fixtures.request(),
+                                        instance_uuids=['ab\x00cd']),
+    'a spec instance_uuid longer than 36 characters': dict(
+        spec_obj=fixtures.request(instance_uuid='v' * 200)),
+    'a project id longer than 255 characters': dict(
+        spec_obj=fixtures.request(project_id='p' * 256),
+        instance_uuids=[fixtures.uuid(1)]),
+    'a user id with a control character': dict(
+        spec_obj=fixtures.request(user_id='u\x01'),
+        instance_uuids=[fixtures.uuid(1)]),
 }
 
 
@@ -390,6 +406,17 @@ def test_junk_reports_are_ignored_with_one_warning(junk, caplog):
     call(manager.update_service_capabilities,
          host_state=fixtures.report('h1'))
     assert manager.driver.host_manager.host_names() == ['h1']
+
+
+@pytest.mark.parametrize('uuid', ['u' * 37, '', 'a\x00b', 5])
+def test_instance_news_with_an_unstorable_uuid_is_refused(uuid):
+    manager = _manager([fixtures.report('h1')])
+    with pytest.raises(exception.InvalidRequest):
+        call(manager.delete_instance_info, host_name='h1',
+             instance_uuid=uuid)
+    for method in (manager.update_instance_info, manager.sync_instance_info):
+        with pytest.raises(exception.InvalidRequest):
+            call(method, host_name='h1', instance_uuids=[uuid])
 
 
 def test_extra_arguments_of_newer_computes_are_ignored():
