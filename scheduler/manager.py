@@ -856,6 +856,10 @@ class ReportsEndpoint(_CastEndpoint):
             host = trust.check_host_name(host_state.obj_get('host'))
             if host_state.obj_get('nodename') is not None:
                 trust.check_node_name(host_state.nodename)
+            if host_state.obj_get('uuid') is not None:
+                # A column of the inventory's hosts: one the database
+                # refuses would fail the write of every report with it.
+                _stored(host_state.uuid, 'node uuid', MAX_UUID_LENGTH)
         except exception.InvalidRequest as e:
             rejections.reject(method, e, what='cast')
             return

@@ -6,6 +6,7 @@ dicts, Selections, or Selections backported to the caller's versions.
 """
 
 import logging
+import warnings
 
 import oslo_messaging
 import pytest
@@ -390,6 +391,31 @@ def test_a_build_no_host_takes_is_logged_lost_and_holds_nothing(
 
 
 # --- reports -----------------------------------------------------------------
+
+def _report_with_uuid(uuid):
+    report = fixtures.report('h1')
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', FutureWarning)  # not a UUID
+        report.uuid = uuid
+    return report
+
+
+@pytest.mark.parametrize('uuid', ['x' * 100, 'a\x00b'])
+def test_a_report_whose_uuid_the_inventory_cannot_store_is_refused(
+        uuid, caplog):
+    # PostgreSQL refused the row, failing (and retrying for ever) the
+    # write of every report taken with it.
+    manager = _manager([])
+    call(manager.update_service_capabilities,
+         host_state=_report_with_uuid(uuid))
+    assert manager.driver.host_manager.get_all_host_states() == []
+    [warning] = [r.getMessage() for r in caplog.records
+                 if r.levelno >= logging.WARNING]
+    assert 'uuid' in warning
+    call(manager.update_service_capabilities,
+         host_state=fixtures.report('h1'))
+    assert manager.driver.host_manager.host_names() == ['h1']
+
 
 @pytest.mark.parametrize('junk', [
     None, 'h1', {'host': 'h1', 'memory_mb': 1024}, fixtures.request(),
