@@ -521,6 +521,7 @@ class SchedulerManager(periodic_task.PeriodicTasks):
                                         spec_obj)
         if instance_uuids is None and isinstance(request_spec, dict):
             instance_uuids = request_spec.get('instance_uuids')
+        _check_numbers(spec_obj.flavor, _FLAVOR_NUMBERS, 'flavor')
         for field in ('project_id', 'user_id'):
             if spec_obj.obj_get(field) is not None:
                 _stored(spec_obj.obj_get(field), field, MAX_ID_LENGTH)
@@ -860,6 +861,7 @@ class ReportsEndpoint(_CastEndpoint):
                 # A column of the inventory's hosts: one the database
                 # refuses would fail the write of every report with it.
                 _stored(host_state.uuid, 'node uuid', MAX_UUID_LENGTH)
+            _check_numbers(host_state, _REPORT_NUMBERS, 'report')
         except exception.InvalidRequest as e:
             rejections.reject(method, e, what='cast')
             return
@@ -1207,7 +1209,28 @@ def _uuid_list(value) -> list:
 #: longer string, or one with a NUL, with an untyped database error.
 MAX_UUID_LENGTH = 36
 MAX_ID_LENGTH = 255
+#: The inventory's usage columns are 32-bit integers
+#: (``scheduler.db.models.NodeUsage``): a report or a flavor beyond them
+#: would fail the write of a whole batch of reports, or a claim.
+MAX_STORED_INT = 2 ** 31 - 1
+#: A report's numbers that go to those columns, or bound what claims add.
+_REPORT_NUMBERS = ('memory_mb', 'memory_mb_used', 'local_gb',
+                   'local_gb_used', 'vcpus', 'vcpus_used', 'num_instances',
+                   'disk_available_least')
+_FLAVOR_NUMBERS = ('memory_mb', 'vcpus', 'root_gb', 'ephemeral_gb', 'swap')
 _CONTROL = re.compile(r'[\x00-\x1f\x7f]')
+
+
+def _check_numbers(obj, names: tuple, what: str) -> None:
+    """``InvalidRequest`` for a number of ``obj`` the inventory cannot
+    store (``MAX_STORED_INT``)."""
+    for name in names:
+        value = obj.obj_get(name)
+        if value is not None and not -MAX_STORED_INT - 1 <= value \
+                <= MAX_STORED_INT:
+            raise exception.InvalidRequest(
+                reason='%s %s = %d is beyond what the inventory counts '
+                       '(32-bit integers)' % (what, name, value))
 
 
 def _stored(value, what: str, longest: int) -> str:

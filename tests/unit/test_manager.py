@@ -229,6 +229,10 @@ INVALID = {
     'a user id with a control character': dict(
         spec_obj=fixtures.request(user_id='u\x01'),
         instance_uuids=[fixtures.uuid(1)]),
+    'more MB of RAM than the inventory counts': dict(
+        spec_obj=fixtures.request(memory_mb=2 ** 31)),
+    'more vCPUs than the inventory counts': dict(
+        spec_obj=fixtures.request(vcpus=2 ** 40)),
 }
 
 
@@ -415,6 +419,24 @@ def test_a_report_whose_uuid_the_inventory_cannot_store_is_refused(
     call(manager.update_service_capabilities,
          host_state=fixtures.report('h1'))
     assert manager.driver.host_manager.host_names() == ['h1']
+
+
+@pytest.mark.parametrize('field, value', [
+    ('memory_mb', 2 ** 40), ('memory_mb_used', 2 ** 35),
+    ('vcpus_used', -2 ** 31 - 1), ('local_gb', 2 ** 31),
+    ('disk_available_least', 2 ** 33), ('num_instances', 2 ** 31)])
+def test_a_report_number_the_inventory_cannot_store_is_refused(
+        field, value, caplog):
+    # Its usage row (32-bit integers) failed the write of every report
+    # taken with it, as above; a host of 2**40 MB let a claim overflow.
+    manager = _manager([])
+    report = fixtures.report('h1')
+    setattr(report, field, value)
+    call(manager.update_service_capabilities, host_state=report)
+    assert manager.driver.host_manager.get_all_host_states() == []
+    [warning] = [r.getMessage() for r in caplog.records
+                 if r.levelno >= logging.WARNING]
+    assert field in warning
 
 
 @pytest.mark.parametrize('junk', [
