@@ -1139,6 +1139,8 @@ class OperatorEndpoint(_CastEndpoint):
                            for a in aggregates)):
             raise exception.InvalidRequest(
                 reason='aggregates must be a list of Aggregate objects')
+        for aggregate in aggregates:
+            _check_aggregate(aggregate)
         try:
             self._hosts.update_aggregates(list(aggregates))
         except Exception as e:
@@ -1233,11 +1235,25 @@ def _check_numbers(obj, names: tuple, what: str) -> None:
                        '(32-bit integers)' % (what, name, value))
 
 
-def _stored(value, what: str, longest: int) -> str:
+def _stored(value, what: str, longest: int, shortest: int = 1) -> str:
     """``value`` if the inventory can store it, else ``InvalidRequest``."""
-    if (not isinstance(value, str) or not value or len(value) > longest
+    if (not isinstance(value, str) or not shortest <= len(value) <= longest
             or _CONTROL.search(value)):
         raise exception.InvalidRequest(
-            reason='%s %.40r is not 1 to %d printable characters'
-                   % (what, value, longest))
+            reason='%s %.40r is not %d to %d printable characters'
+                   % (what, value, shortest, longest))
     return value
+
+
+def _check_aggregate(aggregate) -> None:
+    """``InvalidRequest`` for an aggregate the inventory cannot store
+    (``scheduler.db.models``: its id, uuid, name, hosts and metadata)."""
+    _check_numbers(aggregate, ('id',), 'aggregate')
+    if aggregate.obj_get('uuid') is not None:
+        _stored(aggregate.uuid, 'aggregate uuid', MAX_UUID_LENGTH)
+    _stored(aggregate.obj_get('name'), 'aggregate name', MAX_ID_LENGTH)
+    for host in aggregate.obj_get('hosts') or ():
+        _stored(host, 'aggregate host', MAX_ID_LENGTH)
+    for key, value in (aggregate.obj_get('metadata') or {}).items():
+        _stored(key, 'aggregate metadata key', MAX_ID_LENGTH)
+        _stored(value, 'aggregate metadata value', MAX_ID_LENGTH, 0)

@@ -523,6 +523,25 @@ def test_a_bad_aggregate_update_is_a_typed_error():
         call(manager.update_aggregates, aggregates=[object()])
 
 
+@pytest.mark.parametrize('fields', [
+    dict(name='n' * 256), dict(name='a\x00b'), dict(uuid='u' * 37),
+    dict(hosts=['h' * 256]), dict(metadata={'k' * 256: 'v'}),
+    dict(metadata={'k': 'v' * 256}), dict(id=2 ** 31)],
+    ids=['long name', 'NUL in name', 'long uuid', 'long host',
+         'long key', 'long value', 'big id'])
+def test_an_aggregate_the_inventory_cannot_store_is_refused(fields):
+    # PostgreSQL refused the INSERT: a DBError, logged by oslo.db with a
+    # traceback besides the rejection.
+    values = dict(id=7, name='agg', hosts=['big'], metadata={})
+    values.update(fields)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', FutureWarning)  # not a UUID
+        aggregate = objects.Aggregate(**values)
+    manager = _manager()
+    with pytest.raises(exception.InvalidRequest):
+        call(manager.update_aggregates, aggregates=[aggregate])
+
+
 # --- version info and driver loading -----------------------------------------
 
 def test_get_version_info():
