@@ -1220,7 +1220,9 @@ _REPORT_NUMBERS = ('memory_mb', 'memory_mb_used', 'local_gb',
                    'local_gb_used', 'vcpus', 'vcpus_used', 'num_instances',
                    'disk_available_least')
 _FLAVOR_NUMBERS = ('memory_mb', 'vcpus', 'root_gb', 'ephemeral_gb', 'swap')
-_CONTROL = re.compile(r'[\x00-\x1f\x7f]')
+#: Control characters, and lone surrogates (a JSON "\ud800") UTF-8
+#: cannot encode.
+_CONTROL = re.compile(r'[\x00-\x1f\x7f\ud800-\udfff]')
 
 
 def _check_numbers(obj, names: tuple, what: str) -> None:

@@ -36,9 +36,11 @@ def _storable(value: str, what: str, longest: int = _TEXT_LENGTH,
               shortest: int = 1) -> str:
     """``value``, or ``InvalidRequest`` when the columns cannot hold it:
     PostgreSQL and MySQL refuse a longer string, or one with a control
-    character such as NUL, with an untyped database error."""
+    character such as NUL or a lone surrogate (which UTF-8 cannot
+    encode), with an untyped database error."""
     if (not isinstance(value, str) or not shortest <= len(value) <= longest
-            or any(ord(c) < 32 or ord(c) == 127 for c in value)):
+            or any(ord(c) < 32 or ord(c) == 127
+                   or 0xd800 <= ord(c) <= 0xdfff for c in value)):
         raise exception.InvalidRequest(
             reason='%s %.40r is not %d to %d printable characters'
                    % (what, value, shortest, longest))

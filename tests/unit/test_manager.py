@@ -229,6 +229,11 @@ INVALID = {
     'a user id with a control character': dict(
         spec_obj=fixtures.request(user_id='u\x01'),
         instance_uuids=[fixtures.uuid(1)]),
+    'an instance uuid with a lone surrogate': dict(
+        spec_obj=fixtures.request(), instance_uuids=['\udc00abc']),
+    'a project id with a lone surrogate': dict(
+        spec_obj=fixtures.request(project_id='p\ud800'),
+        instance_uuids=[fixtures.uuid(1)]),
     'more MB of RAM than the inventory counts': dict(
         spec_obj=fixtures.request(memory_mb=2 ** 31)),
     'more vCPUs than the inventory counts': dict(
@@ -419,6 +424,20 @@ def test_a_report_whose_uuid_the_inventory_cannot_store_is_refused(
     call(manager.update_service_capabilities,
          host_state=fixtures.report('h1'))
     assert manager.driver.host_manager.host_names() == ['h1']
+
+
+@pytest.mark.parametrize('field, value', [
+    ('nodename', 'node\ud800'), ('host', 'h\udfff')])
+def test_a_report_name_utf_8_cannot_encode_is_refused(field, value, caplog):
+    # A lone surrogate (JSON's "\ud800") failed the write of the whole
+    # batch of reports on PostgreSQL, as above.
+    manager = _manager([])
+    report = fixtures.report('h1')
+    setattr(report, field, value)
+    call(manager.update_service_capabilities, host_state=report)
+    assert manager.driver.host_manager.get_all_host_states() == []
+    assert len([r for r in caplog.records
+                if r.levelno >= logging.WARNING]) == 1
 
 
 @pytest.mark.parametrize('field, value', [

@@ -257,8 +257,10 @@ LONG = 'x' * 256
     ('create', 'ok', '--property', LONG + '=v'),
     ('set', 'rack1', '--name', LONG),
     ('set', 'rack1', '--property', 'k=a\x01b'),
-    ('add-host', 'rack1', LONG, '--allow-unknown')],
-    ids=['name', 'zone', 'value', 'key', 'rename', 'control', 'host'])
+    ('add-host', 'rack1', LONG, '--allow-unknown'),
+    ('set', 'rack1', '--property', 'k=a\udc80b')],
+    ids=['name', 'zone', 'value', 'key', 'rename', 'control', 'host',
+         'surrogate'])
 def test_what_the_inventory_cannot_store_is_one_line(manage, rack, announced,
                                                      argv):
     # PostgreSQL and MySQL refused the row: oslo.db's traceback on
