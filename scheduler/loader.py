@@ -6,6 +6,8 @@ paths in the configuration, as in the seeds
 (``available_filters = mypkg.filters.TroveImageFilter``).
 """
 
+from importlib import metadata
+
 from oslo_log import log as logging
 from oslo_utils import importutils
 import stevedore
@@ -32,11 +34,16 @@ def load_class(namespace: str, name: str) -> type:
             return importutils.import_class(name)
         except (ImportError, ValueError, AttributeError) as e:
             errors.append('not importable: %s' % e)
-    try:
-        return stevedore.driver.DriverManager(
-            namespace, name, invoke_on_load=False).driver
-    except Exception as e:  # stevedore raises several types
-        errors.append('no entry point (%s)' % e.__class__.__name__)
+    if not metadata.entry_points(group=namespace, name=name):
+        # Asked for a name nobody registered, stevedore warns "Could not
+        # load": a second line about the mistake the caller reports.
+        errors.append('no entry point (NoMatches)')
+    else:
+        try:
+            return stevedore.driver.DriverManager(
+                namespace, name, invoke_on_load=False).driver
+        except Exception as e:  # stevedore raises several types
+            errors.append('no entry point (%s)' % e.__class__.__name__)
     raise exception.PluginLoadError(kind=namespace, name=name,
                                     reason='; '.join(errors))
 

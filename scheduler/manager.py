@@ -12,6 +12,7 @@ import datetime
 import functools
 import inspect
 import json
+import re
 import threading
 import time
 
@@ -51,6 +52,11 @@ _OUTCOMES = ((exception.NoValidHost, 'no_valid_host'),
              (exception.InventoryUnavailable, 'inventory_unavailable'),
              (exception.NotAuthorized, 'not_authorized'))
 _EXPECTED = tuple(cls for cls, _label in _OUTCOMES)
+#: The caller's mistakes among them: one warning line each.  The
+#: dispatcher passes expected exceptions on without a word, the driver
+#: says why there is no valid host, and an outage is said once.
+_REFUSALS = (exception.InvalidRequest, exception.MalformedObject,
+             exception.NotAuthorized)
 
 
 def _outage_quiet(what: str):
@@ -80,13 +86,17 @@ def _served(method: str):
     A database outage met meanwhile becomes InventoryUnavailable:
     counted in the outage's tally (``availability``), logged once per
     outage, never with a traceback; callers get the typed error and
-    retry later.
+    retry later.  A refused request (``_REFUSALS``) is one rate-limited
+    warning line (``rejections``).
     """
     started = time.monotonic()
     outcome = 'error'
     try:
         try:
             yield
+        except _REFUSALS as e:
+            rejections.reject(method, e)
+            raise
         except Exception as e:
             if not availability.is_outage(e):
                 raise
@@ -511,10 +521,14 @@ class SchedulerManager(periodic_task.PeriodicTasks):
                                         spec_obj)
         if instance_uuids is None and isinstance(request_spec, dict):
             instance_uuids = request_spec.get('instance_uuids')
+        _check_numbers(spec_obj.flavor, _FLAVOR_NUMBERS, 'flavor')
+        for field in ('project_id', 'user_id'):
+            if spec_obj.obj_get(field) is not None:
+                _stored(spec_obj.obj_get(field), field, MAX_ID_LENGTH)
         if instance_uuids is None:
             legacy = spec_obj.obj_get('instance_uuid')
-            uuids = [legacy] if legacy and spec_obj.num_instances == 1 \
-                else []
+            uuids = [_stored(legacy, 'instance_uuid', MAX_UUID_LENGTH)] \
+                if legacy and spec_obj.num_instances == 1 else []
         else:
             uuids = _uuid_list(instance_uuids)
             if uuids and len(uuids) != spec_obj.num_instances:
@@ -843,6 +857,11 @@ class ReportsEndpoint(_CastEndpoint):
             host = trust.check_host_name(host_state.obj_get('host'))
             if host_state.obj_get('nodename') is not None:
                 trust.check_node_name(host_state.nodename)
+            if host_state.obj_get('uuid') is not None:
+                # A column of the inventory's hosts: one the database
+                # refuses would fail the write of every report with it.
+                _stored(host_state.uuid, 'node uuid', MAX_UUID_LENGTH)
+            _check_numbers(host_state, _REPORT_NUMBERS, 'report')
         except exception.InvalidRequest as e:
             rejections.reject(method, e, what='cast')
             return
@@ -990,9 +1009,7 @@ class ReportsEndpoint(_CastEndpoint):
     def take_deletion(self, ctxt, host_name, instance_uuid,
                       channel: str) -> None:
         host = _host_name(host_name)
-        if not isinstance(instance_uuid, str):
-            raise exception.InvalidRequest(
-                reason='instance_uuid must be a string')
+        _stored(instance_uuid, 'instance_uuid', MAX_UUID_LENGTH)
         if not _may_speak_for(ctxt, 'delete_instance_info', host, channel,
                               admin=True):
             return
@@ -1122,6 +1139,8 @@ class OperatorEndpoint(_CastEndpoint):
                            for a in aggregates)):
             raise exception.InvalidRequest(
                 reason='aggregates must be a list of Aggregate objects')
+        for aggregate in aggregates:
+            _check_aggregate(aggregate)
         try:
             self._hosts.update_aggregates(list(aggregates))
         except Exception as e:
@@ -1184,4 +1203,59 @@ def _uuid_list(value) -> list:
             or not all(isinstance(u, str) for u in value)):
         raise exception.InvalidRequest(
             reason='instance_uuids must be a list of strings')
-    return list(value)
+    return [_stored(u, 'instance uuid', MAX_UUID_LENGTH) for u in value]
+
+
+#: Longest instance uuid and project or user id: the inventory's columns
+#: (``scheduler.db.models.Instance``).  PostgreSQL and MySQL refuse a
+#: longer string, or one with a NUL, with an untyped database error.
+MAX_UUID_LENGTH = 36
+MAX_ID_LENGTH = 255
+#: The inventory's usage columns are 32-bit integers
+#: (``scheduler.db.models.NodeUsage``): a report or a flavor beyond them
+#: would fail the write of a whole batch of reports, or a claim.
+MAX_STORED_INT = 2 ** 31 - 1
+#: A report's numbers that go to those columns, or bound what claims add.
+_REPORT_NUMBERS = ('memory_mb', 'memory_mb_used', 'local_gb',
+                   'local_gb_used', 'vcpus', 'vcpus_used', 'num_instances',
+                   'disk_available_least')
+_FLAVOR_NUMBERS = ('memory_mb', 'vcpus', 'root_gb', 'ephemeral_gb', 'swap')
+#: Control characters, and lone surrogates (a JSON "\ud800") UTF-8
+#: cannot encode.
+_CONTROL = re.compile(r'[\x00-\x1f\x7f\ud800-\udfff]')
+
+
+def _check_numbers(obj, names: tuple, what: str) -> None:
+    """``InvalidRequest`` for a number of ``obj`` the inventory cannot
+    store (``MAX_STORED_INT``)."""
+    for name in names:
+        value = obj.obj_get(name)
+        if value is not None and not -MAX_STORED_INT - 1 <= value \
+                <= MAX_STORED_INT:
+            raise exception.InvalidRequest(
+                reason='%s %s = %d is beyond what the inventory counts '
+                       '(32-bit integers)' % (what, name, value))
+
+
+def _stored(value, what: str, longest: int, shortest: int = 1) -> str:
+    """``value`` if the inventory can store it, else ``InvalidRequest``."""
+    if (not isinstance(value, str) or not shortest <= len(value) <= longest
+            or _CONTROL.search(value)):
+        raise exception.InvalidRequest(
+            reason='%s %.40r is not %d to %d printable characters'
+                   % (what, value, shortest, longest))
+    return value
+
+
+def _check_aggregate(aggregate) -> None:
+    """``InvalidRequest`` for an aggregate the inventory cannot store
+    (``scheduler.db.models``: its id, uuid, name, hosts and metadata)."""
+    _check_numbers(aggregate, ('id',), 'aggregate')
+    if aggregate.obj_get('uuid') is not None:
+        _stored(aggregate.uuid, 'aggregate uuid', MAX_UUID_LENGTH)
+    _stored(aggregate.obj_get('name'), 'aggregate name', MAX_ID_LENGTH)
+    for host in aggregate.obj_get('hosts') or ():
+        _stored(host, 'aggregate host', MAX_ID_LENGTH)
+    for key, value in (aggregate.obj_get('metadata') or {}).items():
+        _stored(key, 'aggregate metadata key', MAX_ID_LENGTH)
+        _stored(value, 'aggregate metadata value', MAX_ID_LENGTH, 0)

@@ -373,7 +373,9 @@ _HOST_NAME = types.HostDomain()
 _PLAIN_HOST_NAME = re.compile(
     r'(?:(?!-)[A-Za-z0-9_-]{1,63}(?<!-)\.)*'
     r'(?!-)(?=[A-Za-z0-9_-]*[A-Za-z-])[A-Za-z0-9_-]{1,63}(?<!-)\.?\Z')
-_CONTROL = re.compile(r'[\x00-\x1f\x7f]')
+#: Control characters, and lone surrogates (a JSON "\ud800"), which
+#: UTF-8 cannot encode: the database driver refuses them.
+_CONTROL = re.compile(r'[\x00-\x1f\x7f\ud800-\udfff]')
 
 
 def _shown(value) -> str:

@@ -81,13 +81,23 @@ def register_all(subparsers, common: argparse.ArgumentParser) -> None:
 
 # -- select, explain (scheduler.cli.requests) --------------------------
 
+def _count(value: str) -> int:
+    """An integer of at least 0: a size or a number of rows (a negative
+    one is a typing error, not a request or a slice from the end)."""
+    number = int(value)
+    if number < 0:
+        raise argparse.ArgumentTypeError('%s: must not be negative' % value)
+    return number
+
+
 def add_request_options(parser: argparse.ArgumentParser) -> None:
     """Options that describe the instances to place."""
-    parser.add_argument('--vcpus', type=int, default=1)
-    parser.add_argument('--ram', type=int, default=512, help='MiB')
-    parser.add_argument('--disk', type=int, default=1, help='root disk, GiB')
-    parser.add_argument('--ephemeral', type=int, default=0, help='GiB')
-    parser.add_argument('--swap', type=int, default=0, help='MiB')
+    parser.add_argument('--vcpus', type=_count, default=1)
+    parser.add_argument('--ram', type=_count, default=512, help='MiB')
+    parser.add_argument('--disk', type=_count, default=1,
+                        help='root disk, GiB')
+    parser.add_argument('--ephemeral', type=_count, default=0, help='GiB')
+    parser.add_argument('--swap', type=_count, default=0, help='MiB')
     parser.add_argument('--extra-spec', action='append', metavar='KEY=VALUE',
                         help='flavor extra spec (repeatable)')
     parser.add_argument('--image-property', action='append',
@@ -125,7 +135,7 @@ def register_requests(subparsers, common: argparse.ArgumentParser) -> None:
     sel.add_argument('--dry-run', action='store_true',
                      help='claim nothing: run "explain" for this request '
                           'instead')
-    sel.add_argument('--max-hosts', type=int, default=50,
+    sel.add_argument('--max-hosts', type=_count, default=50,
                      help='with --dry-run: rejected and ranked hosts to '
                           'list (each)')
     sel.set_defaults(func=_requests('cmd_select'))
@@ -134,7 +144,7 @@ def register_requests(subparsers, common: argparse.ArgumentParser) -> None:
         'explain', parents=[common],
         help='why each host passes or fails a request; nothing is claimed')
     add_request_options(exp)
-    exp.add_argument('--max-hosts', type=int, default=50,
+    exp.add_argument('--max-hosts', type=_count, default=50,
                      help='rejected and ranked hosts to list (each)')
     exp.set_defaults(func=_requests('cmd_explain'))
 
@@ -181,7 +191,7 @@ def register_hosts(subparsers, common: argparse.ArgumentParser) -> None:
                          help='sort by this column, descending with a '
                               'leading "-" (--sort=-free_ram_mb); default '
                               'host')
-    listing.add_argument('--limit', type=int, metavar='N',
+    listing.add_argument('--limit', type=_count, metavar='N',
                          help='at most N rows (0: all)')
     listing.add_argument('--summary', action='store_true',
                          help='only totals: nodes by state, free and total '

@@ -16,7 +16,8 @@ reports, ``refresh_reports``, once they get old there).
   other takes its turn over (``scheduler.report_consumers``), also
   after a reload (SIGHUP), under eventlet and threads;
 * a broker restart (a RabbitMQ node of the test's own) while reports
-  flow loses no host and marks none down.
+  flow loses no host and marks none down;
+* so does a report the inventory cannot store, refused alone.
 """
 
 import os
@@ -24,13 +25,16 @@ import re
 import signal
 import subprocess
 import time
+import warnings
 
 import kombu
+import oslo_messaging
 import pytest
 
 from scheduler import rpc
 from tests.functional import daemons
 from tests.functional.test_scheduler_service import make_spec
+from tests.unit import fixtures
 
 HOSTS = 20
 #: Generous beside the 1 s report interval (ten reports): a host marked
@@ -180,3 +184,30 @@ def test_a_broker_restart_while_reports_flow_loses_no_host(
         _every_answer_knows_every_host(cluster, answers=2)
         time.sleep(1)
     assert DOWN_LINE not in service.log(), service.log()[-3000:]
+
+
+def test_a_report_the_inventory_cannot_store_loses_no_other_report(
+        cluster, postgresql_url):
+    """A report with a node uuid longer than its column and a used RAM
+    beyond its 32-bit one, cast among the fleet's: PostgreSQL refused
+    the batch it was written in, and every write after that retried
+    the batch, so the worker that does not take the reports lost the
+    whole fleet.  It is refused alone, with one warning."""
+    service = _start(cluster, postgresql_url)
+    _every_answer_knows_every_host(cluster)
+    intake = oslo_messaging.get_rpc_client(
+        rpc.get_transport(), rpc.intake_target(version='1.5'))
+    for n, field, value in ((1, 'uuid', 'x' * 100),
+                            (2, 'memory_mb_used', 2 ** 35)):
+        report = fixtures.report('hostile-%d' % n)
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore', FutureWarning)  # not a UUID
+            setattr(report, field, value)
+        intake.cast(cluster.admin_ctxt.to_dict(),
+                    'update_service_capabilities',
+                    host_state=report.obj_to_primitive())
+    _no_host_lost_for_a_down_time(cluster, service)
+    assert 'Could not write to the inventory' not in service.log()
+    assert service.log().count('Rejected a cast of update_service_'
+                               'capabilities') == 2
+    assert 'Traceback' not in service.log()

@@ -115,7 +115,7 @@ def test_only_the_api_dispatches_and_bad_calls_are_typed(cluster, conf,
     rejected = _warnings(log, 'Rejected a call')
     assert len(rejected) <= len(bad_calls) + 7 + 2
     # Published by the next periodic task (the manager's own refusals
-    # count as requests with outcome invalid_request instead).
+    # count there too, and as requests with outcome invalid_request).
     daemons.wait_for(
         lambda: _metric(port, 'scheduler_rejected_requests_total') >= 7 + 31,
         20, what='the rejection counter')

@@ -329,6 +329,10 @@ RETIRED = [
     ('WARNING stevedore.named [-] Could not load',
      "the line to look for is the loader's own: Could not load "
      "<namespace> '<name>': not importable: ...; no entry point (...)"),
+    ('num_instances` outside 1..1000',
+     'the bound is [limits] max_instances_per_request, 100 by default'),
+    ('identical instances (1 to 1000)',
+     'the bound is [limits] max_instances_per_request, 100 by default'),
 ]
 
 

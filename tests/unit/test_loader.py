@@ -4,6 +4,8 @@ A name is an entry point of the namespace (setup.cfg) or a dotted class
 path; ``scheduler.filters.all_filters`` stands for every filter.
 """
 
+import logging
+
 import pytest
 
 from scheduler.drivers import chance
@@ -100,3 +102,14 @@ def test_a_dotted_path_that_imports_logs_nothing(caplog):
     loader.load_class(loader.FILTER_NAMESPACE,
                       'scheduler.filters.ram.RamFilter')
     assert [r for r in caplog.records if r.levelname != 'DEBUG'] == []
+
+
+@pytest.mark.parametrize('name', ['NoSuchWeigher', 'no.such.module.Weigher'])
+def test_an_unknown_name_is_said_once_by_the_caller(name, caplog):
+    # The start-up error names it; stevedore's own "Could not load"
+    # warning would be a second line about the same mistake.
+    caplog.set_level('DEBUG')
+    with pytest.raises(exception.PluginLoadError) as info:
+        loader.load_class(loader.WEIGHER_NAMESPACE, name)
+    assert 'no entry point (NoMatches)' in str(info.value)
+    assert [r for r in caplog.records if r.levelno >= logging.INFO] == []

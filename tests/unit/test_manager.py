@@ -6,6 +6,7 @@ dicts, Selections, or Selections backported to the caller's versions.
 """
 
 import logging
+import warnings
 
 import oslo_messaging
 import pytest
@@ -20,6 +21,7 @@ from scheduler.drivers import filter_scheduler
 from scheduler import exception
 from scheduler import manager as manager_mod
 from scheduler import objects
+from scheduler import rejections
 from scheduler.objects import base as objects_base
 from tests.unit import fixtures
 
@@ -211,6 +213,31 @@ INVALID = {
     'legacy unknown group policy': dict(
         request_spec=_legacy(),
         filter_properties={'group_policies': ['friends']}),
+    # Strings the inventory's columns cannot hold: PostgreSQL and
+    # MariaDB refused the claim's INSERT with an untyped DBError.
+    'an instance uuid longer than 36 characters': dict(
+        spec_obj=fixtures.request(), instance_uuids=['u' * 37]),
+    'an empty instance uuid': dict(spec_obj=fixtures.request(),
+                                   instance_uuids=['']),
+    'an instance uuid with a NUL': dict(spec_obj=fixtures.request(),
+                                        instance_uuids=['ab\x00cd']),
+    'a spec instance_uuid longer than 36 characters': dict(
+        spec_obj=fixtures.request(instance_uuid='v' * 200)),
+    'a project id longer than 255 characters': dict(
+        spec_obj=fixtures.request(project_id='p' * 256),
+        instance_uuids=[fixtures.uuid(1)]),
+    'a user id with a control character': dict(
+        spec_obj=fixtures.request(user_id='u\x01'),
+        instance_uuids=[fixtures.uuid(1)]),
+    'an instance uuid with a lone surrogate': dict(
+        spec_obj=fixtures.request(), instance_uuids=['\udc00abc']),
+    'a project id with a lone surrogate': dict(
+        spec_obj=fixtures.request(project_id='p\ud800'),
+        instance_uuids=[fixtures.uuid(1)]),
+    'more MB of RAM than the inventory counts': dict(
+        spec_obj=fixtures.request(memory_mb=2 ** 31)),
+    'more vCPUs than the inventory counts': dict(
+        spec_obj=fixtures.request(vcpus=2 ** 40)),
 }
 
 
@@ -222,6 +249,47 @@ def test_invalid_requests_are_rejected_typed(case):
     # Nothing was claimed on the way.
     assert all(s.memory_mb_used == 0
                for s in manager.driver.host_manager.get_all_host_states())
+
+
+@pytest.mark.parametrize('case', sorted(INVALID))
+def test_an_invalid_request_is_one_warning_line(case, caplog, monkeypatch):
+    # The dispatcher passes the manager's typed refusals on unlogged
+    # (they are expected exceptions): the manager says them itself.
+    monkeypatch.setattr(rejections, '_limiter', rejections._Limiter())
+    with pytest.raises(exception.InvalidRequest):
+        call(_manager().select_destinations, **INVALID[case])
+    warnings = [r.getMessage() for r in caplog.records
+                if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith(
+        'Rejected a call of select_destinations: InvalidRequest')
+
+
+def test_a_refused_explain_and_forced_host_are_one_line_each(
+        caplog, monkeypatch):
+    monkeypatch.setattr(rejections, '_limiter', rejections._Limiter())
+    manager = _manager()
+    user = context.RequestContext(user_id='u', project_id='p')
+    with pytest.raises(exception.InvalidRequest):
+        call(manager.explain, spec_obj=5)
+    with pytest.raises(exception.NotAuthorized):
+        try:
+            manager.select_destinations(
+                user, spec_obj=fixtures.request(force_hosts=['big']))
+        except oslo_messaging.ExpectedException as wrapped:
+            raise wrapped.exc_info[1]
+    warnings = [r.getMessage() for r in caplog.records
+                if r.levelno >= logging.WARNING]
+    assert len(warnings) == 2, warnings
+    assert 'of explain: InvalidRequest' in warnings[0]
+    assert 'of select_destinations: NotAuthorized' in warnings[1]
+
+
+def test_no_valid_host_is_no_warning(caplog):
+    with pytest.raises(exception.NoValidHost):
+        call(_manager().select_destinations,
+             spec_obj=fixtures.request(memory_mb=1 << 20))
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 def test_max_instances_per_request_is_accepted():
@@ -333,6 +401,63 @@ def test_a_build_no_host_takes_is_logged_lost_and_holds_nothing(
 
 # --- reports -----------------------------------------------------------------
 
+def _report_with_uuid(uuid):
+    report = fixtures.report('h1')
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', FutureWarning)  # not a UUID
+        report.uuid = uuid
+    return report
+
+
+@pytest.mark.parametrize('uuid', ['x' * 100, 'a\x00b'])
+def test_a_report_whose_uuid_the_inventory_cannot_store_is_refused(
+        uuid, caplog):
+    # PostgreSQL refused the row, failing (and retrying for ever) the
+    # write of every report taken with it.
+    manager = _manager([])
+    call(manager.update_service_capabilities,
+         host_state=_report_with_uuid(uuid))
+    assert manager.driver.host_manager.get_all_host_states() == []
+    [warning] = [r.getMessage() for r in caplog.records
+                 if r.levelno >= logging.WARNING]
+    assert 'uuid' in warning
+    call(manager.update_service_capabilities,
+         host_state=fixtures.report('h1'))
+    assert manager.driver.host_manager.host_names() == ['h1']
+
+
+@pytest.mark.parametrize('field, value', [
+    ('nodename', 'node\ud800'), ('host', 'h\udfff')])
+def test_a_report_name_utf_8_cannot_encode_is_refused(field, value, caplog):
+    # A lone surrogate (JSON's "\ud800") failed the write of the whole
+    # batch of reports on PostgreSQL, as above.
+    manager = _manager([])
+    report = fixtures.report('h1')
+    setattr(report, field, value)
+    call(manager.update_service_capabilities, host_state=report)
+    assert manager.driver.host_manager.get_all_host_states() == []
+    assert len([r for r in caplog.records
+                if r.levelno >= logging.WARNING]) == 1
+
+
+@pytest.mark.parametrize('field, value', [
+    ('memory_mb', 2 ** 40), ('memory_mb_used', 2 ** 35),
+    ('vcpus_used', -2 ** 31 - 1), ('local_gb', 2 ** 31),
+    ('disk_available_least', 2 ** 33), ('num_instances', 2 ** 31)])
+def test_a_report_number_the_inventory_cannot_store_is_refused(
+        field, value, caplog):
+    # Its usage row (32-bit integers) failed the write of every report
+    # taken with it, as above; a host of 2**40 MB let a claim overflow.
+    manager = _manager([])
+    report = fixtures.report('h1')
+    setattr(report, field, value)
+    call(manager.update_service_capabilities, host_state=report)
+    assert manager.driver.host_manager.get_all_host_states() == []
+    [warning] = [r.getMessage() for r in caplog.records
+                 if r.levelno >= logging.WARNING]
+    assert field in warning
+
+
 @pytest.mark.parametrize('junk', [
     None, 'h1', {'host': 'h1', 'memory_mb': 1024}, fixtures.request(),
     objects.HostState(host='h1', nodename='h1'),      # no sizes
@@ -348,6 +473,17 @@ def test_junk_reports_are_ignored_with_one_warning(junk, caplog):
     call(manager.update_service_capabilities,
          host_state=fixtures.report('h1'))
     assert manager.driver.host_manager.host_names() == ['h1']
+
+
+@pytest.mark.parametrize('uuid', ['u' * 37, '', 'a\x00b', 5])
+def test_instance_news_with_an_unstorable_uuid_is_refused(uuid):
+    manager = _manager([fixtures.report('h1')])
+    with pytest.raises(exception.InvalidRequest):
+        call(manager.delete_instance_info, host_name='h1',
+             instance_uuid=uuid)
+    for method in (manager.update_instance_info, manager.sync_instance_info):
+        with pytest.raises(exception.InvalidRequest):
+            call(method, host_name='h1', instance_uuids=[uuid])
 
 
 def test_extra_arguments_of_newer_computes_are_ignored():
@@ -404,6 +540,25 @@ def test_a_bad_aggregate_update_is_a_typed_error():
     manager = _manager()
     with pytest.raises(exception.InvalidRequest):
         call(manager.update_aggregates, aggregates=[object()])
+
+
+@pytest.mark.parametrize('fields', [
+    dict(name='n' * 256), dict(name='a\x00b'), dict(uuid='u' * 37),
+    dict(hosts=['h' * 256]), dict(metadata={'k' * 256: 'v'}),
+    dict(metadata={'k': 'v' * 256}), dict(id=2 ** 31)],
+    ids=['long name', 'NUL in name', 'long uuid', 'long host',
+         'long key', 'long value', 'big id'])
+def test_an_aggregate_the_inventory_cannot_store_is_refused(fields):
+    # PostgreSQL refused the INSERT: a DBError, logged by oslo.db with a
+    # traceback besides the rejection.
+    values = dict(id=7, name='agg', hosts=['big'], metadata={})
+    values.update(fields)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', FutureWarning)  # not a UUID
+        aggregate = objects.Aggregate(**values)
+    manager = _manager()
+    with pytest.raises(exception.InvalidRequest):
+        call(manager.update_aggregates, aggregates=[aggregate])
 
 
 # --- version info and driver loading -----------------------------------------

@@ -246,3 +246,27 @@ def test_giving_a_zone_that_splits_a_host_is_refused(manage, rack,
                                  'aggregate ssd')
     assert announced == []
     assert manage('aggregate', 'set', 'ssd', '--zone', 'az1').code == 0
+
+
+LONG = 'x' * 256
+
+
+@pytest.mark.parametrize('argv', [
+    ('create', LONG), ('create', 'ok', '--zone', LONG),
+    ('create', 'ok', '--property', 'k=' + LONG),
+    ('create', 'ok', '--property', LONG + '=v'),
+    ('set', 'rack1', '--name', LONG),
+    ('set', 'rack1', '--property', 'k=a\x01b'),
+    ('add-host', 'rack1', LONG, '--allow-unknown'),
+    ('set', 'rack1', '--property', 'k=a\udc80b')],
+    ids=['name', 'zone', 'value', 'key', 'rename', 'control', 'host',
+         'surrogate'])
+def test_what_the_inventory_cannot_store_is_one_line(manage, rack, announced,
+                                                     argv):
+    # PostgreSQL and MySQL refused the row: oslo.db's traceback on
+    # stderr before the error line.
+    result = manage('aggregate', *argv)
+    assert result.code == 1
+    assert result.err.startswith('InvalidRequest: ')
+    assert result.err.count('\n') == 1
+    assert announced == []

@@ -86,6 +86,17 @@ def test_select_says_it_claims(manage, capsys):
     assert '--dry-run' in text
 
 
+@pytest.mark.parametrize('option', ['--ram', '--vcpus', '--disk',
+                                    '--ephemeral', '--swap', '--max-hosts'])
+def test_a_negative_size_is_a_usage_error(manage, capsys, option):
+    # Before, --ram -5 reached the Flavor and ended in "unexpected
+    # ValueError".
+    with pytest.raises(SystemExit) as exit_info:
+        manage('select', option, '-5')
+    assert exit_info.value.code == 2
+    assert '-5: must not be negative' in capsys.readouterr().err
+
+
 def test_select_dry_run_explains(manage, monkeypatch):
     ran = []
     monkeypatch.setattr(requests_cli, 'cmd_explain',

@@ -367,3 +367,11 @@ def test_the_services_debug_setting_adds_no_log_lines(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stderr == ''
     assert result.stdout.startswith('+--')
+
+
+def test_list_refuses_a_negative_limit(manage, fleet, capsys):
+    # [:-1] would list all rows but the last and say "-1 of 3".
+    with pytest.raises(SystemExit) as exit_info:
+        manage('hosts', 'list', '--limit', '-1')
+    assert exit_info.value.code == 2
+    assert '-1: must not be negative' in capsys.readouterr().err
