@@ -838,11 +838,10 @@ class _Memo:
         self.changed = changed
         #: ``id`` of the row-local filters every candidate passed.
         self.checked = checked
-        #: ``id(weigher)`` -> ``(multipliers, raw weights)`` of the
-        #: row-local weighers, by position of the instance's candidates
-        #: (raw weights: None when every multiplier was 0, a float when
-        #: the same for every host, else clamped, an array of the
-        #: request's own).
+        #: ``id(weigher)`` -> raw weights of the row-local weighers, by
+        #: position of the instance's candidates: None when every
+        #: multiplier was 0, a float when the same for every host, else
+        #: clamped, an array of the request's own (``terms``' array).
         self.raw = raw
         #: ``(weigher, multipliers, raw, low, high)`` of each weigher
         #: the totals were summed from, in order, when every one is
@@ -1045,7 +1044,7 @@ def _term(weigher, cands: Candidates, columns: Columns, spec_obj,
     # Python-level wrapper.
     if not (multipliers.any() if multipliers.ndim else multipliers):
         if local:
-            kept[id(weigher)] = (multipliers, None)
+            kept[id(weigher)] = None
         return None
     raw = None if method is None else method(columns, spec_obj)
     if raw is None:
@@ -1055,7 +1054,7 @@ def _term(weigher, cands: Candidates, columns: Columns, spec_obj,
     if np.ndim(raw) == 0:
         raw = float(raw)
         if local:
-            kept[id(weigher)] = (multipliers, raw)
+            kept[id(weigher)] = raw
         if math.isfinite(raw) and weigher.minval is None and \
                 weigher.maxval is None:
             # The same raw weight everywhere normalises to 0.
@@ -1067,7 +1066,7 @@ def _term(weigher, cands: Candidates, columns: Columns, spec_obj,
             # A column of the snapshot, returned as is by the vector
             # form: the next instance writes into the kept weights.
             raw = raw.copy()
-        kept[id(weigher)] = (multipliers, raw)
+        kept[id(weigher)] = raw
     return multipliers, raw, local
 
 
@@ -1112,14 +1111,13 @@ def _weigh_again(cands: Candidates, spec_obj, weighers: list,
     was: dict = {}
     columns = None
     for weigher in weighers:
-        before = memo.raw.get(id(weigher))
-        if before is None:
+        if id(weigher) not in memo.raw:
             if columns is None:
                 columns = cands.columns()
             if _term(weigher, cands, columns, spec_obj, {}) is not None:
                 return None
             continue
-        raw = before[1]
+        raw = memo.raw[id(weigher)]
         if raw is None or not positions:
             continue
         value = float(weigher.weigh_objects(weighed, spec_obj)[0])
