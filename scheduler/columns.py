@@ -1099,11 +1099,10 @@ def _weigh_again(cands: Candidates, spec_obj, weighers: list,
     its per-host form, and its kept raw weights updated in place; the
     others are asked as usual and must still weigh every host alike.
     When no weigher's lowest or highest raw weight moved, every other
-    host keeps its total: only this host's is computed, by the
-    operations of ``weigh_candidates`` in its order (the same bits), and
-    the previous ranking is reused with it moved (``_moved``).  None
-    when anything else happened: the caller weighs as usual (weights
-    already updated are weighed again, to the same values).
+    host keeps its total: only this host's is computed
+    (``_total_after``), and the previous ranking is reused with it
+    moved (``_moved``).  None when anything else happened: the caller
+    weighs every host from its columns.
     """
     positions = cands.changed().tolist()
     weighed = [weights_base.WeighedHost(v) for v in cands.changed_views()]
