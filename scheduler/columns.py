@@ -30,6 +30,12 @@ placed on; its other answers are kept from the previous instance
 (``_Memo``).  A weigher whose answers also depend on the request's
 earlier instances says so with ``_row_local_for(spec_obj)``.  An
 out-of-tree vector form is asked about every candidate each time.
+Weights are kept only while every weigher that counts is row-local
+and the candidates are the previous instance's: then the claimed
+node's total alone is computed again when no weigher's lowest or
+highest raw weight moved (``_total_after``), and the previous ranking
+reused with that node moved (``_moved``); otherwise every candidate is
+weighed again.
 
 Consistency: ``ColumnStore`` is told by the HostManager of every view it
 composes or drops (``HostManager.watch_views``).  A request works on a
@@ -759,25 +765,22 @@ class Candidates:
     the earlier instances gave them, which order ties as the per-host
     path's re-sorted list does: the true order is by (-last weights,
     ..., -first weights, base order).  For a later instance, ``memo`` is
-    what the previous instance's walk left (``_Memo``), ``origin`` these
-    hosts' positions in its arrays, and ``checked`` the row-local
-    filters every one of them passed.
+    what the previous instance's walk left (``_Memo``) and ``checked``
+    the row-local filters every one of them passed.
     """
 
     def __init__(self, snapshot: Snapshot, rows: np.ndarray,
                  previous: list | None = None,
                  memo: '_Memo | None' = None,
-                 origin: np.ndarray | None = None,
                  checked: frozenset = frozenset()):
         self.snapshot = snapshot
         self.rows = rows
         self.previous = previous or []
-        self.memo = memo if origin is not None else None
-        self.origin = origin
+        self.memo = memo
         self.checked = checked
         self._changed: np.ndarray | None = None
-        #: The memo's hosts in the memo's order (``origin`` is the
-        #: identity): nothing filtered out or reordered since.
+        #: The memo's hosts in the memo's order: nothing filtered out
+        #: or reordered since (the memo's weights are by position).
         self.same_as_memo = False
         self._columns: Columns | None = None
 
@@ -787,8 +790,7 @@ class Candidates:
     def take(self, positions) -> 'Candidates':
         return Candidates(self.snapshot, self.rows[positions],
                           [p[positions] for p in self.previous], self.memo,
-                          None if self.origin is None
-                          else self.origin[positions], self.checked)
+                          self.checked)
 
     def in_order(self) -> 'Candidates':
         """The same hosts with the true order as base order."""
@@ -796,17 +798,7 @@ class Candidates:
             return self
         order = _order(self.previous, len(self))
         return Candidates(self.snapshot, self.rows[order], None, self.memo,
-                          None if self.origin is None else self.origin[order],
                           self.checked)
-
-    def from_memo(self, array: np.ndarray) -> np.ndarray:
-        """``array``, by the memo's positions, by these hosts' positions:
-        itself while they are the memo's hosts in the memo's order (a
-        row-local weigher's raw weights are then updated in place: the
-        memo is read by this instance only)."""
-        if self.same_as_memo or np.ndim(array) == 0:
-            return array
-        return array[self.origin]
 
     def columns(self) -> 'Columns':
         """These hosts' ``Columns``, shared by every plugin asked about
@@ -840,20 +832,21 @@ class _Memo:
     stay true for every host but the one the instance was placed on."""
 
     def __init__(self, changed: int | None, checked: frozenset,
-                 raw: dict, stack: '_Stack | None' = None,
+                 raw: dict, terms: list | None = None,
                  order: np.ndarray | None = None):
         #: The snapshot row changed since (the claimed node's), if any.
         self.changed = changed
         #: ``id`` of the row-local filters every candidate passed.
         self.checked = checked
-        #: ``id(weigher)`` -> ``(multipliers, raw weights)`` of the
-        #: row-local weighers, by position of the instance's candidates
-        #: (raw weights: None when every multiplier was 0, a float when
-        #: the same for every host).
+        #: ``id(weigher)`` -> raw weights of the row-local weighers, by
+        #: position of the instance's candidates: None when every
+        #: multiplier was 0, a float when the same for every host, else
+        #: clamped, an array of the request's own (``terms``' array).
         self.raw = raw
-        #: The weighers' normalisation rows (``_Stack``), of which the
-        #: arrays in ``raw`` may be views.
-        self.stack = stack
+        #: ``(weigher, multipliers, raw, low, high)`` of each weigher
+        #: the totals were summed from, in order, when every one is
+        #: row-local (``_weigh_again``); else None.
+        self.terms = terms
         #: The first positions of the instance's ranking, as far as it
         #: was sorted (``Ranked._order``).
         self.order = order
@@ -875,22 +868,6 @@ def _order(keys: list, n: int, among: np.ndarray | None = None
             return pos[order]
     sort_keys = [pos] + [-(k if among is None else k[among]) for k in keys]
     return pos[np.lexsort(sort_keys)]
-
-
-def _kth_largest(values: np.ndarray, k: int) -> float:
-    """The ``k``-th largest of ``values`` (``0 < k <= len(values) // 2``).
-
-    The smallest of the maxima of ``k`` blocks is no larger than the
-    ``k``-th largest value, and usually few values reach it: only those
-    are partitioned, not every host.
-    """
-    n = len(values)
-    floor = values[:n - n % k].reshape(k, -1).max(axis=1).min()
-    if floor != floor:
-        # A NaN weight: partitioned as before (NaN sorts last).
-        return -np.partition(-values, k - 1)[k - 1]
-    top = values[values >= floor]
-    return np.partition(top, len(top) - k)[len(top) - k]
 
 
 def _mapped(views: list, passed: list, flt) -> list:
@@ -990,70 +967,72 @@ def _filter_mask(flt, cands: Candidates, spec_obj):
     return None if mask is None else np.asarray(mask, bool)
 
 
-def weigh_candidates(cands: Candidates, spec_obj, weighers: list,
-                     more: bool = False) -> 'Ranked':
+def weigh_candidates(cands: Candidates, spec_obj,
+                     weighers: list) -> 'Ranked':
     """``HostWeightHandler.get_weighed_objects`` over columns (without
-    ``explain``).
+    ``explain``), weigher by weigher.
 
-    A row-local weigher's raw weights for the previous instance of the
-    request are kept; only the hosts its claim changed are weighed
-    again, then every host is normalised as usual.
+    A later instance of the request whose hosts are the previous
+    one's, in its order, weighs again only the host its claim changed
+    when it can (``_weigh_again``).
     """
     n = len(cands)
     if n <= 1:
-        return Ranked(cands, np.zeros(n), {})
+        return Ranked(cands, np.zeros(n))
     memo = cands.memo
-    if memo is not None and memo.stack is not None and \
-            memo.stack.all_kept and cands.same_as_memo:
+    if memo is not None and memo.terms is not None and cands.same_as_memo:
         again = _weigh_again(cands, spec_obj, weighers, memo)
         if again is not None:
             return again
     columns = cands.columns()
     kept: dict = {}
-    terms = [term for term in (
-        _term(weigher, cands, columns, spec_obj, kept)
-        for weigher in weighers) if term is not None]
-    if len(terms) > 1 and n <= _STACK_MAX * (_LATER_STACKS if more else 1):
-        stack = _Stack.reuse(memo.stack if memo is not None and
-                             cands.same_as_memo else None, terms)
-        for (weigher, _m, _r, keep), mult, raw in zip(
-                terms, stack.mult_rows, stack.raw_rows):
-            if keep:
-                # The next instance updates these rows in place.
-                kept[id(weigher)] = (mult, raw)
-        stack.all_kept = all(term[3] for term in terms)
-        return Ranked(cands, stack.total(), kept, stack)
+    terms, every_local = [], True
+    for weigher in weighers:
+        term = _term(weigher, cands, columns, spec_obj, kept)
+        if term is not None:
+            terms.append((weigher,) + term[:2])
+            every_local = every_local and term[2]
+    totals, terms = _summed(terms, n)
+    # When every weigher that counts is row-local, the next instance
+    # may weigh the changed host alone.
+    return Ranked(cands, totals, kept, terms if every_local else None)
+
+
+def _summed(terms: list, n: int) -> tuple:
+    """``(totals, terms)``: the weights of ``n`` hosts from ``terms``,
+    ``(weigher, multipliers, raw weights clamped)``, normalised,
+    multiplied and added in order as ``HostWeightHandler`` does; the
+    terms with their ``low`` and ``high`` raw weight appended."""
     totals = np.zeros(n)
-    for weigher, multipliers, raw, _keep in terms:
-        spread = _spread(raw, weigher.minval, weigher.maxval)
-        if spread is None:
+    bounded = []
+    for weigher, multipliers, raw in terms:
+        high = float(raw.max() if weigher.maxval is None else weigher.maxval)
+        low = float(raw.min() if weigher.minval is None else weigher.minval)
+        bounded.append((weigher, multipliers, raw, low, high))
+        if high == low:
+            # Every host normalises to 0: adding 0 (or -0) to totals
+            # that start at +0 changes no bit (failed builds, PCI
+            # devices and hypervisor versions are often the same
+            # everywhere).
             if np.isfinite(multipliers).all():
-                # Adding 0 (or -0) to totals that start at +0 changes
-                # no bit: skipped (failed builds, PCI devices and
-                # hypervisor versions are often the same everywhere).
                 continue
-            spread = np.zeros(n)
-        totals += multipliers * spread
-    return Ranked(cands, totals, kept)
+            totals += multipliers * np.zeros(n)
+        else:
+            totals += multipliers * ((raw - low) / (high - low))
+    return totals, bounded
 
 
 def _term(weigher, cands: Candidates, columns: Columns, spec_obj,
           kept: dict) -> tuple | None:
-    """``(weigher, multipliers, raw weights, keep)`` of one weigher, or
-    None when it cannot change the ranking (every multiplier 0, or the
-    same raw weight for every host).  ``keep``: the raw weights came
-    from a row-local vector form, so the next instance may keep them
-    (and they are in ``kept`` by ``id(weigher)``, as are the skipped
-    row-local weighers')."""
-    memo = cands.memo
-    before = None if memo is None else memo.raw.get(id(weigher))
+    """``(multipliers, raw weights, keep)`` of one weigher, the raw
+    weights clamped to its ``minval``/``maxval``, or None when it cannot
+    change the ranking (every multiplier 0, or the same raw weight for
+    every host).  ``keep``: the raw weights came from a row-local vector
+    form, so the next instance may keep them (and they are in ``kept``
+    by ``id(weigher)``, as are the skipped row-local weighers')."""
     column_multipliers = vector_form(weigher, 'column_multipliers',
                                      MULTIPLIER_METHODS)
-    if before is not None:
-        # Multipliers come from configuration and aggregates, which a
-        # claim does not change.
-        multipliers = cands.from_memo(before[0])
-    elif column_multipliers is not None:
+    if column_multipliers is not None:
         multipliers = np.asarray(column_multipliers(columns), float)
     else:
         multipliers = _per_host(cands, weigher.weight_multipliers)
@@ -1065,28 +1044,40 @@ def _term(weigher, cands: Candidates, columns: Columns, spec_obj,
     # Python-level wrapper.
     if not (multipliers.any() if multipliers.ndim else multipliers):
         if local:
-            kept[id(weigher)] = (multipliers, None)
+            kept[id(weigher)] = None
         return None
-    raw = None
-    if method is not None:
-        if before is not None and before[1] is not None:
-            raw = _changed_raw(weigher, cands, spec_obj, before[1])
-        else:
-            raw = method(columns, spec_obj)
+    raw = None if method is None else method(columns, spec_obj)
     if raw is None:
         raw = _per_host(cands, lambda views: weigher.weigh_objects(
             [weights_base.WeighedHost(v) for v in views], spec_obj))
-        return weigher, multipliers, raw, False
-    raw = float(raw) if np.ndim(raw) == 0 else np.asarray(raw, float)
-    if local:
-        kept[id(weigher)] = (multipliers, raw)
-    if isinstance(raw, float):
+        return multipliers, _clamped(raw, weigher), False
+    if np.ndim(raw) == 0:
+        raw = float(raw)
+        if local:
+            kept[id(weigher)] = raw
         if math.isfinite(raw) and weigher.minval is None and \
                 weigher.maxval is None:
             # The same raw weight everywhere normalises to 0.
             return None
-        raw = _full(raw, len(cands))
-    return weigher, multipliers, raw, local
+        return multipliers, _clamped(_full(raw, len(cands)), weigher), False
+    raw = _clamped(np.asarray(raw, float), weigher)
+    if local:
+        if not raw.flags.writeable:
+            # A column of the snapshot, returned as is by the vector
+            # form: the next instance writes into the kept weights.
+            raw = raw.copy()
+        kept[id(weigher)] = raw
+    return multipliers, raw, local
+
+
+def _clamped(raw: np.ndarray, weigher) -> np.ndarray:
+    """``raw`` clamped to the weigher's ``minval``/``maxval``, as
+    ``weights.clamp``."""
+    if weigher.minval is None and weigher.maxval is None:
+        return raw
+    return np.clip(raw, -np.inf if weigher.minval is None
+                   else weigher.minval,
+                   np.inf if weigher.maxval is None else weigher.maxval)
 
 
 def _row_local_for(weigher, spec_obj) -> bool:
@@ -1101,59 +1092,81 @@ def _row_local_for(weigher, spec_obj) -> bool:
 def _weigh_again(cands: Candidates, spec_obj, weighers: list,
                  memo: '_Memo') -> 'Ranked | None':
     """The usual later instance, fast: the previous instance's hosts in
-    its order, its weighers stacked (``memo.stack``) and the claim
-    changing a host.  Each row-local weigher is asked about the changed
-    host by its per-host form and its stack row updated in place; the
+    its order, every weigher that counted row-local (``memo.terms``),
+    and the claim changing one host.
+
+    Each row-local weigher is asked about the changed host alone, by
+    its per-host form, and its kept raw weights updated in place; the
     others are asked as usual and must still weigh every host alike.
-    None when anything else happened: the caller weighs as usual (rows
-    already updated are updated again, to the same values; rarely: a
-    weigher that weighed every host alike no longer does)."""
+    When no weigher's lowest or highest raw weight moved, every other
+    host keeps its total: only this host's is computed
+    (``_total_after``), and the previous ranking is reused with it
+    moved (``_moved``).  None when anything else happened: the caller
+    weighs every host from its columns.
+    """
     positions = cands.changed().tolist()
     weighed = [weights_base.WeighedHost(v) for v in cands.changed_views()]
-    stack, kept = memo.stack, memo.raw
-    #: The changed host's raw weights as the last total had them.
-    previous = stack.raw[:, positions[0]].copy() if positions else None
+    #: id(weigher) -> the changed host's raw weight before.
+    was: dict = {}
     columns = None
-    row = 0
     for weigher in weighers:
-        before = kept.get(id(weigher))
-        if before is None:
+        if id(weigher) not in memo.raw:
             if columns is None:
                 columns = cands.columns()
             if _term(weigher, cands, columns, spec_obj, {}) is not None:
                 return None
             continue
-        raw = before[1]
-        if raw is None:
+        raw = memo.raw[id(weigher)]
+        if raw is None or not positions:
             continue
-        sub = weigher.weigh_objects(weighed, spec_obj) if weighed else ()
+        value = float(weigher.weigh_objects(weighed, spec_obj)[0])
         if isinstance(raw, float):
-            if any(float(value) != raw for value in sub):
+            if value != raw:
                 return None
             continue
-        if row == len(stack.ids) or stack.ids[row] != id(weigher) or \
-                raw is not stack.raw_rows[row]:
-            return None
-        for position, value in zip(positions, sub):
-            raw[position] = value
-        row += 1
-    if row != len(stack.ids):
-        return None
-    stack.clamp(positions)
-    if not positions and stack._last is not None:
-        # No candidate changed (the claimed host is not among them).
-        ranked = Ranked(cands, stack._last[4], kept, stack)
-        if memo.order is not None:
-            ranked._order = memo.order
+        position = positions[0]
+        was[id(weigher)] = raw[position]
+        raw[position] = _clamped(np.array([value]), weigher)[0]
+    previous = cands.previous[-1]
+    if not positions:
+        # The claimed host is not among these: nothing changed.
+        ranked = Ranked(cands, previous, memo.raw, memo.terms)
+        ranked._order = memo.order
         return ranked
-    totals = None if previous is None else \
-        stack.total_after(positions[0], previous)
-    if totals is None:
-        return Ranked(cands, stack.total(), kept, stack)
-    ranked = Ranked(cands, totals, kept, stack)
-    ranked._order = _moved(memo.order, positions[0],
-                           cands.previous + [totals])
+    position = positions[0]
+    total = _total_after(memo.terms, position, was)
+    if total is None:
+        return None
+    totals = previous.copy()
+    totals[position] = total
+    ranked = Ranked(cands, totals, memo.raw, memo.terms)
+    ranked._order = _moved(memo.order, position, cands.previous + [totals])
     return ranked
+
+
+def _total_after(terms: list, position: int, was: dict) -> float | None:
+    """The total of the host at ``position`` once its clamped raw
+    weights in ``terms`` (``_summed``'s) changed from ``was`` (by
+    ``id(weigher)``), when no weigher's lowest or highest raw weight
+    moved, so that every other host keeps its total: by ``_summed``'s
+    operations in its order (the same bits).  Else None."""
+    total = 0.0
+    for weigher, multipliers, raw, low, high in terms:
+        value, before = raw[position], was[id(weigher)]
+        if value != before:
+            if value != value or before != before:
+                return None
+            if weigher.maxval is None and (value > high or (
+                    before == high and raw.max() != before)):
+                return None
+            if weigher.minval is None and (value < low or (
+                    before == low and raw.min() != before)):
+                return None
+        term = 0.0 if high == low else (value - low) / (high - low)
+        if np.ndim(multipliers):
+            multipliers = multipliers[position]
+        total = total + multipliers * term
+    return total
 
 
 def _moved(order: np.ndarray | None, moved: int, keys: list) -> np.ndarray:
@@ -1187,173 +1200,10 @@ def _moved(order: np.ndarray | None, moved: int, keys: list) -> np.ndarray:
     return np.array(ranked, np.int64)
 
 
-#: Up to this many candidates, the weighers' normalisation and sum run
-#: over all weighers at once (``_Stack``); beyond, the temporaries
-#: outgrow the CPU caches and weigher by weigher is faster.
-_STACK_MAX = 4096
-#: ... and up to this many times as many when more instances of the
-#: request follow: the stack costs the first instance a little and
-#: saves each later one its whole normalisation
-#: (``_Stack.total_after``).
-_LATER_STACKS = 4
-
-
-class _Stack:
-    """Raw weights and multipliers of the weighers that count, a row
-    each, in the weighers' order: clamped, normalised, multiplied and
-    summed in a few array operations instead of a few per weigher.
-
-    ``normalized`` row by row, the rows summed in order (numpy reduces
-    the first axis of a C-ordered array row after row): totals equal
-    the weigher-by-weigher ones to the bit.  Kept in the ``_Memo`` for
-    the next instance, which writes its changed rows into it; whoever
-    writes into ``raw`` calls ``clamp`` after.
-    """
-
-    def __init__(self, terms: list):
-        self.ids = tuple(id(t[0]) for t in terms)
-        self.raw = np.array([t[2] for t in terms])
-        # A weigher's multipliers may be one number for every host.
-        self.mult = np.empty_like(self.raw)
-        for row, term in zip(self.mult, terms):
-            row[...] = term[1]
-        #: Row views, handed to the next instance as the memo's arrays.
-        self.raw_rows = list(self.raw)
-        self.mult_rows = list(self.mult)
-        low = [t[0].minval for t in terms]
-        high = [t[0].maxval for t in terms]
-        self.bounded = any(b is not None for b in low + high)
-        self.clip_low = np.array([-np.inf if b is None else b
-                                  for b in low], float)[:, None]
-        self.clip_high = np.array([np.inf if b is None else b
-                                   for b in high], float)[:, None]
-        self.low_fixed = np.array([b is not None for b in low])
-        self.high_fixed = np.array([b is not None for b in high])
-        self.work = np.empty_like(self.raw)
-        #: Whether every row is a row-local weigher's (``_weigh_again``).
-        self.all_kept = False
-        #: What the last ``total()`` worked from and gave: ``(high,
-        #: low, span, flat rows, totals)``; None once rows change
-        #: otherwise than through ``total_after``.
-        self._last: tuple | None = None
-        self.clamp()
-
-    def clamp(self, positions: list | None = None) -> None:
-        """Clamp the raw weights (of the hosts at ``positions`` only)
-        to the weighers' ``minval``/``maxval``."""
-        if not self.bounded:
-            return
-        if positions is None:
-            np.clip(self.raw, self.clip_low, self.clip_high, out=self.raw)
-            return
-        for position in positions:
-            column = self.raw[:, position]
-            np.clip(column, self.clip_low[:, 0], self.clip_high[:, 0],
-                    out=column)
-
-    @classmethod
-    def reuse(cls, stack: '_Stack | None', terms: list) -> '_Stack':
-        """``stack`` brought up to ``terms`` when it holds the same
-        weighers, else a new one."""
-        if stack is None or stack.ids != tuple(id(t[0]) for t in terms):
-            return cls(terms)
-        stack._last = None
-        for i, (_weigher, mult, raw, _local) in enumerate(terms):
-            if raw is not stack.raw_rows[i]:
-                stack.raw[i] = raw
-            if mult is not stack.mult_rows[i]:
-                stack.mult[i] = mult
-        # Rows kept from the previous instance had their changed hosts
-        # written in place, unclamped.
-        stack.clamp()
-        return stack
-
-    def total(self) -> np.ndarray:
-        raw, work = self.raw, self.work
-        high = raw.max(axis=1)
-        low = raw.min(axis=1)
-        if self.bounded:
-            np.copyto(high, self.clip_high[:, 0], where=self.high_fixed)
-            np.copyto(low, self.clip_low[:, 0], where=self.low_fixed)
-        span = high - low
-        flat = span == 0
-        span[flat] = 1.0
-        np.subtract(raw, low[:, None], out=work)
-        np.divide(work, span[:, None], out=work)
-        if flat.any():
-            # All equal (or both bounds equal): every host normalises to 0.
-            work[flat] = 0.0
-        np.multiply(self.mult, work, out=work)
-        totals = np.add.reduce(work, axis=0)
-        self._last = (high, low, span, flat, totals)
-        return totals
-
-    def total_after(self, position: int, before: np.ndarray
-                    ) -> np.ndarray | None:
-        """``total()`` once the raw weights of the host at ``position``
-        changed from ``before`` (and were clamped), when only that
-        host's total changes; else None (call ``total()``).
-
-        When no weigher's lowest or highest raw weight moved, every
-        other host keeps its total: only this host's is computed, by the
-        same operations in the same order as ``total()``.
-        """
-        last = self._last
-        if last is None:
-            return None
-        high, low, span, flat, totals = last
-        raw = self.raw
-        for row in range(len(raw)):
-            value, was = raw[row, position], before[row]
-            if value == was:
-                continue
-            if value != value or was != was:
-                return None
-            if not self.high_fixed[row] and (
-                    value > high[row] or
-                    (was == high[row] and raw[row].max() != was)):
-                return None
-            if not self.low_fixed[row] and (
-                    value < low[row] or
-                    (was == low[row] and raw[row].min() != was)):
-                return None
-        # np.add.reduce starts from 0.0 (a lone -0.0 sums to 0.0).
-        total = 0.0
-        for row in range(len(raw)):
-            term = 0.0 if flat[row] else \
-                (raw[row, position] - low[row]) / span[row]
-            total = total + self.mult[row, position] * term
-        totals = totals.copy()
-        totals[position] = total
-        self._last = (high, low, span, flat, totals)
-        return totals
-
-
 def _full(raw, n: int) -> np.ndarray:
     """Raw weights as an array of ``n`` floats (a scalar is everyone's)."""
     raw = np.asarray(raw, float)
     return np.full(n, float(raw)) if np.ndim(raw) == 0 else raw
-
-
-def _changed_raw(weigher, cands: Candidates, spec_obj, before):
-    """A row-local weigher's raw weights: those of the previous
-    instance (a scalar: the same for every host), the changed host's
-    weighed again by its per-host form."""
-    changed = cands.changed()
-    if not len(changed):
-        return before if np.ndim(before) == 0 else cands.from_memo(before)
-    sub = np.asarray(weigher.weigh_objects(
-        [weights_base.WeighedHost(v) for v in cands.changed_views()],
-        spec_obj), float)
-    if np.ndim(before) == 0 and (sub == float(before)).all():
-        return before
-    raw = np.full(len(cands), float(before)) if np.ndim(before) == 0 \
-        else cands.from_memo(before)
-    if not raw.flags.writeable:
-        # A column of the snapshot, returned as is by the vector form.
-        raw = raw.copy()
-    raw[changed] = sub
-    return raw
 
 
 def _per_host(cands: Candidates, ask) -> np.ndarray:
@@ -1368,36 +1218,16 @@ def _per_host(cands: Candidates, ask) -> np.ndarray:
     return _full(ask(views), len(cands))[back]
 
 
-def normalized(raw: np.ndarray, minval=None, maxval=None) -> np.ndarray:
-    """``weights.clamp`` then ``weights.normalize``, over arrays."""
-    spread = _spread(raw, minval, maxval)
-    return np.zeros(len(raw)) if spread is None else spread
-
-
-def _spread(raw: np.ndarray, minval=None, maxval=None
-            ) -> np.ndarray | None:
-    """``normalized``, or None when every host normalises to 0 (the
-    same raw weight everywhere, or equal bounds)."""
-    if minval is not None or maxval is not None:
-        raw = np.clip(raw, -np.inf if minval is None else minval,
-                      np.inf if maxval is None else maxval)
-    high = float(raw.max() if maxval is None else maxval)
-    low = float(raw.min() if minval is None else minval)
-    if high == low:
-        return None
-    return (raw - low) / (high - low)
-
-
 def filter_and_weigh(cands: Candidates, spec_obj, index: int,
                      report: filters_base.FilterReport | None,
                      filters: list, weighers: list) -> 'Ranked':
     """One instance's filter walk and ranking, over columns."""
-    later = (spec_obj.obj_get('num_instances') or 1) - index - 1
     ranked = weigh_candidates(
         filter_candidates(cands, spec_obj, filters, index, report),
-        spec_obj, weighers, later > 0)
+        spec_obj, weighers)
     # Each later instance's ranking starts from this one's sorted
     # start, which may lose a host an instance (``_moved``).
+    later = (spec_obj.obj_get('num_instances') or 1) - index - 1
     ranked.sorted_at_least += max(later, 0)
     return ranked
 
@@ -1407,13 +1237,13 @@ class Ranked:
     ``WeighedHost``: only as many hosts as are read are sorted."""
 
     def __init__(self, cands: Candidates, weights: np.ndarray,
-                 raw: dict | None = None, stack: '_Stack | None' = None):
+                 raw: dict | None = None, terms: list | None = None):
         self.cands = cands
         self.weights = weights
         #: The row-local weighers' raw weights (``_Memo.raw``).
         self.raw = raw or {}
-        #: The weighers' stacked rows (``_Memo.stack``).
-        self.stack = stack
+        #: What the weights were summed from (``_Memo.terms``).
+        self.terms = terms
         self._order = np.zeros(0, np.int64)
         self._items: list = []
         #: How many hosts to sort at least, once any is read: enough
@@ -1436,7 +1266,7 @@ class Ranked:
             return
         # Partial selection: every host in the best ``count`` weighs at
         # least the count-th weight; sort only those (ties included).
-        threshold = _kth_largest(self.weights, count)
+        threshold = -np.partition(-self.weights, count - 1)[count - 1]
         among = np.flatnonzero(self.weights >= threshold)
         self._order = _order(keys, n, among)[:count]
 
@@ -1480,11 +1310,10 @@ class Ranked:
             if fresh is not view:
                 snapshot.put(row, fresh)
                 changed = row
-        memo = _Memo(changed, self.cands.checked, self.raw, self.stack,
+        memo = _Memo(changed, self.cands.checked, self.raw, self.terms,
                      self._order)
         cands = Candidates(snapshot, self.cands.rows,
-                           self.cands.previous + [self.weights], memo,
-                           np.arange(len(self.cands)))
+                           self.cands.previous + [self.weights], memo)
         cands.same_as_memo = True
         return cands
 

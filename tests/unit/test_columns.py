@@ -213,13 +213,7 @@ def _clock():
                                  HealthCheck.too_slow,
                                  HealthCheck.data_too_large])
 @given(fleet=fleets(), data=st.data())
-@pytest.mark.parametrize('stack_max', [columns._STACK_MAX, 0],
-                         ids=['stacked', 'weigher_by_weigher'])
-def test_columnar_and_per_host_decide_alike(conf, monkeypatch, stack_max,
-                                            fleet, data):
-    # Small fleets are normalised stacked, large ones weigher by
-    # weigher: the generated fleets are small, so both are forced.
-    monkeypatch.setattr(columns, '_STACK_MAX', stack_max)
+def test_columnar_and_per_host_decide_alike(conf, fleet, data):
     reports, ages, aggregates = fleet
     _configure(conf, data.draw)
     manager = _manager(reports, ages, aggregates)
@@ -266,35 +260,6 @@ def test_columnar_and_per_host_decide_alike(conf, monkeypatch, stack_max,
 class _Bounded(weights_base.BaseHostWeigher):
     def __init__(self, minval=None, maxval=None):
         self.minval, self.maxval = minval, maxval
-
-
-@pytest.mark.parametrize('n', [2, 7, 1000])
-def test_stacked_weights_equal_weigher_by_weigher_ones_to_the_bit(n):
-    rng = np.random.default_rng(n)
-    weighers = [_Bounded(), _Bounded(minval=0), _Bounded(maxval=5.0),
-                _Bounded(minval=-1.0, maxval=1.0), _Bounded(),
-                _Bounded(minval=2.0, maxval=2.0), _Bounded()]
-    raws = [rng.standard_normal(n) * 10 ** rng.uniform(-6, 6)
-            for _ in weighers]
-    raws[4] = np.full(n, 3.25)               # all equal: normalises to 0
-    multipliers = [rng.uniform(-3, 3, n) for _ in weighers]
-    multipliers[2] = np.full(n, 1.0)
-    terms = [(w, m, r, True) for w, m, r in zip(weighers, multipliers, raws)]
-    expected = np.zeros(n)
-    for weigher, mult, raw, _local in terms:
-        expected += mult * columns.normalized(raw, weigher.minval,
-                                              weigher.maxval)
-    stack = columns._Stack(terms)
-    assert stack.total().tobytes() == expected.tobytes()
-    # Rows written in place (the next instance's changed host) count.
-    raws[1][0] = 1e9
-    stack.raw_rows[1][0] = 1e9
-    expected = np.zeros(n)
-    for weigher, mult, raw, _local in terms:
-        expected += mult * columns.normalized(raw, weigher.minval,
-                                              weigher.maxval)
-    assert columns._Stack.reuse(stack, terms).total().tobytes() == \
-        expected.tobytes()
 
 
 def test_snapshots_read_the_store_until_released_and_copy_to_change(conf):
@@ -552,14 +517,15 @@ def _counting(monkeypatch, cls, vector: str, per_host: str) -> tuple:
     return asked, one_by_one
 
 
-def _place_three(conf, columnar: bool, plugins: tuple) -> tuple:
+def _place_three(conf, columnar: bool, plugins: tuple,
+                 memory: tuple) -> tuple:
     conf.config(columnar=columnar, host_subset_size=1,
                 group='filter_scheduler')
     manager = fixtures.manager_with(
-        [fixtures.report('h%d' % i, memory_mb=4096 + 1024 * i)
-         for i in range(5)])
+        [fixtures.report('h%d' % i, memory_mb=m)
+         for i, m in enumerate(memory)])
     driver = filter_scheduler.FilterScheduler(manager)
-    driver.enabled_filters = list(plugins[:2])
+    driver.enabled_filters = [f for f in plugins[:2] if f is not None]
     driver.weighers = list(plugins[2:])
     report = filters.FilterReport()
     placed = driver.select_destinations(
@@ -576,27 +542,41 @@ def test_later_instances_ask_in_tree_plugins_only_about_the_claimed_host(
     weigher_asked, weigher_one_by_one = _counting(
         monkeypatch, ram_weigher.RAMWeigher, 'weigh_columns',
         '_weigh_object')
-    outside, weigh_outside = _RoomyFilter(), _FreeRamWeigher()
+    # Four hosts tie for the most free RAM: a claim on one of them
+    # moves neither the lowest nor the highest free RAM.
+    memory = (4096, 8192, 8192, 8192, 8192)
     columnar = _place_three(conf, True, (
-        ram.RamFilter(), outside, ram_weigher.RAMWeigher(), weigh_outside))
-    # h4 has the most free RAM (8 GB), then h3 (7 GB): 2 GB claimed on
-    # h4 puts h3 first, then h4 again.
-    assert [host for host, _w in columnar[0]] == ['h4', 'h3', 'h4']
+        ram.RamFilter(), None, ram_weigher.RAMWeigher()), memory)
+    assert [host for host, _w in columnar[0]] == ['h1', 'h2', 'h3']
     # Every host by the vector form for the first instance; then only
     # the host the previous instance was placed on, by the per-host
     # form (cheaper for one host than gathering its columns).
+    assert filter_asked == weigher_asked == [5]
+    assert filter_one_by_one == weigher_one_by_one == ['h1', 'h2']
+    assert columnar == _place_three(conf, False, (
+        ram.RamFilter(), None, ram_weigher.RAMWeigher()), memory)
+    for counted in (filter_asked, filter_one_by_one, weigher_asked,
+                    weigher_one_by_one):
+        counted.clear()
+    # An out-of-tree vector form promises nothing about its answers:
+    # it is asked about every host for every instance, and the
+    # weighers beside it weigh every host again.
+    memory = (4096, 5120, 6144, 7168, 8192)
+    outside, weigh_outside = _RoomyFilter(), _FreeRamWeigher()
+    columnar = _place_three(conf, True, (
+        ram.RamFilter(), outside, ram_weigher.RAMWeigher(), weigh_outside),
+        memory)
+    # h4 has the most free RAM (8 GB), then h3 (7 GB): 2 GB claimed on
+    # h4 puts h3 first, then h4 again.
+    assert [host for host, _w in columnar[0]] == ['h4', 'h3', 'h4']
     assert filter_asked == [5]
     assert filter_one_by_one == ['h4', 'h3']
-    assert weigher_asked == [5]
-    assert weigher_one_by_one == ['h4', 'h3']
-    # An out-of-tree vector form promises nothing about its answers:
-    # it is asked about every host for every instance.
-    assert outside.asked == [5, 5, 5]
-    assert weigh_outside.asked == [5, 5, 5]
-    assert outside.asked_one_by_one == weigh_outside.asked_one_by_one == []
+    assert outside.asked == weigh_outside.asked == weigher_asked == [5, 5, 5]
+    assert outside.asked_one_by_one == weigh_outside.asked_one_by_one == \
+        weigher_one_by_one == []
     per_host = _place_three(conf, False, (
         ram.RamFilter(), _RoomyFilter(), ram_weigher.RAMWeigher(),
-        _FreeRamWeigher()))
+        _FreeRamWeigher()), memory)
     assert columnar == per_host
 
 
@@ -690,65 +670,16 @@ def test_order_sorts_by_every_key_when_the_last_one_ties():
         assert columns._order(keys, n, among).tolist() == expected.tolist()
 
 
-def test_kth_largest_is_the_sorted_values_kth_whatever_their_order():
-    # The ranking's partial selection: block maxima bound the threshold
-    # from below; ties, sorted and reversed fleets must not fool it.
-    rng = np.random.default_rng(1)
-    for _trial in range(2000):
-        n = int(rng.integers(2, 300))
-        k = int(rng.integers(1, n // 2 + 1))
-        values = rng.integers(0, int(rng.integers(1, 50)), n).astype(float)
-        shape = rng.random()
-        if shape < 0.2:
-            values.sort()
-        elif shape < 0.4:
-            values[::-1].sort()
-        elif shape < 0.5:
-            values[int(rng.integers(0, n))] = np.nan
-        expected = -np.partition(-values, k - 1)[k - 1]
-        found = columns._kth_largest(values, k)
-        assert found == expected or (np.isnan(found) and np.isnan(expected))
-
-
-def test_clamping_a_few_hosts_is_np_clip_of_their_columns():
-    # Later instances clamp only the claimed host's raw weights, one by
-    # one: NaN, infinities and a minval above maxval as np.clip has it.
-    rng = np.random.default_rng(2)
-    specials = [np.nan, np.inf, -np.inf, 0.0, 5.0, -5.0]
-    for _trial in range(300):
-        rows, n = int(rng.integers(2, 6)), int(rng.integers(2, 9))
-        terms = []
-        for _row in range(rows):
-            weigher = _Bounded()
-            weigher.minval, weigher.maxval = [
-                None if rng.random() < 0.4 else float(rng.integers(-3, 4))
-                for _ in range(2)]
-            terms.append((weigher, 1.0, rng.standard_normal(n), True))
-        stack = columns._Stack(terms)
-        positions = sorted({int(p) for p in rng.integers(0, n, 2)})
-        for row in range(rows):
-            for position in positions:
-                stack.raw[row, position] = specials[
-                    int(rng.integers(0, len(specials)))] \
-                    if rng.random() < 0.5 else rng.standard_normal() * 4
-        expected = stack.raw.copy()
-        for position in positions:
-            column = expected[:, position]
-            np.clip(column, stack.clip_low[:, 0], stack.clip_high[:, 0],
-                    out=column)
-        stack.clamp(positions)
-        np.testing.assert_array_equal(stack.raw, expected)
-
-
 def test_one_hosts_new_weights_give_the_full_totals_to_the_bit():
     # A later instance changes the claimed host's raw weights; when no
-    # weigher's bound moves, only that host's total is computed again.
+    # weigher's bound moves, only that host's total is computed again,
+    # and every other host's is what summing every host again gives.
     rng = np.random.default_rng(3)
     fast = 0
     for _trial in range(400):
-        rows, n = int(rng.integers(1, 8)), int(rng.integers(2, 40))
+        n = int(rng.integers(2, 40))
         terms = []
-        for _row in range(rows):
+        for _row in range(int(rng.integers(1, 8))):
             bounds = [None, None]
             if rng.random() < 0.3:
                 bounds[int(rng.integers(0, 2))] = float(rng.integers(-2, 3))
@@ -759,24 +690,25 @@ def test_one_hosts_new_weights_give_the_full_totals_to_the_bit():
                 raw[:] = 1.0
             mult = float(rng.choice([-2.0, 0.5, 1.0, 3.0])) \
                 if rng.random() < 0.7 else rng.standard_normal(n)
-            terms.append((weigher, mult, raw, True))
-        stack = columns._Stack(terms)
-        stack.total()
+            terms.append((weigher, mult, columns._clamped(raw, weigher)))
+        totals, summed = columns._summed(terms, n)
         for _instance in range(3):
             position = int(rng.integers(0, n))
-            previous = stack.raw[:, position].copy()
-            for row in range(rows):
+            was = {}
+            for weigher, _mult, raw, _low, _high in summed:
+                was[id(weigher)] = raw[position]
                 if rng.random() < 0.7:
-                    stack.raw[row, position] = float(rng.integers(-4, 5))
-            stack.clamp([position])
-            got = stack.total_after(position, previous)
-            fast += got is not None
-            if got is None:
-                got = stack.total()
-            expected = columns._Stack(
-                [(t[0], m, r, True) for t, m, r in
-                 zip(terms, stack.mult, stack.raw.copy())]).total()
-            assert got.tobytes() == expected.tobytes()
+                    raw[position] = columns._clamped(
+                        np.array([float(rng.integers(-4, 5))]), weigher)[0]
+            total = columns._total_after(summed, position, was)
+            expected, again = columns._summed([t[:3] for t in summed], n)
+            if total is None:
+                totals, summed = expected, again
+                continue
+            fast += 1
+            totals = totals.copy()
+            totals[position] = total
+            assert totals.tobytes() == expected.tobytes()
     assert fast > 300, 'the shortcut is taken when no bound moves'
 
 
