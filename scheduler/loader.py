@@ -20,6 +20,26 @@ DRIVER_NAMESPACE = 'scheduler.drivers'
 FILTER_NAMESPACE = 'scheduler.filters'
 WEIGHER_NAMESPACE = 'scheduler.weighers'
 
+#: Top-level packages of the plugins loaded from outside the scheduler
+#: package (``outside_package``).
+_OUTSIDE: set = set()
+
+
+def _loaded(cls: type) -> type:
+    top = cls.__module__.split('.', 1)[0]
+    if top != __name__.split('.', 1)[0]:
+        _OUTSIDE.add(top)
+    return cls
+
+
+def outside_package(module: str | None) -> str | None:
+    """The top-level package of ``module`` (a module's ``__name__``) when
+    a plugin loaded from outside the scheduler package comes from it,
+    else None: what ``rpc.Dispatcher`` blames for an error raised in
+    that package's code."""
+    top = (module or '').split('.', 1)[0]
+    return top if top in _OUTSIDE else None
+
 
 def load_class(namespace: str, name: str) -> type:
     """Load a class by entry point ``name`` in ``namespace`` or dotted path.
@@ -31,7 +51,7 @@ def load_class(namespace: str, name: str) -> type:
         # A class path (entry point names have no dots); importing it
         # first spares a misleading "could not load" from stevedore.
         try:
-            return importutils.import_class(name)
+            return _loaded(importutils.import_class(name))
         except (ImportError, ValueError, AttributeError) as e:
             errors.append('not importable: %s' % e)
     if not metadata.entry_points(group=namespace, name=name):
@@ -40,8 +60,8 @@ def load_class(namespace: str, name: str) -> type:
         errors.append('no entry point (NoMatches)')
     else:
         try:
-            return stevedore.driver.DriverManager(
-                namespace, name, invoke_on_load=False).driver
+            return _loaded(stevedore.driver.DriverManager(
+                namespace, name, invoke_on_load=False).driver)
         except Exception as e:  # stevedore raises several types
             errors.append('no entry point (%s)' % e.__class__.__name__)
     raise exception.PluginLoadError(kind=namespace, name=name,
@@ -65,7 +85,7 @@ def all_classes(namespace: str) -> list:
         on_load_failure_callback=_failed)
     for ext in sorted(manager, key=lambda e: e.name):
         if ext.plugin not in classes:
-            classes.append(ext.plugin)
+            classes.append(_loaded(ext.plugin))
     return classes
 
 

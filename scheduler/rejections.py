@@ -4,7 +4,9 @@ A caller's mistake (or an attack) is not the service's error: it gets
 a typed error back, the operator gets one WARNING line without a
 traceback, and a flood of identical mistakes does not flood the log.
 Every rejection is counted in ``scheduler_rejected_requests_total``
-whether it was logged or not.
+whether it was logged or not.  An out-of-tree plugin's own error is not
+a rejection: ``plugin_failed`` logs it at ERROR with its traceback,
+under the same rate limit.
 """
 
 import collections
@@ -79,6 +81,26 @@ def reject(method, error: BaseException, what: str = 'call') -> None:
                  'reason': reason,
                  'held': (' (%d identical rejections not logged)' % held
                           if held else '')})
+
+
+def plugin_failed(method, plugin: str, error: BaseException) -> None:
+    """Log that out-of-tree plugin code ``plugin`` raised ``error`` serving
+    ``method``: an ERROR with the traceback, for the plugin's author, at
+    most once per ``[limits] rejection_log_interval`` for the same
+    failure, as a plugin that fails on one request usually fails on
+    every one alike."""
+    method = _short(method if isinstance(method, str) else repr(method))
+    held = _limiter.admit(('plugin', method, plugin, type(error).__name__),
+                          CONF.limits.rejection_log_interval)
+    if held is None:
+        return
+    LOG.error('Plugin %(plugin)s raised serving %(method)s: %(type)s: '
+              '%(reason)s%(held)s',
+              {'plugin': plugin, 'method': method,
+               'type': type(error).__name__, 'reason': _short(error),
+               'held': (' (%d identical failures not logged)' % held
+                        if held else '')},
+              exc_info=error)
 
 
 class DroppedMessageFilter(std_logging.Filter):

@@ -6,6 +6,7 @@ import queue
 import ssl
 import threading
 import time
+import traceback
 import typing
 import urllib.parse
 import weakref
@@ -21,6 +22,7 @@ from oslo_utils import strutils
 from scheduler import concurrency
 from scheduler import context as scheduler_context
 from scheduler import exception
+from scheduler import loader
 from scheduler import message_limits
 from scheduler import rejections
 from scheduler import replies
@@ -191,12 +193,35 @@ class Dispatcher(oslo_messaging.RPCDispatcher):
             rejections.reject(method, error)
             raise oslo_messaging.ExpectedException()
         except _INPUT_ERRORS as error:
+            blamed = _plugin_of(error)
             try:
+                if blamed is not None:
+                    rejections.plugin_failed(method, blamed[0], error)
+                    raise exception.PluginFailed(
+                        plugin=blamed[0], package=blamed[1],
+                        error='%s: %s' % (type(error).__name__, error))
                 raise exception.InvalidRequest(
                     reason='%s: %s' % (type(error).__name__, error))
             except exception.InvalidRequest as typed:
                 rejections.reject(method, typed)
                 raise oslo_messaging.ExpectedException()
+            except exception.PluginFailed:
+                raise oslo_messaging.ExpectedException()
+
+
+def _plugin_of(error: BaseException) -> tuple | None:
+    """``(function, package)`` of the innermost frame of ``error``'s
+    traceback in an out-of-tree plugin's package
+    (``loader.outside_package``), or None: an error raised there is the
+    plugin's bug, whatever input met it, and its author needs the
+    traceback; elsewhere Python's errors are bad input met by the
+    scheduler's own checks."""
+    blamed = None
+    for frame, _line in traceback.walk_tb(error.__traceback__):
+        package = loader.outside_package(frame.f_globals.get('__name__'))
+        if package is not None:
+            blamed = (frame.f_code.co_qualname, package)
+    return blamed
 
 
 #: Messages a server may hold taken off the bus and not yet started,
