@@ -417,3 +417,28 @@ def test_a_terminate_cast_into_a_broker_stop_is_set_apart():
     verdict = _lost_with_the_broker([], casts=[during, later])
     assert not verdict['casts'][0]
     assert fixtures.uuid(8) in verdict['casts'][1]
+
+
+def test_the_claim_of_a_call_never_answered_expiring_is_set_apart():
+    """A call that ended without its answer (a timeout: the worker was
+    killed after its claim, or the reply was lost): the caller, never
+    told, builds nothing, and the claim expires whenever later faults
+    let the service see it.  That expiry is the designed outcome, set
+    apart by the call's uuids, not by a time window; any other
+    instance's expiry still breaks."""
+    unanswered, other = fixtures.uuid(7), fixtures.uuid(8)
+    checker = invariants.Checker(CAPS, grace=GRACE, settle=5,
+                                 expiry_window=(30.0, 45.0))
+    evidence = invariants.Evidence(
+        log_lines=[_expired(unanswered, 400.0)],
+        unanswered={unanswered})
+    checker.finish(evidence, drained_before=100)
+    held, line = [(h, x) for n, h, x in checker.results() if n == 'logs'][0]
+    assert held, line
+    assert '1 ERROR lines expected: claim of a call never answered' in line
+    evidence.log_lines.append(_expired(other, 400.0))
+    checker = invariants.Checker(CAPS, grace=GRACE, settle=5,
+                                 expiry_window=(30.0, 45.0))
+    checker.finish(evidence, drained_before=100)
+    held, line = [(h, x) for n, h, x in checker.results() if n == 'logs'][0]
+    assert not held, line

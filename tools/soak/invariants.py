@@ -65,13 +65,14 @@ EXPECTED_ERRORS = {
 #: a worker killed between its claim and the cast never sends it.  Each
 #: names its instance (the ``casts`` invariant counts it refused
 #: visibly): fault kind -> (label, pattern of the normalised message).
+CLAIM_EXPIRED = re.compile(r'^Claim of instance <uuid> on \S+ expired ')
 LATE_ERRORS = {
     'broker': ('expected: build lost with the broker, its claim expired',
-               re.compile(r'^Claim of instance <uuid> on \S+ expired ')),
+               CLAIM_EXPIRED),
     'kill9': ('expected: build lost with a killed worker, its claim '
-              'expired',
-              re.compile(r'^Claim of instance <uuid> on \S+ expired ')),
+              'expired', CLAIM_EXPIRED),
 }
+UNANSWERED = 'expected: claim of a call never answered, expired'
 
 
 def clock(when: float) -> str:
@@ -170,6 +171,9 @@ class Evidence:
     logged_uuids: set = dataclasses.field(default_factory=set)
     #: uuids whose claim the caller gave back (build not delivered).
     released: set = dataclasses.field(default_factory=set)
+    #: uuids of calls that ended without an answer (a timeout): a claim
+    #: may have been made that the caller, never told, will not build.
+    unanswered: set = dataclasses.field(default_factory=set)
     #: (service, exit code or None if it did not stop) at each SIGTERM.
     exits: list = dataclasses.field(default_factory=list)
     #: (service, worker pids before, after) at each SIGHUP.
@@ -439,6 +443,11 @@ class Checker:
         """The label of the active fault that explains an ERROR line."""
         if line.kind != 'ERROR' or line.at is None:
             return None
+        if (CLAIM_EXPIRED.search(line.message)
+                and evidence.unanswered.intersection(line.uuids)):
+            # Expired whenever the faults after it let the service see
+            # it: no time window, the call's own uuids.
+            return UNANSWERED
         earliest, latest = self.expiry_window
         for fault in evidence.faults:
             label, patterns = EXPECTED_ERRORS.get(fault.kind, (None, ()))

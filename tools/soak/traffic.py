@@ -39,6 +39,10 @@ FLAVORS = ((512, 1, 10, 4), (1024, 1, 20, 4), (2048, 2, 40, 3),
 ZONES = (None, None, 'az1', 'az2')
 #: Seconds a caller waits for a reply, as a conductor configures it.
 CALL_TIMEOUT = 10
+#: Outcomes of a call whose answer the caller never got: the service
+#: may have claimed its instances (``invariants.Evidence.unanswered``).
+UNANSWERED = ('MessagingTimeout', 'MessageBusUnreachable',
+              'NoServerConsuming')
 #: Seconds between two actions of one caller.
 PAUSE = (0.2, 0.8)
 
@@ -134,6 +138,8 @@ class Traffic:
             self.evidence.calls.append(invariants.Call(
                 started=started, ended=ended, timeout=CALL_TIMEOUT,
                 outcome=outcome, detail=detail))
+            if outcome in UNANSWERED:
+                self.evidence.unanswered.update(uuids)
             for uuid, alts in zip(uuids, selections or ()):
                 self.evidence.told[uuid] = (alts[0].service_host,
                                             alts[0].nodename, ended)
