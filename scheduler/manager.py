@@ -700,6 +700,9 @@ class ReportsEndpoint(_CastEndpoint):
         self._deferred_lock = concurrency.native_lock()
         self._replaying = False
         self._dropped = 0
+        # Deleted instances free their hosts as soon as the database is
+        # back, not at the next periodic run.
+        availability.when_back(self.replay_deferred)
         #: How long the reports taken waited on the bus.
         self.lag = report_lag.ReportLag()
         #: node key -> when (monotonic) its full report was last asked.

@@ -19,7 +19,10 @@ and native threads may both call in.
 
 import logging as std_logging
 import sqlite3
+import threading
 import time
+import typing
+import weakref
 
 from oslo_db import exception as db_exc
 from oslo_log import log as logging
@@ -185,6 +188,36 @@ def count(what: str) -> None:
                     {'what': what, 'reason': reason})
 
 
+#: ``weakref.WeakMethod``s called once an outage ends (``when_back``).
+_WHEN_BACK: list = []
+
+
+def when_back(method: typing.Callable[[], None]) -> None:
+    """Call bound ``method`` in a thread of its own each time an outage
+    ends, for as long as its object lives: what was kept for later
+    need not wait for its periodic task."""
+    _WHEN_BACK.append(weakref.WeakMethod(method))
+
+
+def _run_when_back() -> None:
+    _WHEN_BACK[:] = [ref for ref in _WHEN_BACK if ref() is not None]
+    for ref in list(_WHEN_BACK):
+        method = ref()
+        if method is not None:
+            # The runtime's thread (green under eventlet): the caller
+            # is the transaction that found the database back.
+            threading.Thread(target=_call_when_back, args=(method,),
+                             name='inventory-back', daemon=True).start()
+
+
+def _call_when_back(method: typing.Callable[[], None]) -> None:
+    try:
+        method()
+    except Exception:  # its periodic task tries again
+        LOG.exception('Could not apply what was kept during the '
+                      'database outage; the periodic task will retry')
+
+
 def available(began: float) -> None:
     """A transaction that began at ``began`` (``time.monotonic()``)
     committed: end the outage, if any, with one line.
@@ -207,6 +240,7 @@ def available(began: float) -> None:
                 '(%(tally)s)',
                 {'seconds': seconds, 'total': sum(counts.values()),
                  'tally': tally})
+    _run_when_back()
 
 
 class LostConnectionFilter(std_logging.Filter):

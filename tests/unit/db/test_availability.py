@@ -305,3 +305,20 @@ def test_a_caller_gets_inventory_unavailable(outage_over):
     with pytest.raises(exception.InventoryUnavailable):
         call(manager.select_destinations, spec_obj=fixtures.request(),
              instance_uuids=[fixtures.uuid(1)], return_objects=True)
+
+
+def test_news_kept_is_applied_as_soon_as_the_database_is_back(outage_over):
+    """The end of an outage starts the replay of the news kept during it
+    (deleted instances free their hosts), without waiting for the next
+    periodic run (``[scheduler] periodic_task_interval`` later)."""
+    hosts = _AwayHosts()
+    manager = manager_mod.SchedulerManager(driver=_Driver(hosts))
+    manager.reports.delete_instance_info(CTX, 'h1', 'a')
+    assert hosts.applied == []
+    assert availability._OUTAGE.since is not None
+    hosts.back = True
+    availability.available(time.monotonic())
+    deadline = time.monotonic() + 10
+    while not hosts.applied and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert hosts.applied == [('delete', 'h1', 'a')]
