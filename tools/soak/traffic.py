@@ -22,6 +22,7 @@ import threading
 import time
 import uuid as uuid_lib
 
+from oslo_log import log as logging
 import oslo_messaging
 
 from scheduler import compute_rpcapi
@@ -31,6 +32,8 @@ from scheduler import objects
 from scheduler import rpcapi
 from tests.unit import fixtures
 from tools.soak import invariants
+
+LOG = logging.getLogger(__name__)
 
 #: (memory_mb, vcpus, root_gb, weight): small flavors are the common ones.
 FLAVORS = ((512, 1, 10, 4), (1024, 1, 20, 4), (2048, 2, 40, 3),
@@ -140,6 +143,8 @@ class Traffic:
                 outcome=outcome, detail=detail))
             if outcome in UNANSWERED:
                 self.evidence.unanswered.update(uuids)
+                LOG.warning('select_destinations ended unanswered (%s) '
+                            'for instance(s) %s', outcome, ', '.join(uuids))
             for uuid, alts in zip(uuids, selections or ()):
                 self.evidence.told[uuid] = (alts[0].service_host,
                                             alts[0].nodename, ended)
