@@ -12,7 +12,6 @@ import datetime
 import functools
 import inspect
 import json
-import re
 import threading
 import time
 
@@ -25,6 +24,7 @@ from scheduler import cast_ledger
 from scheduler import concurrency
 from scheduler import context
 from scheduler.db import availability
+from scheduler.db import models
 from scheduler.db import taken_casts
 from scheduler import driver as driver_mod
 from scheduler import exception
@@ -524,10 +524,10 @@ class SchedulerManager(periodic_task.PeriodicTasks):
         _check_numbers(spec_obj.flavor, _FLAVOR_NUMBERS, 'flavor')
         for field in ('project_id', 'user_id'):
             if spec_obj.obj_get(field) is not None:
-                _stored(spec_obj.obj_get(field), field, MAX_ID_LENGTH)
+                models.storable(spec_obj.obj_get(field), field)
         if instance_uuids is None:
             legacy = spec_obj.obj_get('instance_uuid')
-            uuids = [_stored(legacy, 'instance_uuid', MAX_UUID_LENGTH)] \
+            uuids = [models.storable(legacy, 'instance_uuid', _UUID)] \
                 if legacy and spec_obj.num_instances == 1 else []
         else:
             uuids = _uuid_list(instance_uuids)
@@ -863,7 +863,7 @@ class ReportsEndpoint(_CastEndpoint):
             if host_state.obj_get('uuid') is not None:
                 # A column of the inventory's hosts: one the database
                 # refuses would fail the write of every report with it.
-                _stored(host_state.uuid, 'node uuid', MAX_UUID_LENGTH)
+                models.storable(host_state.uuid, 'node uuid', _UUID)
             _check_numbers(host_state, _REPORT_NUMBERS, 'report')
         except exception.InvalidRequest as e:
             rejections.reject(method, e, what='cast')
@@ -1012,7 +1012,7 @@ class ReportsEndpoint(_CastEndpoint):
     def take_deletion(self, ctxt, host_name, instance_uuid,
                       channel: str) -> None:
         host = _host_name(host_name)
-        _stored(instance_uuid, 'instance_uuid', MAX_UUID_LENGTH)
+        models.storable(instance_uuid, 'instance_uuid', _UUID)
         if not _may_speak_for(ctxt, 'delete_instance_info', host, channel,
                               admin=True):
             return
@@ -1206,48 +1206,28 @@ def _uuid_list(value) -> list:
             or not all(isinstance(u, str) for u in value)):
         raise exception.InvalidRequest(
             reason='instance_uuids must be a list of strings')
-    return [_stored(u, 'instance uuid', MAX_UUID_LENGTH) for u in value]
+    return [models.storable(u, 'instance uuid', _UUID) for u in value]
 
 
-#: Longest instance uuid and project or user id: the inventory's columns
-#: (``scheduler.db.models.Instance``).  PostgreSQL and MySQL refuse a
-#: longer string, or one with a NUL, with an untyped database error.
-MAX_UUID_LENGTH = 36
-MAX_ID_LENGTH = 255
-#: The inventory's usage columns are 32-bit integers
-#: (``scheduler.db.models.NodeUsage``): a report or a flavor beyond them
-#: would fail the write of a whole batch of reports, or a claim.
-MAX_STORED_INT = 2 ** 31 - 1
+#: Width of the inventory's uuid columns.
+_UUID = models.UUID_LENGTH
 #: A report's numbers that go to those columns, or bound what claims add.
 _REPORT_NUMBERS = ('memory_mb', 'memory_mb_used', 'local_gb',
                    'local_gb_used', 'vcpus', 'vcpus_used', 'num_instances',
                    'disk_available_least')
 _FLAVOR_NUMBERS = ('memory_mb', 'vcpus', 'root_gb', 'ephemeral_gb', 'swap')
-#: Control characters, and lone surrogates (a JSON "\ud800") UTF-8
-#: cannot encode.
-_CONTROL = re.compile(r'[\x00-\x1f\x7f\ud800-\udfff]')
 
 
 def _check_numbers(obj, names: tuple, what: str) -> None:
     """``InvalidRequest`` for a number of ``obj`` the inventory cannot
-    store (``MAX_STORED_INT``)."""
+    store (``models.MAX_INT``)."""
     for name in names:
         value = obj.obj_get(name)
-        if value is not None and not -MAX_STORED_INT - 1 <= value \
-                <= MAX_STORED_INT:
+        if value is not None and not -models.MAX_INT - 1 <= value \
+                <= models.MAX_INT:
             raise exception.InvalidRequest(
                 reason='%s %s = %d is beyond what the inventory counts '
                        '(32-bit integers)' % (what, name, value))
-
-
-def _stored(value, what: str, longest: int, shortest: int = 1) -> str:
-    """``value`` if the inventory can store it, else ``InvalidRequest``."""
-    if (not isinstance(value, str) or not shortest <= len(value) <= longest
-            or _CONTROL.search(value)):
-        raise exception.InvalidRequest(
-            reason='%s %.40r is not %d to %d printable characters'
-                   % (what, value, shortest, longest))
-    return value
 
 
 def _check_aggregate(aggregate) -> None:
@@ -1255,10 +1235,10 @@ def _check_aggregate(aggregate) -> None:
     (``scheduler.db.models``: its id, uuid, name, hosts and metadata)."""
     _check_numbers(aggregate, ('id',), 'aggregate')
     if aggregate.obj_get('uuid') is not None:
-        _stored(aggregate.uuid, 'aggregate uuid', MAX_UUID_LENGTH)
-    _stored(aggregate.obj_get('name'), 'aggregate name', MAX_ID_LENGTH)
+        models.storable(aggregate.uuid, 'aggregate uuid', _UUID)
+    models.storable(aggregate.obj_get('name'), 'aggregate name')
     for host in aggregate.obj_get('hosts') or ():
-        _stored(host, 'aggregate host', MAX_ID_LENGTH)
+        models.storable(host, 'aggregate host')
     for key, value in (aggregate.obj_get('metadata') or {}).items():
-        _stored(key, 'aggregate metadata key', MAX_ID_LENGTH)
-        _stored(value, 'aggregate metadata value', MAX_ID_LENGTH, 0)
+        models.storable(key, 'aggregate metadata key')
+        models.storable(value, 'aggregate metadata value', shortest=0)

@@ -27,25 +27,6 @@ _UNSET: Any = object()
 
 _HOSTS = models.AggregateHost.__table__
 
-#: The widths of the aggregate tables' string columns (``models``).
-_UUID_LENGTH = 36
-_TEXT_LENGTH = 255
-
-
-def _storable(value: str, what: str, longest: int = _TEXT_LENGTH,
-              shortest: int = 1) -> str:
-    """``value``, or ``InvalidRequest`` when the columns cannot hold it:
-    PostgreSQL and MySQL refuse a longer string, or one with a control
-    character such as NUL or a lone surrogate (which UTF-8 cannot
-    encode), with an untyped database error."""
-    if (not isinstance(value, str) or not shortest <= len(value) <= longest
-            or any(ord(c) < 32 or ord(c) == 127
-                   or 0xd800 <= ord(c) <= 0xdfff for c in value)):
-        raise exception.InvalidRequest(
-            reason='%s %.40r is not %d to %d printable characters'
-                   % (what, value, shortest, longest))
-    return value
-
 
 def _aggregate_dict(agg: models.Aggregate, hosts: list[str]) -> dict:
     metadata = {item.key: item.value for item in agg.metadata_items}
@@ -130,9 +111,9 @@ def _set_metadata(agg: models.Aggregate, metadata: dict) -> None:
     """
     items = {item.key: item for item in agg.metadata_items}
     for key, value in metadata.items():
-        _storable(key, 'metadata key')
+        models.storable(key, 'metadata key')
         if value is not None:
-            _storable(str(value), 'metadata value', shortest=0)
+            models.storable(str(value), 'metadata value', shortest=0)
         item = items.get(key)
         if value is None:
             if item is not None:
@@ -201,9 +182,9 @@ def aggregate_create(name: str, availability_zone: str | None = None,
     if availability_zone is not None:
         metadata[AVAILABILITY_ZONE_KEY] = availability_zone
     now = timeutils.utcnow()
-    _storable(name, 'aggregate name')
+    models.storable(name, 'aggregate name')
     if uuid:
-        _storable(uuid, 'aggregate uuid', _UUID_LENGTH)
+        models.storable(uuid, 'aggregate uuid', models.UUID_LENGTH)
     with transaction() as session:
         _check_name_free(session, name)
         agg = models.Aggregate(uuid=uuid or uuidutils.generate_uuid(),
@@ -256,7 +237,7 @@ def aggregate_update(ident: AggregateIdent, name: str | None = None,
     with transaction() as session:
         agg = _find_aggregate(session, ident)
         if name is not None and name != agg.name:
-            _storable(name, 'aggregate name')
+            models.storable(name, 'aggregate name')
             _check_name_free(session, name, owner_id=agg.id)
             agg.name = name
         if availability_zone is not _UNSET:
@@ -282,7 +263,7 @@ def aggregate_metadata_unset(ident: AggregateIdent,
 @engine.retry_on_deadlock
 def aggregate_host_add(ident: AggregateIdent, host: str) -> dict:
     """Add a host to an aggregate."""
-    _storable(host, 'host')
+    models.storable(host, 'host')
     with transaction() as session:
         agg = _find_aggregate(session, ident)
         hosts = _hosts_of(session, agg)

@@ -15,16 +15,44 @@ Portability choices, made once here so that every backend behaves alike:
 """
 
 import datetime
+import re
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy import orm
+
+from scheduler import exception
 
 MYSQL_TABLE_ARGS = {
     'mysql_engine': 'InnoDB',
     'mysql_charset': 'utf8mb4',
     'mysql_collate': 'utf8mb4_bin',
 }
+
+#: Widths of the inventory's uuid and other string columns, and the
+#: largest value of its (32-bit) integer columns: PostgreSQL and MySQL
+#: refuse more with an untyped database error (``storable``).
+UUID_LENGTH = 36
+TEXT_LENGTH = 255
+MAX_INT = 2 ** 31 - 1
+#: Control characters, which PostgreSQL (NUL) and MySQL refuse or
+#: mangle, and lone surrogates (a JSON "\ud800"), which UTF-8 cannot
+#: encode.
+_UNSTORABLE = re.compile(r'[\x00-\x1f\x7f\ud800-\udfff]')
+
+
+def storable(value, what: str, longest: int = TEXT_LENGTH,
+             shortest: int = 1) -> str:
+    """``value`` if a string column ``longest`` characters wide can hold
+    it, else ``InvalidRequest`` naming ``what``: checked before a write,
+    so that one bad value is the caller's error, not a failed write."""
+    if (not isinstance(value, str) or not shortest <= len(value) <= longest
+            or _UNSTORABLE.search(value)):
+        raise exception.InvalidRequest(
+            reason='%s %.40r is not %d to %d printable characters'
+                   % (what, value, shortest, longest))
+    return value
+
 
 DateTime = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), 'mysql',
                                       'mariadb')
