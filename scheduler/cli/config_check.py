@@ -536,6 +536,41 @@ def check_connections(services: int = 1,
                    '%d such service(s)' % (services, shape, server, fits))]
 
 
+def _binlog(conn: sa.Connection) -> tuple:
+    """``(log_bin, binlog_format)`` of a MySQL/MariaDB server."""
+    log_bin, binlog_format = conn.exec_driver_sql(
+        'SELECT @@log_bin, @@binlog_format').one()
+    return bool(int(log_bin)), str(binlog_format).upper()
+
+
+def check_binlog(timeout: float = DEFAULT_TIMEOUT) -> list:
+    """A MySQL/MariaDB server that logs statements can take report writes.
+
+    Report writes run at READ COMMITTED (``engine.transaction``), which
+    InnoDB refuses to write to a binary log in STATEMENT format: every
+    report would fail to be saved.
+    """
+    url = CONF.database.connection
+    try:
+        backend = sa.make_url(url).get_backend_name() if url else None
+    except Exception:
+        backend = None
+    if backend != 'mysql':
+        return [Result('binlog', SKIP, 'not a MySQL/MariaDB database')]
+    try:
+        log_bin, binlog_format = _ask(url, timeout, _binlog)
+    except Exception as e:
+        return [Result('binlog', SKIP, 'cannot ask the server its binary '
+                       'log format: %s' % urls.mask_secret(_error(e), url))]
+    if log_bin and binlog_format == 'STATEMENT':
+        return [Result('binlog', FAIL, 'the server logs binary log events '
+                       'in STATEMENT format, which InnoDB refuses for the '
+                       'report writes (READ COMMITTED): set binlog_format '
+                       '= ROW or MIXED')]
+    return [Result('binlog', OK, 'binary log %s, format %s' % (
+        'on' if log_bin else 'off', binlog_format))]
+
+
 # -- the message bus --------------------------------------------------------
 
 def _default_port(transport: str) -> int:
@@ -785,6 +820,7 @@ def run_checks(check_bus: bool = False,
         ('weight_classes', check_weighers),
         ('database', lambda: check_database(timeout)),
         ('connections', lambda: check_connections(services, timeout)),
+        ('binlog', lambda: check_binlog(timeout)),
         ('transport_url', lambda: check_transport(check_bus, timeout)),
         ('prefix_map', check_prefix_map),
         ('metrics_endpoint', check_metrics_endpoint),

@@ -499,3 +499,29 @@ def test_plugins_from_other_packages_say_restart(manage, inventory, conf):
         'TroveImageFilter from tests: after installing or upgrading it, '
         'restart the service (systemctl restart); a reload (SIGHUP) does '
         'not see new or changed plugin packages']
+
+
+@pytest.mark.parametrize('answer, verdict', [
+    ((True, 'STATEMENT'), config_check.FAIL),
+    ((True, 'ROW'), config_check.OK),
+    ((True, 'MIXED'), config_check.OK),
+    ((False, 'STATEMENT'), config_check.OK),
+])
+def test_a_mysql_server_logging_statements_fails_the_binlog_check(
+        conf, monkeypatch, answer, verdict):
+    """Report writes run at READ COMMITTED, which InnoDB will not log in
+    STATEMENT format: such a server would refuse every report."""
+    conf.config(connection='mysql+pymysql://root@127.0.0.1/x',
+                group='database')
+    monkeypatch.setattr(config_check, '_ask',
+                        lambda url, timeout, question: answer)
+    [result] = config_check.check_binlog()
+    assert result.result == verdict, result
+    if verdict == config_check.FAIL:
+        assert 'binlog_format = ROW or MIXED' in result.detail
+
+
+def test_the_binlog_check_skips_other_databases(conf):
+    conf.config(connection='sqlite://', group='database')
+    [result] = config_check.check_binlog()
+    assert result.result == config_check.SKIP
