@@ -951,10 +951,11 @@ def call(cctxt, ctxt, method: str, **kwargs):
     rpc_response_timeout``); the reply queue (``_ReplyQueueOpener``)
     and the attempts (``_within``) are bounded by it too.  Past the
     deadline the caller gets ``MessageBusUnreachable`` (a
-    ``MessagingTimeout``) when the bus never took the call, and
-    ``MessagingTimeout`` when no scheduler answered it.  A call that
-    could not be published was not sent, so repeating it cannot run it
-    twice.
+    ``MessagingTimeout``) when the bus took no attempt by then, and
+    ``MessagingTimeout`` when no scheduler answered it.  An attempt
+    the driver still holds then is published once its connection is
+    back, and may be served: a caller retries with the same instance
+    uuids, which get the same placements.
 
     ``cctxt`` is prepared with the AMQP mandatory flag
     (``transport_options=TransportOptions(at_least_once=True)``, as
