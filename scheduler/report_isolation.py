@@ -10,15 +10,17 @@ retry: no other report of the batch would ever be written, and the
 other workers would judge those nodes down.  The intake refuses the
 values known to be unstorable; this is for the kinds not foreseen.
 
-So a batch that fails for any reason but an outage or a deadlock
-(``retryable``: what a later try may get through) is written again in
+So a batch that fails with an error that blames a row (``row_fault``:
+a value the columns cannot hold, a constraint) is written again in
 halves, each in a transaction of its own, down to single nodes: every
 part that can be written is, and a node that fails alone is refused:
 dropped, with one ERROR line naming it and the database's error, and
 counted in ``scheduler_rejected_requests_total`` as the intake's
-refusals are.  An outage or a deadlock met on the way stops there:
-what is not written yet is the caller's to keep, as before.  A node's
-report and the usage it carries are one part, in one transaction.
+refusals are.  Any other error (an outage, a deadlock, a missing table
+or column, a permission: the database's, not a row's) stops there: what
+is not written yet is the caller's to keep, as before, rather than
+every report of the fleet dropped one by one.  A node's report and the
+usage it carries are one part, in one transaction.
 """
 
 import dataclasses
@@ -52,7 +54,7 @@ class Part:
 @dataclasses.dataclass
 class Outcome:
     """What ``write`` did not write: the parts ``refused`` (dropped),
-    and, when ``error`` (an outage or a deadlock) stopped it, the parts
+    and, when ``error`` (not a row's fault) stopped it, the parts
     not written because of it (``unwritten``, in the order given)."""
 
     refused: list
@@ -60,11 +62,17 @@ class Outcome:
     error: BaseException | None = None
 
 
-def retryable(error: BaseException) -> bool:
-    """Whether a failed write may succeed as it is, later: the database
-    away, or a deadlock that outlived the write's own retries."""
-    return (availability.is_outage(error)
-            or isinstance(error, db_exc.DBDeadlock))
+#: What the database (or its driver) says of a row it cannot store.
+_ROW_ERRORS = (db_exc.DBDataError, db_exc.DBConstraintError,
+               db_exc.DBReferenceError, db_exc.DBDuplicateEntry,
+               db_exc.DBInvalidUnicodeParameter, UnicodeError)
+
+
+def row_fault(error: BaseException) -> bool:
+    """Whether ``error`` blames a row of the write, not the database: a
+    later try of the same rows fails the same way."""
+    return (isinstance(error, _ROW_ERRORS)
+            and not availability.is_outage(error))
 
 
 def write(save: typing.Callable, parts: list,
@@ -82,7 +90,7 @@ def write(save: typing.Callable, parts: list,
             result = save([p.row for p in group if p.row is not None],
                           [p.usage for p in group if p.usage is not None])
         except Exception as e:
-            if retryable(e):
+            if not row_fault(e):
                 return Outcome(refused, [p for g in [group] + todo
                                          for p in g], e)
             if len(group) == 1:

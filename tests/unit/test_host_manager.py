@@ -652,7 +652,7 @@ def test_deleted_instance_frees_its_claim():
 
 #: A write that fails as it is and may succeed later, logged with its
 #: traceback (as an outage is not): a deadlock that outlived the
-#: write's own retries.  Any other error is the rows' (see
+#: write's own retries.  An error blaming a row is that row's (see
 #: ``report_isolation``), an outage is told once.
 _AGAIN = db_exc.DBDeadlock
 
