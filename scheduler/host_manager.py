@@ -43,6 +43,7 @@ from scheduler import node_reports
 from scheduler import node_views
 from scheduler import notifications
 from scheduler import report_backlog
+from scheduler import report_isolation
 from scheduler import report_writer
 from scheduler import usage_cache
 from scheduler.resources import compute
@@ -269,10 +270,11 @@ class HostManager:
 
     def _renewable(self, key, old) -> bool:
         """Whether node ``key``'s report ``old`` may just be renewed: the
-        node is up and the inventory has the usage it reports.  Called
-        with the lock held."""
+        node is up, the inventory did not refuse that report and has
+        the usage it reports.  Called with the lock held."""
         return (not self._reports.is_down(key)
                 and not self._backlog.usage_unwritten(key)
+                and not self._backlog.was_refused(key)
                 and not self._usage_cache.usage_changed(key, old))
 
     def _install(self, view, unwritten: bool, usage=None,
@@ -318,26 +320,33 @@ class HostManager:
         the usage read back laid over them: a request this worker
         serves meanwhile would otherwise find them neither in its views
         nor new to read back (``refresh_changed_reports``), and
-        schedule without them.  What cannot be written is installed
-        all the same and kept for the periodic flush: this worker goes
-        on scheduling with it, and the others learn it once the
-        inventory is back.
+        schedule without them.  What cannot be written for an outage
+        is installed all the same and kept for the periodic flush: this
+        worker goes on scheduling with it, and the others learn it once
+        the inventory is back.  A report the inventory refuses is
+        dropped alone (``report_isolation``): the others are written,
+        and it is neither installed nor kept.
         """
         now = report_backlog.stored_time()
-        carrying = [item for item in taken if item.usage is not None]
-        try:
-            written = self.db.host_reports_save_with_usage(
-                [report_backlog.report_row(item.view, now)
-                 for item in taken],
-                [item.usage for item in carrying])
-        except Exception as e:
-            report_backlog.write_failed(e, 'host reports')
+        outcome = report_isolation.write(
+            self.db.host_reports_save_with_usage,
+            [report_isolation.Part(item.key, report_backlog.report_row(
+                item.view, now), item.usage, item) for item in taken],
+            self._taken_written)
+        if outcome.error is not None:
+            report_backlog.write_failed(outcome.error, 'host reports')
             with self._lock:
-                told = [(item.key, self._keep_unwritten(item))
-                        for item in taken]
+                told = [(part.key, self._keep_unwritten(part.item))
+                        for part in outcome.unwritten]
             for key, what in told:
                 _log_taken(key, what)
-            return
+
+    def _taken_written(self, parts: list, written) -> None:
+        """Intake reports ``parts`` (``report_isolation.Part``) were
+        written (``written``: ``host_reports_save_with_usage``'s
+        answer): make them this worker's views (``_write_taken``)."""
+        taken = [part.item for part in parts]
+        carrying = [item for item in taken if item.usage is not None]
         applied = written.applied
         with self._lock:
             self._marks.written([item.key for item in taken], written.seq,

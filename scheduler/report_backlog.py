@@ -18,6 +18,7 @@ import typing
 from oslo_log import log as logging
 
 from scheduler import concurrency
+from scheduler import report_isolation
 from scheduler.db import availability
 from scheduler.resources import liveness
 
@@ -44,6 +45,9 @@ class ReportBacklog:
         #: key -> the usage of its last report (``usage.NodeReport``),
         #: when it says more than the node's usage row.
         self.usage: dict = {}
+        #: Nodes whose last report the inventory refused (dropped, see
+        #: ``report_isolation``): their next report is no renewal.
+        self.refused: set = set()
 
     # Called with the lock held.
 
@@ -51,6 +55,7 @@ class ReportBacklog:
         """Node ``key`` has a new report to write (and ``node_report``,
         its usage, when that says more than the usage row)."""
         self.dirty.add(key)
+        self.refused.discard(key)
         if node_report is not None:
             self.usage[key] = node_report
 
@@ -66,7 +71,13 @@ class ReportBacklog:
     def usage_unwritten(self, key) -> bool:
         return key in self.usage
 
+    def was_refused(self, key) -> bool:
+        """Whether the inventory refused node ``key``'s last report: the
+        next one is written whole, even if it says the same."""
+        return key in self.refused
+
     def forget(self, key) -> None:
+        self.refused.discard(key)
         self.touched.discard(key)
         self.dirty.discard(key)
         self.usage.pop(key, None)
@@ -82,36 +93,50 @@ class ReportBacklog:
 
         Rows are made from the nodes' reports when written, not held: a
         fleet's first reports or a long backlog would otherwise keep a
-        row per node in memory until the last batch.  On an error what
-        was not written is kept for the next time (forgotten nodes are
-        dropped).
+        row per node in memory until the last batch.  A node the
+        inventory refuses is dropped alone (``report_isolation``) and
+        marked ``refused``; on any other error what was not written is
+        kept for the next time (forgotten nodes are dropped).
         """
         with self._lock:
             dirty, self.dirty = self.dirty, set()
             usage_reports, self.usage = self.usage, {}
             touched, self.touched = self.touched - dirty, set()
-        keys = sorted(dirty | set(usage_reports))
-        done = confirmed = 0
+        left = sorted(dirty | set(usage_reports))
+        confirmed = 0
+
+        def written(parts: list, result) -> None:
+            nonlocal confirmed
+            with self._lock:
+                changed = [p.key for p in parts if p.row is not None]
+                if changed:
+                    self._marks.written(changed, result.seq, True)
+                if result.applied is not None:
+                    took_usage(result.applied, [p.key for p in parts
+                                                if p.usage is not None])
+                    confirmed += len(result.applied.confirmed)
+
         try:
             now = stored_time()
-            for chunk in _batches(keys):
+            while left:
+                chunk, rest = left[:FLUSH_BATCH], left[FLUSH_BATCH:]
                 with self._lock:
-                    changed = [key for key in chunk if key in dirty]
-                    views = [self._reports.get(key) for key in changed]
-                rows = [report_row(view, now)
-                        for view in views if view is not None]
-                carried = [usage_reports[key] for key in chunk
-                           if key in usage_reports]
-                if rows or carried:
-                    written = db.host_reports_save_with_usage(rows, carried)
-                    with self._lock:
-                        if rows:
-                            self._marks.written(changed, written.seq, True)
-                        if written.applied is not None:
-                            took_usage(written.applied,
-                                       [report.key for report in carried])
-                            confirmed += len(written.applied.confirmed)
-                done += len(chunk)
+                    views = {key: self._reports.get(key) for key in chunk
+                             if key in dirty}
+                parts = [report_isolation.Part(
+                    key, row=(report_row(views[key], now)
+                              if views.get(key) is not None else None),
+                    usage=usage_reports.get(key)) for key in chunk]
+                outcome = report_isolation.write(
+                    db.host_reports_save_with_usage,
+                    [p for p in parts
+                     if p.row is not None or p.usage is not None],
+                    written)
+                self._refused([p.key for p in outcome.refused])
+                if outcome.error is not None:
+                    left = [p.key for p in outcome.unwritten] + rest
+                    raise outcome.error
+                left = rest
                 concurrency.cooperative_yield()
             if touched:
                 quiet = sorted(touched)
@@ -121,7 +146,7 @@ class ReportBacklog:
         except Exception as e:
             with self._lock:
                 self.touched.update(touched)
-                for key in keys[done:]:
+                for key in left:
                     if key in dirty and self._reports.get(key) is not None:
                         self.dirty.add(key)
                     if key in usage_reports:
@@ -130,13 +155,23 @@ class ReportBacklog:
         if confirmed:
             LOG.debug('Reports confirmed %d claim(s)', confirmed)
 
+    def _refused(self, keys: list) -> None:
+        """The inventory refused the reports of nodes ``keys``: nothing
+        of them is kept, and the next report of each is written whole
+        (unless a newer one is waiting already)."""
+        if keys:
+            with self._lock:
+                self.refused.update(key for key in keys
+                                    if key not in self.dirty)
+
     def _written(self, keys: list, seq, changed: bool) -> None:
         with self._lock:
             self._marks.written(keys, seq, changed)
 
 
 def write_failed(error: BaseException, what: str) -> None:
-    """Log a write that failed (what was not written is kept)."""
+    """Log a write that failed (what was not written is kept): an
+    outage, or an error ``report_isolation`` does not isolate."""
     if availability.is_outage(error):
         # Told once per outage, with a count of these.
         availability.count('saving %s (kept, retried)' % what)

@@ -150,10 +150,12 @@ class _Outage:
 _OUTAGE = _Outage()
 
 
-def _describe(error: BaseException) -> str:
+def describe(error: BaseException) -> str:
     """The error's type and first line, without the SQL text."""
     inner = getattr(error, 'orig', None) or getattr(
         error, 'inner_exception', None) or error
+    if not isinstance(inner, BaseException):
+        inner = error
     text = str(inner).strip().splitlines()
     return '%s: %s' % (type(inner).__name__, text[0] if text else '')
 
@@ -169,7 +171,7 @@ def unavailable(error: BaseException, began: float | None = None
     """
     if isinstance(error, exception.InventoryUnavailable):
         return error
-    reason = _describe(error)
+    reason = describe(error)
     _OUTAGE.down(reason, began)
     return exception.InventoryUnavailable(reason=reason)
 

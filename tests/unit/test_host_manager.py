@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 
+from oslo_db import exception as db_exc
 from oslo_utils import timeutils
 import pytest
 import sqlalchemy as sa
@@ -24,11 +25,13 @@ from scheduler.drivers import filter_scheduler
 from scheduler import exception
 from scheduler import host_manager
 from scheduler import host_view
+from scheduler import metrics
 from scheduler import objects
 from scheduler import report_backlog
 from scheduler import report_writer
 from scheduler.resources import liveness
 from tests.unit import fixtures
+from tests.unit import test_metrics
 
 
 def _claim(manager, host, memory_mb=1024, vcpus=1, root_gb=10, uuid=1):
@@ -647,8 +650,15 @@ def test_deleted_instance_frees_its_claim():
     assert _placement(manager) is None
 
 
+#: A write that fails as it is and may succeed later, logged with its
+#: traceback (as an outage is not): a deadlock that outlived the
+#: write's own retries.  An error blaming a row is that row's (see
+#: ``report_isolation``), an outage is told once.
+_AGAIN = db_exc.DBDeadlock
+
+
 class _FlakyInventory:
-    """The real inventory, but its first report save fails."""
+    """The real inventory, but its first report save fails (``_AGAIN``)."""
 
     def __init__(self, real):
         self.real = real
@@ -661,7 +671,7 @@ class _FlakyInventory:
     def host_reports_save_with_usage(self, reports, usage_reports):
         if self.fail:
             self.fail = False
-            raise RuntimeError('database went away')
+            raise _AGAIN()
         self.saved.extend(r['host'] for r in reports)
         return self.real.host_reports_save_with_usage(reports,
                                                       usage_reports)
@@ -680,7 +690,8 @@ def test_a_failed_flush_is_retried_by_the_next_one(caplog):
 
 
 class _BatchCountingInventory(_FlakyInventory):
-    """Fails the ``fail_at``-th write of reports, once; records each."""
+    """Fails the ``fail_at``-th write of reports, once (``_AGAIN``);
+    records each."""
 
     def __init__(self, real, fail_at):
         super().__init__(real)
@@ -691,7 +702,7 @@ class _BatchCountingInventory(_FlakyInventory):
     def host_reports_save_with_usage(self, reports, usage_reports):
         self.calls += 1
         if self.calls == self.fail_at:
-            raise RuntimeError('database went away')
+            raise _AGAIN()
         self.batches.append([r['host'] for r in reports])
         assert [r.host for r in usage_reports] == self.batches[-1]
         return self.real.host_reports_save_with_usage(reports,
@@ -1780,3 +1791,153 @@ def test_a_failed_usage_write_keeps_the_usage_of_a_newer_report():
     assert usage.usage_get_nodes([key])[0]['reported_memory_mb'] == 4096
     taker.flush()
     assert usage.usage_get_nodes([key])[0]['reported_memory_mb'] == 0
+
+
+# --- a report the inventory refuses -----------------------------------------
+
+class _RefusingInventory:
+    """The real inventory, but it refuses (a non-outage ``DBDataError``,
+    as a value its column cannot hold) every write that holds a report
+    or usage of a host in ``refused``, and is away (an outage) for the
+    next other write that holds a host in ``away``.  Records the hosts of
+    each write it let through."""
+
+    def __init__(self, real, refused=(), away=()):
+        self.real = real
+        self.refused = set(refused)
+        self.away = set(away)
+        self.tried = []
+        self.written = []
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def host_reports_save_with_usage(self, reports, usage_reports):
+        hosts = sorted({r['host'] for r in reports}
+                       | {r.host for r in usage_reports})
+        self.tried.append(hosts)
+        if self.refused & set(hosts):
+            raise db_exc.DBDataError(ValueError(
+                'value too long for type character varying(36)'))
+        if self.away & set(hosts):
+            self.away.clear()
+            raise db_exc.DBConnectionError('connection refused')
+        self.written.append(hosts)
+        return self.real.host_reports_save_with_usage(reports,
+                                                      usage_reports)
+
+
+_FIVE = ['h1', 'h2', 'h3', 'h4', 'h5']
+
+
+def _stored_hosts(manager) -> list:
+    return [row['host'] for row in manager.db.host_reports_get_all()]
+
+
+def _refusals(caplog) -> list:
+    return [r.getMessage() for r in caplog.records
+            if r.levelno >= logging.ERROR]
+
+
+def _refusals_counted() -> float:
+    return test_metrics.parse(metrics.render()).get(
+        ('scheduler_rejected_requests_total',
+         (('error', 'DBDataError'),
+          ('method', 'update_service_capabilities'))), 0)
+
+
+def _refused_alone(manager, caplog, host: str) -> None:
+    """``host``'s report was dropped with one ERROR line naming it and
+    the database's error; nothing of it is kept to be tried again."""
+    errors = _refusals(caplog)
+    assert len(errors) == 1, errors
+    assert '%s/%s' % (host, host) in errors[0]
+    assert 'value too long' in errors[0]
+    assert 'Traceback' not in caplog.text
+    tries = len(manager.db.tried)
+    manager.flush()
+    assert len(manager.db.tried) == tries
+    assert len(_refusals(caplog)) == 1
+
+
+def test_a_report_the_inventory_refuses_in_a_flush_is_dropped_alone(caplog):
+    """The periodic flush: the batch a refused report is in is written
+    again in parts; every other report of it, and the usage it
+    carries, is written, and the refused one is dropped, not retried
+    for ever with the whole batch."""
+    manager = host_manager.HostManager(inventory=_RefusingInventory(
+        fixtures.memory_inventory(), refused={'h3'}))
+    for name in _FIVE:
+        manager.update_from_report(fixtures.report(name,
+                                                   memory_mb_used=512))
+    counted = _refusals_counted()
+    manager.flush()
+    assert _refusals_counted() == counted + 1
+    assert _stored_hosts(manager) == ['h1', 'h2', 'h4', 'h5']
+    assert sorted(row['host'] for row in usage.usage_get_all()) == \
+        ['h1', 'h2', 'h4', 'h5']
+    _refused_alone(manager, caplog, 'h3')
+    # The node's next report is taken as any: the same one again is
+    # tried again (not only its time), and written once it can be.
+    manager.db.refused.clear()
+    manager.update_from_report(fixtures.report('h3', memory_mb_used=512))
+    manager.flush()
+    assert _stored_hosts(manager) == _FIVE
+    assert usage.usage_get_nodes([('h3', 'h3')])[0][
+        'reported_memory_mb'] == 512
+
+
+def test_a_report_the_intake_could_not_store_is_dropped_alone(caplog):
+    """The intake: a write of taken reports one of which the inventory
+    refuses writes the others, which become the taker's views; the
+    refused one is not installed, nor kept for the flush."""
+    manager = host_manager.HostManager(inventory=_RefusingInventory(
+        fixtures.memory_inventory(), refused={'h3'}))
+    for name in _FIVE:
+        view = host_view.HostView(fixtures.report(name,
+                                                  memory_mb_used=512))
+        # As a writing thread killed by a stop leaves them: one batch.
+        manager._writer._waiting[view.key()] = report_writer.Taken(
+            view.key(), view, host_manager._node_report(view))
+    manager.flush()
+    assert _stored_hosts(manager) == ['h1', 'h2', 'h4', 'h5']
+    assert sorted(s.host for s in manager.get_all_host_states()) == \
+        ['h1', 'h2', 'h4', 'h5']
+    assert manager.get_host_state('h4').memory_mb_used == 512
+    _refused_alone(manager, caplog, 'h3')
+    manager.db.refused.clear()
+    _no_window(manager)
+    manager.update_from_report(fixtures.report('h3'), shared=True)
+    assert _stored_hosts(manager) == _FIVE
+
+
+@pytest.mark.parametrize('shared', [False, True])
+def test_an_outage_while_a_refused_report_is_isolated_keeps_the_rest(
+        caplog, shared):
+    """The database goes away while a refused report's batch is written
+    in parts: what was written stays written, the refused report is
+    dropped, and the rest is kept for the next flush, as in any
+    outage."""
+    manager = host_manager.HostManager(inventory=_RefusingInventory(
+        fixtures.memory_inventory(), refused={'h1'}, away={'h4'}))
+    _no_window(manager)
+    for name in _FIVE:
+        report = fixtures.report(name)
+        if shared:
+            view = host_view.HostView(report)
+            manager._writer._waiting[view.key()] = report_writer.Taken(
+                view.key(), view)
+        else:
+            manager.update_from_report(report)
+    manager.flush()
+    assert 'h1' not in _stored_hosts(manager)
+    assert len(_refusals(caplog)) == 1
+    manager.flush()
+    # h1 alone refused, h2 written, h3 to h5 kept through the outage
+    # and written by the next flush (the intake's, by the same one's
+    # backlog).
+    assert manager.db.written == [['h2'], ['h3', 'h4', 'h5']]
+    assert _stored_hosts(manager) == ['h2', 'h3', 'h4', 'h5']
+    assert len(_refusals(caplog)) == 1
+    assert sorted(s.host for s in manager.get_all_host_states()) == \
+        (_FIVE if not shared else ['h2', 'h3', 'h4', 'h5'])
