@@ -790,6 +790,16 @@ class HostManager:
                 self._usage_cache.confirmed(self._reports.nodes_of(host),
                                             instance_uuids)
 
+    def update_instances_info(self, news: list) -> None:
+        """Several ``update_instance_info`` at once, in one write:
+        ``[(host, instance_uuids)]``, each host once."""
+        confirmed = self.usage_db.confirm_many(news)
+        with self._lock:
+            for (host, uuids), count in zip(news, confirmed):
+                if count:
+                    self._usage_cache.confirmed(self._reports.nodes_of(host),
+                                                uuids)
+
     def sync_instance_info(self, host: str, instance_uuids: list) -> list:
         """A compute's complete list of its instances, sent now and then.
 

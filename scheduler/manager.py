@@ -763,11 +763,17 @@ class ReportsEndpoint(_CastEndpoint):
             if not self._kept_hosts[host]:
                 del self._kept_hosts[host]
 
+    #: News a wave applies together, each kind in one write (HostManager
+    #: method of one news -> of several): deletions first, so that
+    #: deleted instances free their hosts soon.
+    _BATCHED = (('delete_instance_info', 'delete_instances_info'),
+                ('update_instance_info', 'update_instances_info'))
+
     def replay_deferred(self) -> None:
         """Apply the news kept during an outage, in waves of one news
-        per host (``_next_wave``), the deletions of a wave in one
-        transaction, so that deleted instances free their hosts soon.
-        Stops at the first that meets the outage still."""
+        per host (``_next_wave``), each kind of ``_BATCHED`` in one
+        write, not a round trip a news.  Stops at the first that meets
+        the outage still."""
         with self._deferred_lock:
             if self._replaying or not self._deferred:
                 return
@@ -779,21 +785,22 @@ class ReportsEndpoint(_CastEndpoint):
                     wave = self._next_wave()
                 if not wave:
                     break
-                deletions = [item for item in wave
-                             if item[0] == 'delete_instance_info']
-                if len(deletions) > 1:
+                for method, batch_method in self._BATCHED:
+                    same = [item for item in wave if item[0] == method]
+                    if len(same) < 2:
+                        continue
                     try:
-                        self._hosts.delete_instances_info(
-                            [args for _method, args in deletions])
+                        getattr(self._hosts, batch_method)(
+                            [args for _method, args in same])
                     except Exception as e:
                         if availability.is_outage(e):
                             return
                         # One by one below, to tell which is refused.
                     else:
-                        counts['applied'] += len(deletions)
-                        for item in deletions:
+                        counts['applied'] += len(same)
+                        for item in same:
                             self._forget(item)
-                        wave = [i for i in wave if i not in deletions]
+                        wave = [i for i in wave if i not in same]
                 for item in wave:
                     if not self._replay_one(item, counts):
                         return

@@ -517,6 +517,32 @@ def test_instance_info_confirms_the_build_but_usage_waits_for_a_report():
     assert manager.get_host_state('h1').free_ram_mb == 3072
 
 
+def test_several_hosts_builds_are_confirmed_in_one_write(monkeypatch):
+    """``update_instances_info``: the news of several computes (a replay
+    after an outage) as each would be alone, in one write."""
+    manager = fixtures.manager_with([fixtures.report('h1', memory_mb=4096),
+                                     fixtures.report('h2', memory_mb=4096)])
+    _claim(manager, 'h1', memory_mb=1024, uuid=1)
+    _claim(manager, 'h2', memory_mb=2048, uuid=2)
+    writes = []
+    confirm_many = manager.usage_db.confirm_many
+
+    def counted(builds):
+        writes.append(list(builds))
+        return confirm_many(builds)
+    monkeypatch.setattr(manager.usage_db, 'confirm_many', counted)
+    # h1 lists another host's instance too: only its own is confirmed.
+    manager.update_instances_info([('h1', [fixtures.uuid(1),
+                                           fixtures.uuid(2)]),
+                                   ('h2', [fixtures.uuid(2)])])
+    assert len(writes) == 1
+    for n, host in ((1, 'h1'), (2, 'h2')):
+        placed = _placement(manager, n)
+        assert (placed['host'], placed['status'], placed['pending']) == \
+            (host, 'active', True)
+    assert manager.get_host_state('h2').free_ram_mb == 2048
+
+
 def test_a_build_confirmed_reads_nothing_back(monkeypatch):
     # One build per placement: reading the node's row and claims back
     # after each confirmation cost two round trips per placement.

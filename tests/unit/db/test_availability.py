@@ -189,6 +189,13 @@ class _AwayHosts:
                 db_exc.DBConnectionError('refused'))
         self.applied.append(('update', host, tuple(uuids)))
 
+    def update_instances_info(self, news):
+        if not self.back:
+            raise availability.unavailable(
+                db_exc.DBConnectionError('refused'))
+        self.applied.append(('updates', tuple((host, tuple(uuids))
+                                              for host, uuids in news)))
+
     def delete_instance_info(self, host, uuid):
         if not self.back:
             raise availability.unavailable(
@@ -322,3 +329,21 @@ def test_news_kept_is_applied_as_soon_as_the_database_is_back(outage_over):
     while not hosts.applied and time.monotonic() < deadline:
         time.sleep(0.01)
     assert hosts.applied == [('delete', 'h1', 'a')]
+
+
+def test_a_waves_builds_are_confirmed_in_one_write(outage_over):
+    """Each host's oldest kept news together: the builds of a wave in one
+    write, as its deletions, not one round trip each (a busy worker
+    took seconds to free the hosts of the instances deleted meanwhile)."""
+    hosts = _AwayHosts()
+    manager = manager_mod.SchedulerManager(driver=_Driver(hosts))
+    manager.reports.update_instance_info(CTX, 'h1', ['a'])
+    manager.reports.update_instance_info(CTX, 'h2', ['b'])
+    manager.reports.delete_instance_info(CTX, 'h1', 'a')
+    manager.reports.delete_instance_info(CTX, 'h3', 'c')
+    hosts.back = True
+    manager.reports.replay_deferred()
+    assert hosts.applied == [
+        ('updates', (('h1', ('a',)), ('h2', ('b',)))),
+        ('delete', 'h3', 'c'),
+        ('delete', 'h1', 'a')]
