@@ -164,6 +164,17 @@ def main(argv=None) -> int:
     cfg.CONF.set_override('topic', topic, group='scheduler')
     daemon = daemons.Daemon('scheduler-service', ['--config-file', conf_path],
                             os.path.join(tmp, 'sched.log'))
+    try:
+        return _fuzz(args, rng, topic, limit, daemon)
+    finally:
+        daemon.stop()
+        rpc.cleanup()
+        # The daemon's queues and exchanges, on the shared broker.
+        rpc.tidy_service(topic, ['fuzz'])
+
+
+def _fuzz(args, rng: random.Random, topic: str, limit: int, daemon) -> int:
+    """Send the messages to the started ``daemon``; print and judge."""
     api = rpcapi.SchedulerAPI(timeout=10)
     admin = {'is_admin': True, 'roles': ['admin']}
     from scheduler import context
@@ -231,8 +242,6 @@ def main(argv=None) -> int:
     log = daemon.log()
     new_lines = log.splitlines()[lines_before:]
     tracebacks = log.count('Traceback')
-    daemon.stop()
-    rpc.cleanup()
     print('messages measured:    %d in %.1f s, after %d warm-up '
           '(all: %d raw bodies, %d calls)'
           % (sent, elapsed, args.warmup, counts['raw'], counts['calls']))
