@@ -195,8 +195,3 @@ def report_row(view, now: datetime.datetime) -> dict:
     return {'host': source.host, 'nodename': source.nodename,
             'uuid': source.uuid, 'disabled': source.disabled,
             'report': view.report_primitive(), 'updated_at': now}
-
-
-def _batches(keys: list) -> typing.Iterator[list]:
-    for start in range(0, len(keys), FLUSH_BATCH):
-        yield keys[start:start + FLUSH_BATCH]
