@@ -28,6 +28,7 @@ import typing
 
 from oslo_db import exception as db_exc
 from oslo_log import log as logging
+from sqlalchemy import exc as sa_exc
 
 from scheduler.db import availability
 from scheduler import metrics
@@ -62,17 +63,24 @@ class Outcome:
     error: BaseException | None = None
 
 
-#: What the database (or its driver) says of a row it cannot store.
+#: What the database (or its driver) says of a row it cannot store: as
+#: oslo.db translates it, or as SQLAlchemy wraps the driver's error on
+#: the statements oslo.db does not see.
 _ROW_ERRORS = (db_exc.DBDataError, db_exc.DBConstraintError,
                db_exc.DBReferenceError, db_exc.DBDuplicateEntry,
-               db_exc.DBInvalidUnicodeParameter, UnicodeError)
+               db_exc.DBInvalidUnicodeParameter, sa_exc.DataError,
+               sa_exc.IntegrityError, UnicodeError)
 
 
 def row_fault(error: BaseException) -> bool:
     """Whether ``error`` blames a row of the write, not the database: a
     later try of the same rows fails the same way."""
-    return (isinstance(error, _ROW_ERRORS)
-            and not availability.is_outage(error))
+    if availability.is_outage(error):
+        return False
+    # oslo.db keeps what it has no type of its own for (PostgreSQL's
+    # "value too long") as a plain DBError around SQLAlchemy's.
+    seen = (error, getattr(error, 'inner_exception', None), error.__cause__)
+    return any(isinstance(cause, _ROW_ERRORS) for cause in seen)
 
 
 def write(save: typing.Callable, parts: list,

@@ -33,6 +33,10 @@ CONF = cfg.CONF
 #: error (``rpc.call`` sends such a call again until a queue takes it).
 MANDATORY = oslo_messaging.TransportOptions(at_least_once=True)
 
+#: Seconds before the queues that say "a scheduler older than 1.4" are
+#: looked at again (``SchedulerAPI._judge_by_queues``).
+OLD_CONFIRM_AFTER = 2.0
+
 
 class SchedulerAPI:
     """Client side of the scheduler RPC API (see SchedulerManager)."""
@@ -620,18 +624,23 @@ class SchedulerAPI:
         so a compute with the admin guide's publish-only credentials can
         ask it (it could not call ``get_version_info``: no reply queue).
         """
-        new = self._queue_consumers(url, rpc.reports_topic())
-        if new is None:
-            return None  # the bus is down: cannot tell yet
-        if new:
-            return ''
-        old = self._queue_consumers(url, CONF.scheduler.topic)
-        if old:
-            return ('its %d consumer(s) take %s but not %s, as schedulers '
-                    'older than %s do' % (old, CONF.scheduler.topic,
-                                          rpc.reports_topic(),
-                                          self.TOPICS_VERSION))
-        return None
+        for look in range(2):
+            if look:
+                # A scheduler starting or stopping its servers shows the
+                # same shape for a moment; the verdict is kept.
+                time.sleep(OLD_CONFIRM_AFTER)
+            new = self._queue_consumers(url, rpc.reports_topic())
+            if new is None:
+                return None  # the bus is down: cannot tell yet
+            if new:
+                return ''
+            old = self._queue_consumers(url, CONF.scheduler.topic)
+            if not old:
+                return None
+        return ('its %d consumer(s) take %s but not %s, as schedulers '
+                'older than %s do' % (old, CONF.scheduler.topic,
+                                      rpc.reports_topic(),
+                                      self.TOPICS_VERSION))
 
     def _verify_in_background(self) -> None:
         """Ask again until it can be told, without holding casts.

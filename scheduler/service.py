@@ -163,7 +163,6 @@ class Service(service.Service):
         self.rpcserver = rpc.get_server(target, [self.manager],
                                         transport=self._transport)
         servers = [
-            self.rpcserver,
             # The 1.4 fanout (older computes' reports, every compute's
             # instance news): every worker, since a fanout message is
             # not delivered again to another.
@@ -175,7 +174,11 @@ class Service(service.Service):
             rpc.get_server(rpc.own_exchange_target(rpc.operator_topic(),
                                                    server=self.host),
                            [self.manager.operator],
-                           transport=self._transport)]
+                           transport=self._transport),
+            # Last: computes without an upgrade level take the request
+            # topic consumed without the reports topic for a scheduler
+            # older than 1.4, and stop sending (``rpcapi``).
+            self.rpcserver]
         self.servers = []
         if not self._start_these(servers):
             return

@@ -60,3 +60,17 @@ def test_an_outage_while_splitting_keeps_what_is_left():
     assert outcome.refused == []
     assert outcome.unwritten == parts
     assert isinstance(outcome.error, db_exc.DBConnectionError)
+
+
+def test_a_drivers_error_wrapped_by_sqlalchemy_blames_the_row_too():
+    """Statements oslo.db does not see raise SQLAlchemy's wrapper of the
+    driver's error (PostgreSQL's "value too long" is a DataError)."""
+    from sqlalchemy import exc as sa_exc
+    wrapped = sa_exc.DataError('UPDATE hosts', {},
+                               Exception('value too long'))
+    # As oslo.db passes it on: a plain DBError around SQLAlchemy's.
+    for error in (wrapped, db_exc.DBError(wrapped)):
+        save, calls = _save(lambda rows: error
+                            if any(row['i'] == 1 for row in rows) else None)
+        outcome = report_isolation.write(save, _parts(2), lambda *a: None)
+        assert [p.row['i'] for p in outcome.refused] == [1], error

@@ -181,3 +181,15 @@ def test_no_state_directory_means_every_worker_consumes(workers, conf,
     first, second = workers(), workers()
     assert first.turns is None and second.turns is None
     assert _report_servers(second, workers.topics) == 2
+
+
+def test_the_request_topic_is_consumed_only_after_the_reports_fanout(
+        workers):
+    """A compute without ``[upgrade_levels] scheduler`` takes a request
+    topic consumed without the 1.4 reports topic for a scheduler older
+    than 1.4, and stops sending (``SchedulerTooOld``): a worker starting
+    must never show that shape, so its request server starts last."""
+    svc = workers()
+    order = [workers.topics.get(id(server)) for server in svc.servers]
+    assert order.index(rpc.reports_topic()) < order.index(svc.topic)
+    assert order.index(svc.topic) == 2

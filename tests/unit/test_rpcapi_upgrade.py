@@ -174,3 +174,26 @@ def test_a_quiet_compute_sends_full_reports_to_an_older_scheduler(
             assert time.monotonic() < deadline, old_scheduler.reports
             time.sleep(0.05)
     assert old_scheduler.reports == ['1.1'] * 3
+
+
+def test_a_scheduler_restarting_is_not_taken_for_an_old_one(
+        conf, fake_transport, monkeypatch):
+    """A request topic consumed without the reports topic for a moment
+    (a scheduler starting or stopping its servers) is looked at again
+    before it is kept as "older than 1.4": kept, the verdict refused
+    every later report of the compute."""
+    conf.config(topic='scheduler', group='scheduler')
+    api = rpcapi.SchedulerAPI(transport=fake_transport, timeout=10)
+    looks = iter([0, 1, 1])  # reports: 0, main: 1; then reports: 1
+    asked = []
+
+    def consumers(url, queue):
+        asked.append(queue)
+        return next(looks)
+    monkeypatch.setattr(api, '_queue_consumers', consumers)
+    monkeypatch.setattr(rpcapi, 'OLD_CONFIRM_AFTER', 0.01)
+    assert api._judge_by_queues('rabbit://x') == ''
+    assert asked == ['scheduler_reports', 'scheduler', 'scheduler_reports']
+    # Still so at the second look: an older scheduler.
+    looks = iter([0, 1, 0, 1])
+    assert 'older than 1.4' in api._judge_by_queues('rabbit://x')
