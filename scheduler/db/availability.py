@@ -190,21 +190,26 @@ def count(what: str) -> None:
                     {'what': what, 'reason': reason})
 
 
-#: ``weakref.WeakMethod``s called once an outage ends (``when_back``).
+#: ``weakref.WeakMethod``s called once an outage ends (``when_back``),
+#: under ``_WHEN_BACK_LOCK``.
 _WHEN_BACK: list = []
+_WHEN_BACK_LOCK = concurrency.native_lock()
 
 
 def when_back(method: typing.Callable[[], None]) -> None:
     """Call bound ``method`` in a thread of its own each time an outage
     ends, for as long as its object lives: what was kept for later
     need not wait for its periodic task."""
-    _WHEN_BACK.append(weakref.WeakMethod(method))
+    with _WHEN_BACK_LOCK:
+        _WHEN_BACK.append(weakref.WeakMethod(method))
 
 
 def _run_when_back() -> None:
-    _WHEN_BACK[:] = [ref for ref in _WHEN_BACK if ref() is not None]
-    for ref in list(_WHEN_BACK):
-        method = ref()
+    with _WHEN_BACK_LOCK:
+        methods = [ref() for ref in _WHEN_BACK]
+        _WHEN_BACK[:] = [ref for ref, method in zip(_WHEN_BACK, methods)
+                         if method is not None]
+    for method in methods:
         if method is not None:
             # The runtime's thread (green under eventlet): the caller
             # is the transaction that found the database back.
