@@ -15,6 +15,7 @@ from scheduler import filters
 from scheduler import loader
 from scheduler import metrics
 from scheduler import pipeline
+from scheduler import plugin_outputs
 from scheduler import request_limits
 from scheduler.resources import compute
 from scheduler import trust
@@ -43,7 +44,7 @@ def load_filters(available: list, enabled: list) -> list:
             continue
         if name not in by_name:
             raise exception.SchedulerHostFilterNotFound(filter_name=name)
-        found.append(by_name[name]())
+        found.append(plugin_outputs.guard(by_name[name]()))
     return found
 
 
@@ -53,7 +54,7 @@ def load_weighers(names: list) -> list:
                                       ALL_WEIGHERS)
     except exception.PluginLoadError as e:
         raise exception.SchedulerWeigherNotFound(name=e.kwargs['name'])
-    return [cls() for cls in classes]
+    return [plugin_outputs.guard(cls()) for cls in classes]
 
 
 def shuffle_best_same_weighed(weighed, keep: int | None = None) -> list:
