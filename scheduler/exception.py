@@ -152,4 +152,5 @@ SchedulerTooOld = _error(
     doc='Raised by ``SchedulerAPI`` before anything is sent, when '
         '``[upgrade_levels] scheduler`` is unset during a rolling '
         'upgrade: the casts would go where the older scheduler never '
-        'looks.')
+        'looks; or when a request capped at 1.0 sets a field the legacy '
+        'dicts cannot carry.')
