@@ -188,9 +188,9 @@ def test_callers_capped_for_an_upgrade_still_get_selections(
         assert isinstance(chosen, objects.Selection), cap
         assert (chosen.service_host, chosen.nodename) == ('big', 'big'), cap
         assert chosen.limits.memory_mb == 8192, cap
-        if cap == '1.0':
-            # The legacy dict API has no room for the weight.
-            assert chosen.weight is None
+        # Neither the legacy dict API nor Selection 1.0 (what API 1.1
+        # answers with) has room for the weight: it reads as unknown.
+        assert chosen.weight is None, cap
 
 
 def test_a_caller_capped_at_1_0_is_not_placed_against_its_request(
