@@ -62,7 +62,8 @@ def _short(value) -> str:
 
 
 def _verdict(result, *args, **kwargs) -> str | None:
-    if result is True or result is False or \
+    # None too: nova took a filter that returns nothing as a "no".
+    if result is True or result is False or result is None or \
             isinstance(result, (filters_base.Rejected, np.bool_)):
         return None
     return '%s: a verdict is True, False or a Rejected' % _short(result)

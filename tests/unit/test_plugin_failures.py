@@ -248,3 +248,25 @@ def test_a_driver_answering_what_is_not_selections_is_named(
         start_service, fake_transport, caplog, driver):
     api = _two_hosts(start_service, fake_transport, _path(driver))
     _named_failure(api, caplog, driver.__name__, num_instances=2)
+
+
+class ImplicitNoFilter(filters_base.BaseHostFilter):
+    """Passes h1; says nothing (None) of the others, which nova took
+    as a no."""
+
+    def host_passes(self, host_state, spec_obj):
+        if host_state.host == 'h1':
+            return True
+
+
+@pytest.mark.parametrize('columnar', [True, False])
+def test_a_filter_that_returns_nothing_rejects_the_host_as_in_nova(
+        start_service, fake_transport, conf, columnar):
+    conf.config(available_filters=['scheduler.filters.all_filters',
+                                   _path(ImplicitNoFilter)],
+                enabled_filters=fixtures.CORE_FILTERS + ['ImplicitNoFilter'],
+                columnar=columnar, group='filter_scheduler')
+    api = _two_hosts(start_service, fake_transport)
+    [[chosen]] = api.select_destinations(
+        CTX, fixtures.request(memory_mb=512), [fixtures.uuid(1)])
+    assert chosen.service_host == 'h1'
