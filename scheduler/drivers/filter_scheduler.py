@@ -18,6 +18,7 @@ from scheduler import pipeline
 from scheduler import plugin_outputs
 from scheduler import request_limits
 from scheduler.resources import compute
+from scheduler.resources import server_groups
 from scheduler import trust
 from scheduler import weights
 
@@ -82,6 +83,18 @@ def _excluded_hosts(spec_obj) -> set:
         host = entry[0] if isinstance(entry, (list, tuple)) else entry
         excluded.add(str(host).lower())
     return excluded
+
+
+def _anti_affinity_rule(spec_obj, enabled: list) -> tuple:
+    """``(members, max per host)`` of the request's anti-affinity group
+    for its claims to check (``usage.ClaimRequest.group_members``),
+    when the filter that enforces it runs; else ``((), 0)``."""
+    group = server_groups.group_of(spec_obj, 'anti-affinity')
+    if group is None or not any(
+            flt.name() == 'ServerGroupAntiAffinityFilter' for flt in enabled):
+        return (), 0
+    return (tuple(group.obj_get('members') or ()),
+            server_groups.max_per_host(group))
 
 
 @dataclasses.dataclass
@@ -386,6 +399,7 @@ class FilterScheduler(driver.Scheduler):
             enabled = [flt for flt in enabled
                        if getattr(flt, 'run_on_rebuild', False)]
         planned, results = [], []
+        group_rule = _anti_affinity_rule(spec_obj, enabled)
         #: Node key -> its view with this request's planned claims.
         tentative: dict = {}
         #: The filters that answer ``host_limits``: asked for every
@@ -409,6 +423,8 @@ class FilterScheduler(driver.Scheduler):
                                                   num)
                     chosen = self._plan_one(spec_obj, uuid, weighed, limiting,
                                             uuid in replace, tentative)
+                    (chosen.claim.request.group_members,
+                     chosen.claim.request.group_max) = group_rule
                     planned.append(chosen.claim)
                 if index + 1 < num:
                     hosts = self._after_choice(weighed, chosen, tentative)
