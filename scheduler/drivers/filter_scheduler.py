@@ -400,6 +400,7 @@ class FilterScheduler(driver.Scheduler):
                        if getattr(flt, 'run_on_rebuild', False)]
         planned, results = [], []
         group_rule = _anti_affinity_rule(spec_obj, enabled)
+        rebuild = filters.request_is_rebuild(spec_obj)
         #: Node key -> its view with this request's planned claims.
         tentative: dict = {}
         #: The filters that answer ``host_limits``: asked for every
@@ -425,7 +426,10 @@ class FilterScheduler(driver.Scheduler):
                                             uuid in replace, tentative)
                     (chosen.claim.request.group_members,
                      chosen.claim.request.group_max) = group_rule
-                    planned.append(chosen.claim)
+                    if not rebuild:
+                        # nova's rebuild check asks for nothing: the
+                        # instance keeps what it holds where it is.
+                        planned.append(chosen.claim)
                 if index + 1 < num:
                     hosts = self._after_choice(weighed, chosen, tentative)
                 if group is not None:
