@@ -69,9 +69,10 @@ PluginFailed = _error(
     'Plugin %(plugin)s (package %(package)s) failed on this request: '
     '%(error)s; the scheduler log has its traceback',
     doc="A filter, weigher or driver from outside the scheduler package "
-        "raised while serving the request: the plugin's fault, not the "
-        "caller's (``rpc.Dispatcher``), logged once at ERROR with its "
-        "traceback for the operator.")
+        "raised while serving the request, or returned what the "
+        "scheduler cannot use (``plugin_outputs``): the plugin's fault, "
+        "not the caller's (``rpc.Dispatcher``), logged once at ERROR "
+        "with its traceback for the operator.")
 HostNotFound = _error('HostNotFound', 'Host %(host)s could not be found.')
 AggregateNotFound = _error('AggregateNotFound',
                            'Aggregate %(aggregate)s could not be found.')
@@ -151,4 +152,5 @@ SchedulerTooOld = _error(
     doc='Raised by ``SchedulerAPI`` before anything is sent, when '
         '``[upgrade_levels] scheduler`` is unset during a rolling '
         'upgrade: the casts would go where the older scheduler never '
-        'looks.')
+        'looks; or when a request capped at 1.0 sets a field the legacy '
+        'dicts cannot carry.')

@@ -34,6 +34,7 @@ from scheduler import memory
 from scheduler import metrics
 from scheduler import notifications
 from scheduler import objects
+from scheduler import plugin_outputs
 from scheduler import rejections
 from scheduler import rpc
 from scheduler.replay import trace
@@ -125,7 +126,7 @@ def load_driver(name: str | None = None) -> driver_mod.Scheduler:
             name=name, namespace=loader.DRIVER_NAMESPACE,
             reason='%r is not a subclass of scheduler.driver.Scheduler'
             % (cls,))
-    return cls()
+    return plugin_outputs.guard(cls())
 
 
 class SchedulerManager(periodic_task.PeriodicTasks):

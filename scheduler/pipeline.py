@@ -77,9 +77,10 @@ def candidates(spec_obj, hosts: typing.Iterable) -> list:
     """``hosts`` narrowed before any filter runs.
 
     Drops ``ignore_hosts`` (any case); keeps only the
-    ``requested_destination`` host and node, hosts in one aggregate of
-    each of its ``aggregates`` entries (comma lists of uuids or names),
-    and, unless it allows cross-cell moves, hosts of its ``cell``.
+    ``requested_destination`` host (any case) and node, hosts in one
+    aggregate of each of its ``aggregates`` entries (comma lists of
+    uuids or names), and, unless it allows cross-cell moves, hosts of
+    its ``cell``.
     """
     hosts = list(hosts)
     ignored = name_matcher(spec_obj.obj_get('ignore_hosts'))
@@ -89,7 +90,8 @@ def candidates(spec_obj, hosts: typing.Iterable) -> list:
     if dest is None:
         return hosts
     if dest.obj_get('host'):
-        hosts = [h for h in hosts if h.host == dest.host]
+        wanted = name_matcher([dest.host])
+        hosts = [h for h in hosts if wanted(h.host)]
     if dest.obj_get('node'):
         hosts = [h for h in hosts if h.nodename == dest.node]
     for entry in dest.obj_get('aggregates') or []:

@@ -45,6 +45,17 @@ def _differ(what: str, plugin, hosts: list, per_host, vector) -> None:
                                 shown))
 
 
+def _shaped(what: str, plugin, value, n: int, scalar: bool) -> np.ndarray:
+    """``value`` as ``n`` values; one value stands for every host only
+    where ``scalar`` allows it (weights, multipliers), as the scheduler
+    takes it (``plugin_outputs``)."""
+    value = np.asarray(value)
+    if value.shape != (n,) and not (scalar and value.ndim == 0):
+        raise AssertionError('%s: %s has shape %s, not one per host (%d)'
+                             % (plugin.name(), what, value.shape, n))
+    return np.broadcast_to(value, n)
+
+
 def check_filter(flt, hosts: list, spec_obj) -> None:
     """Assert that ``flt``'s forms agree on ``hosts`` for ``spec_obj``:
     ``host_passes`` on each host, ``filter_all`` on the list, the vector
@@ -74,7 +85,8 @@ def check_filter(flt, hosts: list, spec_obj) -> None:
     if mask is None:
         return
     _differ('host_passes and filter_columns', flt, hosts, by_host,
-            np.broadcast_to(np.asarray(mask, bool), len(hosts)).tolist())
+            _shaped('filter_columns', flt, mask, len(hosts), False)
+            .astype(bool).tolist())
 
 
 def check_weigher(weigher, hosts: list, spec_obj) -> None:
@@ -92,11 +104,12 @@ def check_weigher(weigher, hosts: list, spec_obj) -> None:
             [weights_base.WeighedHost(h) for h in hosts], spec_obj)
         _differ('raw weights', weigher, hosts,
                 [float(w) for w in per_host],
-                np.broadcast_to(np.asarray(raw, float), n).tolist())
+                _shaped('weigh_columns', weigher, raw, n, True)
+                .astype(float).tolist())
     method = columns.vector_form(weigher, 'column_multipliers',
                                  columns.MULTIPLIER_METHODS)
     if method is not None:
         _differ('multipliers', weigher, hosts,
                 [float(m) for m in weigher.weight_multipliers(list(hosts))],
-                np.broadcast_to(np.asarray(method(cols), float),
-                                n).tolist())
+                _shaped('column_multipliers', weigher, method(cols), n,
+                        True).astype(float).tolist())

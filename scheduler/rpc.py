@@ -187,6 +187,11 @@ class Dispatcher(oslo_messaging.RPCDispatcher):
             return super().dispatch(incoming)
         except oslo_messaging.ExpectedException:
             raise
+        except exception.PluginFailed as error:
+            # A plugin's result the scheduler could not use
+            # (``plugin_outputs``): its author's to fix.
+            rejections.plugin_failed(method, error.kwargs['plugin'], error)
+            raise oslo_messaging.ExpectedException()
         except (oslo_messaging.NoSuchMethod,
                 oslo_messaging.UnsupportedVersion,
                 exception.SchedulerException) as error:

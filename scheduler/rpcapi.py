@@ -33,6 +33,22 @@ CONF = cfg.CONF
 #: error (``rpc.call`` sends such a call again until a queue takes it).
 MANDATORY = oslo_messaging.TransportOptions(at_least_once=True)
 
+#: RequestSpec fields the legacy dicts of API 1.0 cannot carry.
+_NOT_IN_LEGACY = ('requested_destination', 'numa_topology', 'pci_requests')
+
+
+def _check_legacy(spec_obj, method: str) -> None:
+    """Raise ``SchedulerTooOld`` for a request capped at 1.0 that sets
+    a field the legacy dicts drop: sent without it, the instance would
+    be placed where the request says it must not be."""
+    lost = [name for name in _NOT_IN_LEGACY if spec_obj.obj_get(name)]
+    if lost:
+        raise exception.SchedulerTooOld(
+            topic=CONF.scheduler.topic, method=method, needed='1.1',
+            why='the cap is 1.0, whose legacy dicts have no %s'
+            % ', '.join(lost))
+
+
 #: Seconds before the queues that say "a scheduler older than 1.4" are
 #: looked at again (``SchedulerAPI._judge_by_queues``).
 OLD_CONFIRM_AFTER = 2.0
@@ -170,6 +186,7 @@ class SchedulerAPI:
             return rpc.call(client.prepare(version=version,
                                            transport_options=MANDATORY),
                             ctxt, 'select_destinations', **kwargs)
+        _check_legacy(spec_obj, 'select_destinations')
         request_spec = spec_obj.to_legacy_request_spec_dict()
         if instance_uuids:
             request_spec['instance_uuids'] = list(instance_uuids)
@@ -198,6 +215,7 @@ class SchedulerAPI:
                 spec_obj=self._backport(spec_obj),
                 instance_uuids=list(instance_uuids))
             return
+        _check_legacy(spec_obj, 'schedule_run_instance')
         request_spec = spec_obj.to_legacy_request_spec_dict()
         request_spec['instance_uuids'] = list(instance_uuids)
         client.prepare(version='1.0', transport_options=MANDATORY).cast(

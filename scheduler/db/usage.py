@@ -138,6 +138,11 @@ class ClaimRequest(Placement):
     #: Checked only with a ``disk_gb`` limit, as DiskFilter's usable
     #: disk: total x ratio - (total - free).
     disk_overcommit_gb: float = 0.0
+    #: The members of the request's anti-affinity server group and how
+    #: many of them the host may run (0: no group to check): another
+    #: worker may have placed one there since this one chose.
+    group_members: tuple = ()
+    group_max: int = 0
 
 
 class ClaimConflict(Exception):
@@ -373,6 +378,27 @@ class _NoUsageRow(Exception):
         self.request = request
 
 
+def _check_group(conn: sa.Connection, key: Key,
+                 requests: Sequence[ClaimRequest]) -> None:
+    """Raise ``ClaimConflict`` when the node's host would run more
+    members of the requests' anti-affinity group than it may.
+
+    Called with the node's row locked by the claim's UPDATE: a claim
+    that chose the host concurrently waits for this one's commit, then
+    counts its placement."""
+    host = key[0]
+    mine = [r for r in requests if r.group_max and r.host == host]
+    if not mine:
+        return
+    own = {r.instance_uuid for r in requests}
+    others = [m for m in mine[0].group_members if m not in own]
+    placed = conn.execute(sa.select(sa.func.count()).where(
+        _INST.host == host, _INST.instance_uuid.in_(others))).scalar() \
+        if others else 0
+    if placed + len(mine) > mine[0].group_max:
+        raise ClaimConflict(key)
+
+
 def _refused(conn: sa.Connection, request: ClaimRequest) -> Exception:
     """Why the claim UPDATE of ``request``'s node changed no row."""
     if conn.execute(sa.select(_USAGE.id).where(
@@ -567,7 +593,8 @@ def _claim_many(requests: Sequence[ClaimRequest],
     settles = [r.instance_uuid for r in requests
                if taken is not None and r.instance_uuid in
                taken.instance_uuids]
-    if (not look_first and not settles
+    grouped = any(r.group_max for r in requests)
+    if (not look_first and not settles and not grouped
             and len(requests) <= _ONE_STATEMENT_MOST
             and engine.statements_commit_alone()):
         return _claim_in_one_statement(requests, by_node, now)
@@ -585,6 +612,8 @@ def _claim_many(requests: Sequence[ClaimRequest],
             after[key] = _take(conn, by_node[key], bumped=True)
             if after[key] is None:
                 raise _refused(conn, by_node[key][0])
+            if grouped:
+                _check_group(conn, key, requests)
         if look_first:
             for key in _replace_earlier(conn, requests) & set(after):
                 after[key] = _usage_row(conn, *key)

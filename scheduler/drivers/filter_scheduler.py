@@ -15,8 +15,10 @@ from scheduler import filters
 from scheduler import loader
 from scheduler import metrics
 from scheduler import pipeline
+from scheduler import plugin_outputs
 from scheduler import request_limits
 from scheduler.resources import compute
+from scheduler.resources import server_groups
 from scheduler import trust
 from scheduler import weights
 
@@ -43,7 +45,7 @@ def load_filters(available: list, enabled: list) -> list:
             continue
         if name not in by_name:
             raise exception.SchedulerHostFilterNotFound(filter_name=name)
-        found.append(by_name[name]())
+        found.append(plugin_outputs.guard(by_name[name]()))
     return found
 
 
@@ -53,7 +55,7 @@ def load_weighers(names: list) -> list:
                                       ALL_WEIGHERS)
     except exception.PluginLoadError as e:
         raise exception.SchedulerWeigherNotFound(name=e.kwargs['name'])
-    return [cls() for cls in classes]
+    return [plugin_outputs.guard(cls()) for cls in classes]
 
 
 def shuffle_best_same_weighed(weighed, keep: int | None = None) -> list:
@@ -81,6 +83,18 @@ def _excluded_hosts(spec_obj) -> set:
         host = entry[0] if isinstance(entry, (list, tuple)) else entry
         excluded.add(str(host).lower())
     return excluded
+
+
+def _anti_affinity_rule(spec_obj, enabled: list) -> tuple:
+    """``(members, max per host)`` of the request's anti-affinity group
+    for its claims to check (``usage.ClaimRequest.group_members``),
+    when the filter that enforces it runs; else ``((), 0)``."""
+    group = server_groups.group_of(spec_obj, 'anti-affinity')
+    if group is None or not any(
+            flt.name() == 'ServerGroupAntiAffinityFilter' for flt in enabled):
+        return (), 0
+    return (tuple(group.obj_get('members') or ()),
+            server_groups.max_per_host(group))
 
 
 @dataclasses.dataclass
@@ -385,6 +399,8 @@ class FilterScheduler(driver.Scheduler):
             enabled = [flt for flt in enabled
                        if getattr(flt, 'run_on_rebuild', False)]
         planned, results = [], []
+        group_rule = _anti_affinity_rule(spec_obj, enabled)
+        rebuild = filters.request_is_rebuild(spec_obj)
         #: Node key -> its view with this request's planned claims.
         tentative: dict = {}
         #: The filters that answer ``host_limits``: asked for every
@@ -408,7 +424,12 @@ class FilterScheduler(driver.Scheduler):
                                                   num)
                     chosen = self._plan_one(spec_obj, uuid, weighed, limiting,
                                             uuid in replace, tentative)
-                    planned.append(chosen.claim)
+                    (chosen.claim.request.group_members,
+                     chosen.claim.request.group_max) = group_rule
+                    if not rebuild:
+                        # nova's rebuild check asks for nothing: the
+                        # instance keeps what it holds where it is.
+                        planned.append(chosen.claim)
                 if index + 1 < num:
                     hosts = self._after_choice(weighed, chosen, tentative)
                 if group is not None:

@@ -32,6 +32,14 @@ class Selection(base.SchedulerObject):
         'weight': fields.FloatField(nullable=True),
     }
 
+    def obj_load_attr(self, attrname):
+        # A Selection 1.0 (what an API 1.1 caller is answered with) has
+        # no weight: unknown, as from a driver that does not weigh.
+        if attrname != 'weight':
+            super().obj_load_attr(attrname)
+        self.weight = None
+        self.obj_reset_changes(['weight'])
+
     def obj_make_compatible(self, primitive, target_version):
         super().obj_make_compatible(primitive, target_version)
         if versionutils.convert_version_to_tuple(target_version) < (1, 1):

@@ -49,6 +49,13 @@ def test_host_names_match_in_any_case_as_in_nova(field, names, expected):
     assert result.forced == (field != 'ignore_hosts')
 
 
+def test_a_requested_destination_host_matches_in_any_case_too():
+    spec = fixtures.request(
+        requested_destination=objects.Destination(host='COMPUTE-03'))
+    result = pipeline.filter_hosts(spec, _fleet(), [ram.RamFilter()])
+    assert _names(result.passed) == ['compute-03']
+
+
 def test_node_names_match_exactly_as_in_nova():
     # nova's _match_forced_nodes compares node names as they are; only
     # host names are lowered.

@@ -106,3 +106,36 @@ def test_a_rejection_says_why():
     assert not verdict
     assert isinstance(verdict, filters.Rejected)
     assert str(verdict).startswith('usable RAM 0 MB < requested 512 MB')
+
+
+class _OneAnswer(ram.RamFilter):
+    """A vector form that answers once for every host: the scheduler
+    would take it for the first host's answer alone."""
+
+    def passes(self, host_state, requested):
+        return super().passes(host_state, requested)
+
+    def filter_columns(self, columns, requested):
+        return np.array([True])
+
+
+class _ShortWeights(ram_weigher.RAMWeigher):
+    """A vector form that weighs the first host only."""
+
+    def _weigh_object(self, host_state, spec_obj):
+        return super()._weigh_object(host_state, spec_obj)
+
+    def weigh_columns(self, columns, spec_obj):
+        return columns.free_ram_mb[:1]
+
+
+def test_a_vector_form_of_the_wrong_shape_is_caught_even_where_it_agrees():
+    # Every host passes, and both have the same free RAM: broadcast, the
+    # one answer agrees with the per-host form, yet the scheduler refuses
+    # it (plugin_outputs).
+    views = fixtures.hosts(fixtures.report('a'), fixtures.report('b'))
+    spec = fixtures.request(memory_mb=512)
+    with pytest.raises(AssertionError, match='one per host'):
+        plugin_testing.check_filter(_OneAnswer(), views, spec)
+    with pytest.raises(AssertionError, match='one per host'):
+        plugin_testing.check_weigher(_ShortWeights(), views, spec)

@@ -188,9 +188,39 @@ def test_callers_capped_for_an_upgrade_still_get_selections(
         assert isinstance(chosen, objects.Selection), cap
         assert (chosen.service_host, chosen.nodename) == ('big', 'big'), cap
         assert chosen.limits.memory_mb == 8192, cap
-        if cap == '1.0':
-            # The legacy dict API has no room for the weight.
-            assert chosen.weight is None
+        # Neither the legacy dict API nor Selection 1.0 (what API 1.1
+        # answers with) has room for the weight: it reads as unknown.
+        assert chosen.weight is None, cap
+
+
+def test_a_caller_capped_at_1_0_is_not_placed_against_its_request(
+        start_service, fake_transport, conf):
+    # The legacy dicts of API 1.0 have no room for a requested
+    # destination, a NUMA topology or PCI requests: sent anyway, the
+    # instance would land where the request said it must not.
+    svc = start_service()
+    conf.config(scheduler='1.0', group='upgrade_levels')
+    api = _client(fake_transport)
+    _report(api, svc, fixtures.report('big', memory_mb=8192),
+            fixtures.report('small', memory_mb=2048))
+    pinned = fixtures.request(
+        requested_destination=objects.Destination(host='small'))
+    numa = fixtures.request(numa_topology=objects.InstanceNUMATopology(
+        cells=[objects.InstanceNUMACell(id=0, cpuset={0}, memory=512)]))
+    pci = fixtures.request(pci_requests=[objects.InstancePCIRequest(
+        count=1, spec=[{'vendor_id': '8086'}])])
+    for spec, field in ((pinned, 'requested_destination'),
+                        (numa, 'numa_topology'), (pci, 'pci_requests')):
+        with pytest.raises(exception.SchedulerTooOld) as info:
+            api.select_destinations(CTX, spec, [fixtures.uuid(1)])
+        assert field in str(info.value)
+        with pytest.raises(exception.SchedulerTooOld):
+            api.schedule_run_instance(CTX, spec, [fixtures.uuid(2)])
+
+    # What the legacy dicts carry is still sent at 1.0.
+    [[chosen]] = api.select_destinations(
+        CTX, fixtures.request(ignore_hosts=['big']), [fixtures.uuid(3)])
+    assert chosen.service_host == 'small'
 
 
 def test_the_callers_address_reaches_the_ip_scheduler(

@@ -552,3 +552,23 @@ def test_the_locking_reads_name_indexes_of_the_schema():
                 | {c.name for c in table.constraints})
     assert usage._USAGE_KEY_INDEX in names(models.NodeUsage.__table__)
     assert usage._INST_NODE_INDEX in names(models.Instance.__table__)
+
+
+def test_an_anti_affinity_member_is_refused_where_another_was_placed():
+    # Another worker chose the same host for another member in the
+    # meantime: its placement is in the inventory, the group's rule not
+    # in this worker's view.
+    members = (fixtures.uuid(1), fixtures.uuid(2), fixtures.uuid(3))
+    usage.claim_many([_request(1, 'h1', group_members=members,
+                               group_max=1)])
+    with pytest.raises(usage.ClaimConflict):
+        usage.claim_many([_request(2, 'h1', group_members=members,
+                                   group_max=1)])
+    # Two may share it under max_server_per_host=2; a third may not.
+    usage.claim_many([_request(2, 'h1', group_members=members,
+                               group_max=2)])
+    with pytest.raises(usage.ClaimConflict):
+        usage.claim_many([_request(3, 'h1', group_members=members,
+                                   group_max=2)])
+    # Without a group to check, a claim is as before.
+    usage.claim_many([_request(3, 'h1', limit=None)])

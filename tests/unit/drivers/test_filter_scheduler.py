@@ -251,6 +251,35 @@ def test_a_forced_rebuild_still_runs_the_image_filters(spread):
     assert chosen.limits.obj_get('memory_mb') is None
 
 
+def test_a_rebuild_where_the_instance_runs_claims_nothing(spread):
+    # nova's rebuild check asks for no resources: the instance keeps
+    # what it holds. Claimed again, it counted twice on its host until
+    # the next report, and a resize right after was refused as being
+    # placed (InstanceAlreadyPlaced).
+    driver = _driver()
+    uuid = fixtures.uuid(1)
+    [[built]] = _place(driver, fixtures.request(memory_mb=1024), [uuid])
+    listed = next(r for r in _fleet() if r.host == built.service_host)
+    listed.instance_uuids = [uuid]
+    listed.memory_mb_used = 1024
+    driver.host_manager.update_from_report(listed)
+    driver.host_manager.flush()
+    runs = driver.host_manager.placements([uuid])[uuid]
+    assert not runs['pending']
+
+    rebuild = fixtures.request(
+        memory_mb=1024, force_hosts=[built.service_host],
+        scheduler_hints={'_nova_check_type': ['rebuild']},
+        instance_uuid=uuid)
+    [[again]] = _place(driver, rebuild, [uuid])
+    assert again.service_host == built.service_host
+    assert driver.host_manager.placements([uuid])[uuid] == runs
+
+    resize = fixtures.request(memory_mb=2048)
+    [[moved]] = _place(driver, resize, [uuid])
+    assert driver.host_manager.placements([uuid])[uuid]['memory_mb'] == 2048
+
+
 def test_node_names_are_forced_exactly(spread):
     reports = _fleet() + [fixtures.report('big', 'big-node2',
                                           memory_mb=1024)]
