@@ -27,8 +27,8 @@ For each later instance of a request, an in-tree vector form
 (``_reusable``: it answers for a host from that host's columns and the
 request alone) is asked only about the node the previous instance was
 placed on; its other answers are kept from the previous instance
-(``_Memo``).  A weigher whose answers also depend on the request's
-earlier instances says so with ``_row_local_for(spec_obj)``.  An
+(``_Memo``).  A filter or weigher whose answers also depend on the
+request's earlier instances says so with ``_row_local_for(spec_obj)``.  An
 out-of-tree vector form is asked about every candidate each time.
 Weights are kept only while every weigher that counts is row-local
 and the candidates are the previous instance's: then the claimed
@@ -911,7 +911,8 @@ def filter_candidates(cands: Candidates, spec_obj, filters: list,
             if mask is not _EVERY and not mask.all():
                 cands = cands.take(np.flatnonzero(mask))
             if vector_form(flt, 'filter_columns', FILTER_METHODS) and \
-                    _reusable(flt, 'filter_columns'):
+                    _reusable(flt, 'filter_columns') and \
+                    _row_local_for(flt, spec_obj):
                 checked.add(id(flt))
         else:
             cands = cands.in_order()
@@ -1080,12 +1081,12 @@ def _clamped(raw: np.ndarray, weigher) -> np.ndarray:
                    np.inf if weigher.maxval is None else weigher.maxval)
 
 
-def _row_local_for(weigher, spec_obj) -> bool:
-    """Whether an in-tree weigher stays row-local for this request
-    (its ``_row_local_for(spec_obj)``, when it has one: a soft (anti-)
-    affinity weigher is not for a request of its group, whose hosts
+def _row_local_for(plugin, spec_obj) -> bool:
+    """Whether an in-tree filter or weigher stays row-local for this
+    request (its ``_row_local_for(spec_obj)``, when it has one: a
+    server group plugin is not for a request of its group, whose hosts
     change with every instance placed)."""
-    check = getattr(weigher, '_row_local_for', None)
+    check = getattr(plugin, '_row_local_for', None)
     return check is None or check(spec_obj)
 
 

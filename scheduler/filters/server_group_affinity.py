@@ -23,6 +23,15 @@ class ServerGroupAffinityFilter(base.RequestScopedFilter):
         hosts = frozenset(group.obj_get('hosts') or ()) if group else None
         return hosts or base.SKIP
 
+    def _row_local_for(self, spec_obj) -> bool:
+        """Not for a request of the group (``scheduler.columns``): the
+        first instance's host becomes every later instance's only one."""
+        return server_groups.group_of(spec_obj, POLICY) is None
+
+    def filter_columns(self, columns, hosts: frozenset):
+        """``passes`` over columns, by the host-name codes."""
+        return columns.host_counts(list(hosts)) > 0
+
     def passes(self, host_state, hosts: frozenset) -> base.Verdict:
         return host_state.host in hosts or base.Rejected(
             lambda: 'not one of the affinity server group\'s hosts %s'

@@ -26,27 +26,22 @@ class ServerGroupAntiAffinityFilter(base.RequestScopedFilter):
         return (frozenset(group.obj_get('members') or ()),
                 list(group.obj_get('hosts') or ()),
                 server_groups.max_per_host(group),
-                spec_obj.obj_get('instance_uuid'),
-                spec_obj.num_instances)
+                spec_obj.obj_get('instance_uuid'))
+
+    def _row_local_for(self, spec_obj) -> bool:
+        """Not for a request of the group (``scheduler.columns``): the
+        host each instance goes to joins the group's hosts, which every
+        node of that host counts, not only the node it went to; and a
+        host let through because it runs the instance itself is judged
+        again for the next instance."""
+        return server_groups.group_of(spec_obj, POLICY) is None
 
     def filter_columns(self, columns, prepared):
         """``passes`` over columns: the members' rows come from the
         column store's instance index and the group's hosts from the
         host-name codes (as ``server_groups.member_count_columns``
-        counts them), so no candidate is visited in Python.
-
-        For a request of one instance only.  The memo of a request's
-        later instances (``columns._Memo``) keeps a verdict unless the
-        node the previous instance went to changed, and this filter is
-        not row-local: the host the previous instance went to joins the
-        group's hosts, which every node of that host counts, not only
-        the node it went to; and a host let through because it runs the
-        instance itself must be judged again for the next instance.  A
-        request for several instances of the group runs host by host.
-        """
-        members, hosts, limit, instance_uuid, num = prepared
-        if num > 1:
-            return None
+        counts them), so no candidate is visited in Python."""
+        members, hosts, limit, instance_uuid = prepared
         count = columns.instances_among(members) if members \
             else np.zeros(len(columns))
         if hosts:
@@ -58,7 +53,7 @@ class ServerGroupAntiAffinityFilter(base.RequestScopedFilter):
         return passed
 
     def passes(self, host_state, prepared) -> base.Verdict:
-        members, hosts, limit, instance_uuid, _num = prepared
+        members, hosts, limit, instance_uuid = prepared
         if instance_uuid and instance_uuid in host_state.instance_uuids:
             return True
         count = server_groups.members_on_host(host_state, members, hosts)

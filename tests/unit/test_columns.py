@@ -625,6 +625,55 @@ def test_an_out_of_tree_vector_form_is_asked_about_every_host_each_time(
     assert place(True) == place(False) == ['h4', 'h4', 'h4']
 
 
+def _place_group(conf, columnar: bool, flt, policy: str, reports: list,
+                 num: int) -> list:
+    conf.config(columnar=columnar, host_subset_size=1,
+                group='filter_scheduler')
+    driver = filter_scheduler.FilterScheduler(fixtures.manager_with(reports))
+    driver.enabled_filters = [ram.RamFilter(), flt]
+    from scheduler.weights import ram as ram_weigher
+    driver.weighers = [ram_weigher.RAMWeigher()]
+    spec = fixtures.request(
+        memory_mb=2048, num_instances=num,
+        instance_group=objects.InstanceGroup(
+            uuid=fixtures.uuid(700), name='g', policy=policy, members=[],
+            hosts=[]))
+    placed = driver.select_destinations(
+        None, spec, [fixtures.uuid(n) for n in range(1, num + 1)])
+    return [(s[0].service_host, s[0].nodename) for s in placed]
+
+
+@pytest.mark.parametrize('policy,h1b,h2,expected', [
+    # h1's other node has the most free RAM after the first claim, but
+    # is on the first instance's host.
+    ('anti-affinity', 15360, 8192, [('h1', 'h1a'), ('h2', 'h2')]),
+    # h2 has the most free RAM after the first claim, but is not the
+    # first instance's host.
+    ('affinity', 4096, 15360, [('h1', 'h1a'), ('h1', 'h1a')]),
+])
+def test_group_requests_of_several_instances_are_judged_over_columns(
+        conf, monkeypatch, policy, h1b, h2, expected):
+    from scheduler.filters import server_group_affinity as affinity
+    from scheduler.filters import server_group_anti_affinity as anti
+    cls = {'affinity': affinity.ServerGroupAffinityFilter,
+           'anti-affinity': anti.ServerGroupAntiAffinityFilter}[policy]
+    reports = [fixtures.report('h1', 'h1a', memory_mb=16384),
+               fixtures.report('h1', 'h1b', memory_mb=h1b),
+               fixtures.report('h2', memory_mb=h2),
+               fixtures.report('h3', memory_mb=4096)]
+    assert _place_group(conf, False, cls(), policy, reports, 2) == expected
+    one_by_one = []
+    passes = cls.passes
+
+    def counted(self, host_state, prepared):
+        one_by_one.append(host_state.key())
+        return passes(self, host_state, prepared)
+
+    monkeypatch.setattr(cls, 'passes', counted)
+    assert _place_group(conf, True, cls(), policy, reports, 2) == expected
+    assert one_by_one == []
+
+
 def test_an_overcommitted_host_weighs_as_clamped_for_later_instances(conf):
     # RAM oversubscribed twice over: each instance of 1.5 GB fits on
     # every node, and leaves the node it lands on with negative free

@@ -9,8 +9,9 @@ raised so that no host goes down meanwhile) and seeds the host choice
 per request: two trees given the same arguments place the same
 instances, and what differs is the CPU time each took.  To compare a
 change with its base in the same hour, run both side by side (each on
-its own tree) and compare the figures; the placement count says that
-they decided alike.
+its own tree) and compare the figures; the hash of the answers (every
+destination and alternate of every request) says that they decided
+alike.
 
     python tools/bench/bench_mixed_cpu.py --hosts 10000 --requests 150
     python /tmp/base/tools/bench/bench_mixed_cpu.py --hosts 10000 &
@@ -21,6 +22,7 @@ the first five requests of each phase untimed.
 """
 
 import argparse
+import hashlib
 import os
 import random
 import shutil
@@ -42,12 +44,13 @@ WARM_UP = 5
 
 def phase(driver, computes, requests: int, instances: int,
           seed: int) -> tuple:
-    """``(CPU seconds per timed request, instances placed)``."""
+    """``(CPU seconds per timed request, instances placed, hash of the
+    answers)``."""
     ctxt = context.get_admin_context()
     draws = mix.RequestMix(seed, instances=instances).draws(
         requests + WARM_UP)
     state = mix.MixState(seed * 1000 + instances)
-    cpu, placed = [], 0
+    cpu, placed, answers = [], 0, hashlib.sha256()
     for i, draw in enumerate(draws):
         uuids = state.new_uuids(draw.instances)
         spec = state.spec(draw, uuids)
@@ -60,12 +63,15 @@ def phase(driver, computes, requests: int, instances: int,
             chosen = None
         if i >= WARM_UP:
             cpu.append(time.thread_time() - started)
+        answers.update(repr(chosen and [
+            [(s.service_host, s.nodename) for s in alternates]
+            for alternates in chosen]).encode())
         if chosen:
             hosts = [alternates[0].service_host for alternates in chosen]
             placed += len(hosts)
             state.placed(draw, uuids, hosts)
             computes.built(spec, uuids, hosts)
-    return cpu, placed
+    return cpu, placed, answers.hexdigest()[:16]
 
 
 def main() -> None:
@@ -87,13 +93,15 @@ def main() -> None:
     print('%s: %d hosts loaded in %.0f s (wall)'
           % (ROOT, args.hosts, load_s))
     for k in args.instances or [1, 10]:
-        cpu, placed = phase(driver, computes, args.requests, k, args.seed)
+        cpu, placed, answers = phase(driver, computes, args.requests, k,
+                                     args.seed)
         cpu.sort()
         print('k=%d n=%d CPU median %.2f ms mean %.2f ms p90 %.2f ms '
-              'total %.2f s; %d instances placed'
+              'p99 %.2f ms total %.2f s; %d instances placed, answers %s'
               % (k, len(cpu), 1e3 * statistics.median(cpu),
                  1e3 * statistics.mean(cpu), 1e3 * cpu[int(len(cpu) * .9)],
-                 sum(cpu), placed), flush=True)
+                 1e3 * cpu[int(len(cpu) * .99)], sum(cpu), placed, answers),
+              flush=True)
     shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -1,4 +1,4 @@
-"""DifferentHostFilter, SameHostFilter and ServerGroupAntiAffinityFilter
+"""DifferentHostFilter, SameHostFilter and the server group filters
 over columns: the instances they name are looked up in the column
 store's instance index, not in every candidate's list, and the answer
 is the same as host by host."""
@@ -8,6 +8,7 @@ import pytest
 from scheduler import columns
 from scheduler.filters import different_host
 from scheduler.filters import same_host
+from scheduler.filters import server_group_affinity
 from scheduler.filters import server_group_anti_affinity
 from scheduler import objects
 from scheduler import plugin_testing
@@ -61,14 +62,36 @@ def test_anti_affinity_columns_agree_with_host_by_host(members, hosts,
                                columns.FILTER_METHODS) is not None
 
 
-def test_anti_affinity_of_several_instances_runs_host_by_host():
-    # The host each instance goes to joins the group's hosts for the
-    # next one, for every node of that host: not the row-local answer
-    # the memo of a request's later instances keeps.
-    spec = fixtures.request(num_instances=2, instance_group=objects.
+@pytest.mark.parametrize('members,hosts,own', [
+    ([UUID1, UUID2], ['h1', 'h3'], None),
+    ([UUID1], ['h1', 'h1'], None),
+    ([UUID2], ['h2'], 'other'),
+    ([], [], None),
+])
+def test_anti_affinity_of_several_instances_over_columns(members, hosts,
+                                                         own):
+    # A later instance of a request counts the hosts the earlier ones
+    # went to, as host by host.
+    spec = fixtures.request(num_instances=3, instance_group=objects.
                             InstanceGroup(uuid=fixtures.uuid(600), name='g',
                                           policy='anti-affinity',
-                                          members=[UUID1], hosts=['h1']))
+                                          members=members, hosts=hosts))
+    if own:
+        spec.instance_uuid = own
     flt = server_group_anti_affinity.ServerGroupAntiAffinityFilter()
+    plugin_testing.check_filter(flt, _hosts(), spec)
     assert flt.filter_columns(plugin_testing.host_columns(_hosts()),
-                              flt.prepare(spec)) is None
+                              flt.prepare(spec)) is not None
+
+
+@pytest.mark.parametrize('hosts', [['h1'], ['h2', 'h4', 'h2'],
+                                   ['elsewhere'], []])
+def test_affinity_columns_agree_with_host_by_host(hosts):
+    spec = fixtures.request(num_instances=2, instance_group=objects.
+                            InstanceGroup(uuid=fixtures.uuid(600), name='g',
+                                          policy='affinity', members=[],
+                                          hosts=hosts))
+    flt = server_group_affinity.ServerGroupAffinityFilter()
+    plugin_testing.check_filter(flt, _hosts(), spec)
+    assert columns.vector_form(flt, 'filter_columns',
+                               columns.FILTER_METHODS) is not None
