@@ -53,13 +53,32 @@ RETRY_INTERVAL = 0.25
 _DRIVER_LOGGER = 'oslo.messaging._drivers.impl_rabbit'
 
 
+#: What the rabbit driver's lines of a failed connection attempt say.
+_ATTEMPT_FAILED = ('Connection failed', 'is unreachable',
+                   'closed the connection')
+#: Seconds between two of those lines let through while the broker
+#: stays away (the driver writes one per connection every
+#: ``rabbit_interval_max``).
+REPEAT_EVERY = 60.0
+
+
+def _append(record: std_logging.LogRecord, text: str) -> None:
+    record.msg, record.args = '%s %s' % (record.getMessage(), text), None
+
+
 class _BrokerWatch(std_logging.Filter):
-    """Notes when this process last lost (or regained) the broker.
+    """Notes when this process last lost (or regained) the broker, and
+    keeps a broker that stays away to one line a minute.
 
     oslo.messaging offers no hook for its reconnections, only its log
     lines: a failure is a WARNING or ERROR line of the rabbit driver, a
     reconnection an INFO line.  A filter sees every record the driver
-    logs at a level its logger is enabled for, and lets it through.
+    logs at a level its logger is enabled for.  Of the lines of failed
+    attempts it lets the first through, then one every
+    ``REPEAT_EVERY`` seconds saying how many it held back (each
+    connection of each worker wrote one every 2 s: an ERROR a second
+    for a service of two workers whose broker was down); the
+    reconnection line says how many were held back since.
     """
 
     def __init__(self):
@@ -67,11 +86,32 @@ class _BrokerWatch(std_logging.Filter):
         self.last_trouble: float | None = None
         #: Set once, when the service begins to stop.
         self.stopping = False
+        #: When the last failed attempt's line was let through.
+        self._told: float | None = None
+        self._held = 0
 
     def filter(self, record):
-        if record.levelno >= std_logging.WARNING or \
-                'Reconnected to AMQP server' in str(record.msg):
-            self.last_trouble = time.monotonic()
+        failed = record.levelno >= std_logging.WARNING
+        back = 'Reconnected to AMQP server' in str(record.msg)
+        if not (failed or back):
+            return True
+        now = self.last_trouble = time.monotonic()
+        if back:
+            told, self._told, held, self._held = self._told, None, \
+                self._held, 0
+            if told is not None and held:
+                _append(record, '(after %d more line(s) of failed '
+                                'attempts, held back)' % held)
+            return True
+        if not any(text in str(record.msg) for text in _ATTEMPT_FAILED):
+            return True
+        if self._told is not None and now - self._told < REPEAT_EVERY:
+            self._held += 1
+            return False
+        if self._held:
+            _append(record, '(%d more such line(s) held back in the last '
+                            '%d s)' % (self._held, now - self._told))
+        self._told, self._held = now, 0
         return True
 
     def recovering(self) -> bool:
