@@ -60,6 +60,10 @@ _ATTEMPT_FAILED = ('Connection failed', 'is unreachable',
 #: stays away (the driver writes one per connection every
 #: ``rabbit_interval_max``).
 REPEAT_EVERY = 60.0
+#: Seconds without such a line after which the next one begins a new
+#: outage and is let through (a connection that came back after failed
+#: attempts at start logs no reconnection line).
+NEW_OUTAGE_AFTER = 10.0
 
 
 def _append(record: std_logging.LogRecord, text: str) -> None:
@@ -89,6 +93,8 @@ class _BrokerWatch(std_logging.Filter):
         #: When the last failed attempt's line was let through.
         self._told: float | None = None
         self._held = 0
+        #: When the last line of a failed attempt came, told or held.
+        self._last = 0.0
 
     def filter(self, record):
         failed = record.levelno >= std_logging.WARNING
@@ -105,7 +111,9 @@ class _BrokerWatch(std_logging.Filter):
             return True
         if not any(text in str(record.msg) for text in _ATTEMPT_FAILED):
             return True
-        if self._told is not None and now - self._told < REPEAT_EVERY:
+        last, self._last = self._last, now
+        if (self._told is not None and now - self._told < REPEAT_EVERY
+                and now - last < NEW_OUTAGE_AFTER):
             self._held += 1
             return False
         if self._held:

@@ -63,6 +63,7 @@ def quick(monkeypatch, conf):
     monkeypatch.setattr(replies._WATCH, 'stopping', False)
     monkeypatch.setattr(replies._WATCH, '_told', None)
     monkeypatch.setattr(replies._WATCH, '_held', 0)
+    monkeypatch.setattr(replies._WATCH, '_last', 0.0)
 
 
 class _Clock:
@@ -259,7 +260,13 @@ def test_a_broker_that_stays_away_is_one_line_a_minute(clock, caplog):
                      'unreachable', {'connection_id': 'c2',
                                      'hostname': '127.0.0.1'})
         clock.sleep(2)
-    logger.info('[c2] Reconnected to AMQP server on 127.0.0.1:5672')
+    # A connection that got through logs no line; another outage
+    # after a quiet while is told at once.
+    clock.sleep(20)
+    logger.error('[c3] AMQP server on 127.0.0.1 is unreachable')
+    clock.sleep(2)
+    logger.error('[c3] AMQP server on 127.0.0.1 is unreachable')
+    logger.info('[c3] Reconnected to AMQP server on 127.0.0.1:5672')
     lines = [r.getMessage() for r in caplog.records
              if r.name == replies._DRIVER_LOGGER]
     assert lines == [
@@ -267,6 +274,8 @@ def test_a_broker_that_stays_away_is_one_line_a_minute(clock, caplog):
         'seconds)',
         'Connection failed: [Errno 111] ECONNREFUSED (retrying in 2.0 '
         'seconds) (59 more such line(s) held back in the last 60 s)',
-        '[c2] Reconnected to AMQP server on 127.0.0.1:5672 (after 1 more '
+        '[c3] AMQP server on 127.0.0.1 is unreachable (1 more such line(s) '
+        'held back in the last 22 s)',
+        '[c3] Reconnected to AMQP server on 127.0.0.1:5672 (after 1 more '
         'line(s) of failed attempts, held back)']
     assert replies._WATCH.recovering()
