@@ -28,6 +28,7 @@ past the stop budget; a live caller times out and tries again.
 
 import functools
 import logging as std_logging
+import re
 import time
 
 from oslo_config import cfg
@@ -64,6 +65,8 @@ REPEAT_EVERY = 60.0
 #: outage and is let through (a connection that came back after failed
 #: attempts at start logs no reconnection line).
 NEW_OUTAGE_AFTER = 10.0
+#: What varies between lines of one failure: connection ids, pauses.
+_NOT_THE_FAILURE = re.compile(r'\[[^]]*\]|[0-9.]+')
 
 
 def _append(record: std_logging.LogRecord, text: str) -> None:
@@ -95,6 +98,9 @@ class _BrokerWatch(std_logging.Filter):
         self._held = 0
         #: When the last line of a failed attempt came, told or held.
         self._last = 0.0
+        #: What the lines told in this outage said, less
+        #: ``_NOT_THE_FAILURE``.
+        self._kinds: set = set()
 
     def filter(self, record):
         failed = record.levelno >= std_logging.WARNING
@@ -112,10 +118,16 @@ class _BrokerWatch(std_logging.Filter):
         if not any(text in str(record.msg) for text in _ATTEMPT_FAILED):
             return True
         last, self._last = self._last, now
-        if (self._told is not None and now - self._told < REPEAT_EVERY
-                and now - last < NEW_OUTAGE_AFTER):
+        # The same failure whatever the connection and the pause: one
+        # not told yet in this outage (a login refused after a password
+        # rotation) is told.
+        kind = _NOT_THE_FAILURE.sub('', record.getMessage())
+        if self._told is None or now - last >= NEW_OUTAGE_AFTER:
+            self._kinds = set()
+        elif now - self._told < REPEAT_EVERY and kind in self._kinds:
             self._held += 1
             return False
+        self._kinds.add(kind)
         if self._held:
             _append(record, '(%d more such line(s) held back in the last '
                             '%d s)' % (self._held, now - self._told))

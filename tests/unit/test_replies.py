@@ -64,6 +64,7 @@ def quick(monkeypatch, conf):
     monkeypatch.setattr(replies._WATCH, '_told', None)
     monkeypatch.setattr(replies._WATCH, '_held', 0)
     monkeypatch.setattr(replies._WATCH, '_last', 0.0)
+    monkeypatch.setattr(replies._WATCH, '_kinds', set())
 
 
 class _Clock:
@@ -266,16 +267,21 @@ def test_a_broker_that_stays_away_is_one_line_a_minute(clock, caplog):
     logger.error('[c3] AMQP server on 127.0.0.1 is unreachable')
     clock.sleep(2)
     logger.error('[c3] AMQP server on 127.0.0.1 is unreachable')
+    # Another failure (the password was rotated meanwhile): told.
+    logger.error('[c4] AMQP server on 127.0.0.1 is unreachable: '
+                 'ACCESS_REFUSED')
     logger.info('[c3] Reconnected to AMQP server on 127.0.0.1:5672')
     lines = [r.getMessage() for r in caplog.records
              if r.name == replies._DRIVER_LOGGER]
     assert lines == [
         'Connection failed: [Errno 111] ECONNREFUSED (retrying in 2.0 '
         'seconds)',
+        '[c2] AMQP server on 127.0.0.1 is unreachable',
         'Connection failed: [Errno 111] ECONNREFUSED (retrying in 2.0 '
-        'seconds) (59 more such line(s) held back in the last 60 s)',
+        'seconds) (58 more such line(s) held back in the last 60 s)',
         '[c3] AMQP server on 127.0.0.1 is unreachable (1 more such line(s) '
         'held back in the last 22 s)',
-        '[c3] Reconnected to AMQP server on 127.0.0.1:5672 (after 1 more '
-        'line(s) of failed attempts, held back)']
+        '[c4] AMQP server on 127.0.0.1 is unreachable: ACCESS_REFUSED '
+        '(1 more such line(s) held back in the last 2 s)',
+        '[c3] Reconnected to AMQP server on 127.0.0.1:5672']
     assert replies._WATCH.recovering()
