@@ -82,7 +82,8 @@ class _BrokerWatch(std_logging.Filter):
     reconnection an INFO line.  A filter sees every record the driver
     logs at a level its logger is enabled for.  Of the lines of failed
     attempts it lets the first through, then one every
-    ``REPEAT_EVERY`` seconds saying how many it held back (each
+    ``REPEAT_EVERY`` seconds saying how many it held back (as DEBUG
+    lines with debug on; each
     connection of each worker wrote one every 2 s: an ERROR a second
     for a service of two workers whose broker was down); the
     reconnection line says how many were held back since.
@@ -126,7 +127,13 @@ class _BrokerWatch(std_logging.Filter):
             self._kinds = set()
         elif now - self._told < REPEAT_EVERY and kind in self._kinds:
             self._held += 1
-            return False
+            # With debug on, as a DEBUG line (handlers do not look at
+            # the level again).
+            if not std_logging.getLogger('scheduler').isEnabledFor(
+                    std_logging.DEBUG):
+                return False
+            record.levelno, record.levelname = std_logging.DEBUG, 'DEBUG'
+            return True
         self._kinds.add(kind)
         if self._held:
             _append(record, '(%d more such line(s) held back in the last '
