@@ -60,12 +60,14 @@ def _sync_schema() -> None:
         try:
             migration.db_sync()
             return
-        except (db_exc.DBError, sa.exc.SQLAlchemyError) as e:
+        except (db_exc.DBError, sa.exc.SQLAlchemyError, OSError) as e:
+            # (OSError: a SQLite file whose directory cannot be made.)
             reason = availability.describe(e)
-            if (not availability.is_outage(e)
+            if (isinstance(e, OSError) or not availability.is_outage(e)
                     or any(t in reason for t in _REFUSED_LOGIN)):
-                raise DatabaseUnusable('the inventory database refused '
-                                       'the schema sync: %s' % reason)
+                raise DatabaseUnusable('the inventory database cannot be '
+                                       'used (%s): check [database] '
+                                       'connection' % reason)
             if 0 <= attempts <= attempt:
                 raise DatabaseUnusable(
                     'the inventory database is unreachable after %d '

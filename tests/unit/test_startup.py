@@ -434,3 +434,16 @@ def test_a_schema_newer_than_this_release_refuses_in_one_line(tmp_path):
     assert ('Cannot start: the inventory schema is at revision '
             'f00dfeed1234, which this release does not know (its newest is '
             '%s)' % migration.head()) in lines[0]
+
+
+def test_an_inventory_file_that_cannot_be_made_is_one_line(tmp_path):
+    """A SQLite inventory under a directory the service cannot create
+    (its state directory missing or not its own): one line at once."""
+    done = _start_service(
+        tmp_path, 'sqlite:////proc/no-such-dir/inventory.sqlite',
+        'max_retries = 50\nretry_interval = 10\n')
+    lines = done.stdout.strip().splitlines()
+    assert done.returncode == 1, done.stdout
+    assert len(lines) == 1, lines
+    assert 'Cannot start: the inventory database cannot be used' in lines[0]
+    assert '/proc/no-such-dir' in lines[0]
