@@ -153,3 +153,18 @@ def test_a_reload_of_files_that_do_not_parse_keeps_everything(
     _write(tmp_path, '[filter_scheduler]\nhost_subset_size = 3\n')
     conf.conf.mutate_config_files()
     assert conf.conf.filter_scheduler.host_subset_size == 3
+
+
+def test_a_reload_applies_new_compute_and_admin_users(conf, tmp_path):
+    """Day two: a new rack's credential, or an operator's, is bound by
+    ``systemctl reload``, without restarting the schedulers."""
+    from scheduler import trust
+    path = _write(tmp_path, '[trust]\ncompute_users = rack1:rack1-*\n')
+    config.parse_args(['--config-file', path], default_config_files=[],
+                      setup_logging=False)
+    assert not trust.speaker_of('rack2', trust.REPORTS_TOPIC)('rack2-01')
+    _write(tmp_path, '[trust]\ncompute_users = rack1:rack1-*,'
+                     'rack2:rack2-*\nadmin_users = ops-alice\n')
+    conf.conf.mutate_config_files()
+    assert trust.speaker_of('rack2', trust.REPORTS_TOPIC)('rack2-01')
+    assert 'ops-alice' in trust.operator_users()
