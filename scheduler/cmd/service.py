@@ -73,11 +73,11 @@ def _sync_schema() -> None:
                     'the inventory database is unreachable after %d '
                     'attempts, %d s apart ([database] max_retries, '
                     'retry_interval): %s' % (attempt, interval, reason))
-            LOG.warning('The inventory database is unreachable (%s): '
-                        'attempt %d of %s, retry in %d s', reason, attempt,
-                        attempts if attempts >= 0 else 'unlimited',
-                        interval)
-            time.sleep(interval)
+        # Outside the handler: oslo.log would append the exception.
+        LOG.warning('The inventory database is unreachable (%s): attempt '
+                    '%d of %s, retry in %d s', reason, attempt,
+                    attempts if attempts >= 0 else 'unlimited', interval)
+        time.sleep(interval)
 
 
 def main(argv: list | None = None) -> None:

@@ -413,6 +413,7 @@ def test_a_database_away_at_start_is_waited_for_then_one_line(
     waits = [line for line in lines if 'WARNING' in line]
     assert len(waits) == 2, lines
     assert 'attempt 1 of 3' in waits[0] and 'retry in 1 s' in waits[0]
+    assert waits[0].count('Connection refused') == 1, waits[0]
     assert [line for line in lines if 'ERROR' in line or 'CRITICAL' in line
             ] == [lines[-1]]
     assert 'Cannot start: the inventory database is unreachable after 3 ' \
