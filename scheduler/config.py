@@ -79,7 +79,10 @@ def keep_valid_values(opts: cfg.ConfigOpts, fresh: dict) -> None:
     mutable option (``host_subset_size = abc``, a value below its
     minimum) would fail every later read of it, every request included.
     """
-    for (group, name), (old, new) in fresh.items():
+    for (group, opt_name), (old, new) in fresh.items():
+        # Keyed by the option's name; read, set and cleared by its
+        # attribute (``log-config-append``: ``log_config_append``).
+        name = opt_name.replace('-', '_')
         key = (group, name)
         running = _KEPT.pop(key, old)
         if running is None:  # the file did not set it: the default ran
@@ -122,11 +125,18 @@ def guard_reloads(opts: cfg.ConfigOpts) -> None:
             printed = said.getvalue().strip().splitlines()
             reason = printed[-1] if isinstance(e, SystemExit) and printed \
                 else _one_line(e)
+            what = ('the configuration files were not reloaded (%s); every '
+                    'option keeps its running value' % reason)
+        except Exception as e:
+            # A library's mutate hook (oslo.log's, for a logging file
+            # that does not load): the options are reloaded, what the
+            # hook would have changed is not.
+            what = ('the options are reloaded, but applying them failed '
+                    '(%s); what failed keeps running as it was'
+                    % _one_line(e))
         # Outside the handler: oslo.log would append the exception.
         logging.getLogger(__name__).error(
-            'Reload: the configuration files were not reloaded (%s); '
-            'every option keeps its running value: fix the files and '
-            'reload again', reason)
+            'Reload: %s: fix the files and reload again', what)
         return {}
 
     guarded.keeps_running_values = True
