@@ -41,6 +41,7 @@ import contextlib
 import json
 import socket
 import threading
+import time
 import uuid
 
 import kombu
@@ -77,6 +78,8 @@ GATHER = 0.05
 #: Seconds between two attempts to reach the broker, at most (the wait
 #: doubles from one second up to it).
 RECONNECT_MAX = 10.0
+#: Seconds between two WARNINGs of one broker outage.
+REPEAT_EVERY = 60.0
 
 #: Seconds of silence after which the broker is deemed gone
 #: (AMQP heartbeat, as oslo.messaging's default).
@@ -232,6 +235,8 @@ class AliveConsumer:
         self._start_error: BaseException | None = None
         #: Times the consumer reached the broker and consumed.
         self.consuming = 0
+        #: Attempts to reach the broker that failed since it consumed.
+        self._failed_attempts = 0
 
     def start(self) -> None:
         """Declare the queue and consume it.  As an oslo.messaging
@@ -262,28 +267,45 @@ class AliveConsumer:
 
     def _run(self) -> None:
         pause = 1.0
+        told: tuple | None = None  # (when, error type) last warned of
         try:
             while not self._stop.is_set():
                 connection = rpc.amqp_connection(
                     self._conf, transport_url=self._url)
                 connection.heartbeat = HEARTBEAT
+                failure = None
                 try:
                     self._consume(connection)
                 except Exception as e:
                     if not self.consuming and broker_login.is_refusal(e):
                         self._start_error = e
                         return
-                    LOG.warning('Liveness messages: lost the message '
-                                'broker (%(type)s: %(error)s); connecting '
-                                'again in %(pause)s s',
-                                {'type': type(e).__name__, 'error': e,
-                                 'pause': pause})
-                    self._stop.wait(pause)
-                    pause = min(pause * 2, RECONNECT_MAX)
+                    failure = e
                 else:
                     pause = 1.0
                 finally:
                     _release(connection)
+                if failure is None:
+                    continue
+                if self._failed_attempts == 0:
+                    told = None  # it consumed since: a new outage
+                self._failed_attempts += 1
+                # One WARNING an outage, again each REPEAT_EVERY or when
+                # the error changes (a password rotated while away), not
+                # one each attempt.
+                now = time.monotonic()
+                if told is None or told[1] is not type(failure) or \
+                        now - told[0] >= REPEAT_EVERY:
+                    told = (now, type(failure))
+                    LOG.warning('Liveness messages: lost the message '
+                                'broker (%(type)s: %(error)s); connecting '
+                                'again every %(max)s s at most (failed '
+                                'attempts so far: %(count)d)',
+                                {'type': type(failure).__name__,
+                                 'error': failure, 'max': RECONNECT_MAX,
+                                 'count': self._failed_attempts})
+                self._stop.wait(pause)
+                pause = min(pause * 2, RECONNECT_MAX)
         finally:
             self._started.set()
 
@@ -304,8 +326,10 @@ class AliveConsumer:
                               no_ack=False, callback=batch.append)
         self.consuming += 1
         if self.consuming > 1:
-            LOG.info('Liveness messages: consuming %s again',
-                     rpc.alive_topic(self._conf))
+            LOG.info('Liveness messages: consuming %s again (after %d '
+                     'failed attempt(s))', rpc.alive_topic(self._conf),
+                     self._failed_attempts)
+        self._failed_attempts = 0
         self._started.set()
         full_before = False
         while True:

@@ -1,5 +1,8 @@
 """Command-line and configuration-file parsing shared by every command."""
 
+import contextlib
+import functools
+import io
 import logging as std_logging
 import sys
 
@@ -63,6 +66,94 @@ def register_logging_options() -> None:
         _logging_registered = True
 
 
+#: ``(group, option)`` -> the value a reload refused to replace, kept
+#: as an override until a later reload changes the option again.
+_KEPT: dict = {}
+
+
+def keep_valid_values(opts: cfg.ConfigOpts, fresh: dict) -> None:
+    """A mutate hook: an option the reload gave a value it cannot take
+    keeps its running value, with one ERROR line.
+
+    oslo.config takes a reloaded file's text unchecked: a typo in a
+    mutable option (``host_subset_size = abc``, a value below its
+    minimum) would fail every later read of it, every request included.
+    """
+    for (group, opt_name), (old, new) in fresh.items():
+        # Keyed by the option's name; read, set and cleared by its
+        # attribute (``log-config-append``: ``log_config_append``).
+        name = opt_name.replace('-', '_')
+        key = (group, name)
+        running = _KEPT.pop(key, old)
+        if running is None:  # the file did not set it: the default ran
+            running = _default(group, name)
+        if running is not old:
+            opts.clear_override(name, group)
+        try:
+            (opts[group] if group else opts)[name]
+        except (ValueError, cfg.Error) as e:
+            opts.set_override(name, running, group)
+            _KEPT[key] = running
+            logging.getLogger(__name__).error(
+                'Reload: refused [%s] %s = %r (%s); keeping %s',
+                group or 'DEFAULT', name, new, _one_line(e), running)
+
+
+def guard_reloads(opts: cfg.ConfigOpts) -> None:
+    """Make ``opts.mutate_config_files`` (SIGHUP) keep every running
+    value, with one ERROR line, when the files no longer parse.
+
+    oslo.config's ``reload_config_files`` catches that and its
+    ``mutate_config_files`` does not: a section header without its
+    ``]``, or a command-line option's bad value in a file (``debug =
+    maybe``: argparse exits), ended the launching process on a reload,
+    and its workers with it.  Every launcher (oslo.service's, cotyledon's
+    glue, ``threading_launcher``) calls the method on ``opts``: wrapping
+    it on this one instance covers them all.
+    """
+    mutate = opts.mutate_config_files
+    if getattr(mutate, 'keeps_running_values', False):
+        return
+
+    @functools.wraps(mutate)
+    def guarded() -> dict:
+        said = io.StringIO()  # argparse's reason, printed before it exits
+        try:
+            with contextlib.redirect_stderr(said):
+                return mutate()
+        except (SystemExit, cfg.Error) as e:
+            printed = said.getvalue().strip().splitlines()
+            reason = printed[-1] if isinstance(e, SystemExit) and printed \
+                else _one_line(e)
+            what = ('the configuration files were not reloaded (%s); every '
+                    'option keeps its running value' % reason)
+        except Exception as e:
+            # A library's mutate hook (oslo.log's, for a logging file
+            # that does not load): the options are reloaded, what the
+            # hook would have changed is not.
+            what = ('the options are reloaded, but applying them failed '
+                    '(%s); what failed keeps running as it was'
+                    % _one_line(e))
+        # Outside the handler: oslo.log would append the exception.
+        logging.getLogger(__name__).error(
+            'Reload: %s: fix the files and reload again', what)
+        return {}
+
+    guarded.keeps_running_values = True
+    opts.mutate_config_files = guarded
+
+
+def _default(group: str | None, name: str):
+    """The default of our option ``[group] name`` (None if not ours)."""
+    from scheduler.conf import opts
+    for opt_group, group_opts in opts.list_opts():
+        if str(opt_group) == (group or 'DEFAULT'):
+            for opt in group_opts:
+                if opt.dest == name:
+                    return opt.default
+    return None
+
+
 def parse_args(argv: list, default_config_files: list | None = None,
                setup_logging: bool = True, prog: str | None = None,
                command_line_tool: bool = False) -> None:
@@ -101,6 +192,8 @@ def parse_args(argv: list, default_config_files: list | None = None,
     # connection waits out a pause that began while the broker was down.
     CONF.set_default('rabbit_interval_max', RECONNECT_INTERVAL_MAX,
                      group='oslo_messaging_rabbit')
+    CONF.register_mutate_hook(keep_valid_values)  # a set: once
+    guard_reloads(CONF)
     try:
         CONF(argv, project='scheduler', prog=prog,
              version=version.version_string(),

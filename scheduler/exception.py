@@ -139,6 +139,14 @@ InventoryUnavailable = _error(
         'connections; raised to callers (``select_destinations``, '
         '``explain``) with nothing claimed.  Transient: the same request '
         'succeeds once it is back.')
+InventorySchemaUnknown = _error(
+    'InventorySchemaUnknown',
+    'the inventory schema is at revision %(revision)s, which this release '
+    'does not know (its newest is %(head)s): a newer release upgraded it '
+    '(db sync). Run that release here, or restore the database from '
+    'before that upgrade',
+    doc='``db sync`` and the service refuse a schema a newer release made: '
+        'this code cannot tell whether its tables still fit it.')
 BrokerUnreachable = _error(
     'BrokerUnreachable',
     'cannot reach the message bus at %(url)s: %(reason)s',

@@ -509,6 +509,8 @@ class SchedulerManager(periodic_task.PeriodicTasks):
 
     def reset(self) -> None:
         """Apply a reloaded configuration to new requests (SIGHUP)."""
+        # First: the bindings apply whatever the driver makes of the rest.
+        trust.log_binding()
         self.driver.reset()
         trace.reset()
 

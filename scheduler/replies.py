@@ -28,6 +28,7 @@ past the stop budget; a live caller times out and tries again.
 
 import functools
 import logging as std_logging
+import re
 import time
 
 from oslo_config import cfg
@@ -53,13 +54,39 @@ RETRY_INTERVAL = 0.25
 _DRIVER_LOGGER = 'oslo.messaging._drivers.impl_rabbit'
 
 
+#: What the rabbit driver's lines of a failed connection attempt say.
+_ATTEMPT_FAILED = ('Connection failed', 'is unreachable',
+                   'closed the connection')
+#: Seconds between two of those lines let through while the broker
+#: stays away (the driver writes one per connection every
+#: ``rabbit_interval_max``).
+REPEAT_EVERY = 60.0
+#: Seconds without such a line after which the next one begins a new
+#: outage and is let through (a connection that came back after failed
+#: attempts at start logs no reconnection line).
+NEW_OUTAGE_AFTER = 10.0
+#: What varies between lines of one failure: connection ids, pauses.
+_NOT_THE_FAILURE = re.compile(r'\[[^]]*\]|[0-9.]+')
+
+
+def _append(record: std_logging.LogRecord, text: str) -> None:
+    record.msg, record.args = '%s %s' % (record.getMessage(), text), None
+
+
 class _BrokerWatch(std_logging.Filter):
-    """Notes when this process last lost (or regained) the broker.
+    """Notes when this process last lost (or regained) the broker, and
+    keeps a broker that stays away to one line a minute.
 
     oslo.messaging offers no hook for its reconnections, only its log
     lines: a failure is a WARNING or ERROR line of the rabbit driver, a
     reconnection an INFO line.  A filter sees every record the driver
-    logs at a level its logger is enabled for, and lets it through.
+    logs at a level its logger is enabled for.  Of the lines of failed
+    attempts it lets the first through, then one every
+    ``REPEAT_EVERY`` seconds saying how many it held back (as DEBUG
+    lines with debug on; each
+    connection of each worker wrote one every 2 s: an ERROR a second
+    for a service of two workers whose broker was down); the
+    reconnection line says how many were held back since.
     """
 
     def __init__(self):
@@ -67,11 +94,51 @@ class _BrokerWatch(std_logging.Filter):
         self.last_trouble: float | None = None
         #: Set once, when the service begins to stop.
         self.stopping = False
+        #: When the last failed attempt's line was let through.
+        self._told: float | None = None
+        self._held = 0
+        #: When the last line of a failed attempt came, told or held.
+        self._last = 0.0
+        #: What the lines told in this outage said, less
+        #: ``_NOT_THE_FAILURE``.
+        self._kinds: set = set()
 
     def filter(self, record):
-        if record.levelno >= std_logging.WARNING or \
-                'Reconnected to AMQP server' in str(record.msg):
-            self.last_trouble = time.monotonic()
+        failed = record.levelno >= std_logging.WARNING
+        back = 'Reconnected to AMQP server' in str(record.msg)
+        if not (failed or back):
+            return True
+        now = self.last_trouble = time.monotonic()
+        if back:
+            told, self._told, held, self._held = self._told, None, \
+                self._held, 0
+            if told is not None and held:
+                _append(record, '(after %d more line(s) of failed '
+                                'attempts, held back)' % held)
+            return True
+        if not any(text in str(record.msg) for text in _ATTEMPT_FAILED):
+            return True
+        last, self._last = self._last, now
+        # The same failure whatever the connection and the pause: one
+        # not told yet in this outage (a login refused after a password
+        # rotation) is told.
+        kind = _NOT_THE_FAILURE.sub('', record.getMessage())
+        if self._told is None or now - last >= NEW_OUTAGE_AFTER:
+            self._kinds = set()
+        elif now - self._told < REPEAT_EVERY and kind in self._kinds:
+            self._held += 1
+            # With debug on, as a DEBUG line (handlers do not look at
+            # the level again).
+            if not std_logging.getLogger('scheduler').isEnabledFor(
+                    std_logging.DEBUG):
+                return False
+            record.levelno, record.levelname = std_logging.DEBUG, 'DEBUG'
+            return True
+        self._kinds.add(kind)
+        if self._held:
+            _append(record, '(%d more such line(s) held back in the last '
+                            '%d s)' % (self._held, now - self._told))
+        self._told, self._held = now, 0
         return True
 
     def recovering(self) -> bool:

@@ -398,7 +398,10 @@ def check_host_name(value, what: str = 'host name') -> str:
                                                     type(value).__name__))
     try:
         # (oslo.config's pattern lets a trailing newline through.)
-        if len(value) > MAX_HOST_NAME_LENGTH or _CONTROL.search(value):
+        # (and its case-insensitive pattern takes the Kelvin sign for
+        # a "k" and the long s for an "s": lookalikes of ASCII names.)
+        if (len(value) > MAX_HOST_NAME_LENGTH or not value.isascii()
+                or _CONTROL.search(value)):
             raise ValueError(value)
         if not _PLAIN_HOST_NAME.match(value):
             _HOST_NAME(value)

@@ -46,9 +46,13 @@ def _announce(changed: dict | None = None, deleted: dict | None = None):
         if deleted is not None:
             api.delete_aggregate(ctxt, objects.Aggregate.from_row(deleted))
     except Exception as e:  # the bus may be down; the periodic task heals
-        LOG.warning('Saved, but could not notify the schedulers (%s); they '
-                    'will pick the change up within [scheduler] '
-                    'periodic_task_interval', e)
+        failure = e
+    else:
+        return
+    # Outside the handler: oslo.log would append the exception again.
+    LOG.warning('Saved, but could not notify the schedulers (%s); they '
+                'will pick the change up within [scheduler] '
+                'periodic_task_interval', failure)
 
 
 def _show(args, agg: dict) -> int:

@@ -1,6 +1,8 @@
 """``scheduler-service``: the scheduler daemon."""
 
+import itertools
 import sys
+import time
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -10,7 +12,11 @@ from oslo_reports import opts as gmr_opts
 from scheduler import broker_login
 from scheduler import cmd
 from scheduler import config
+from oslo_db import exception as db_exc
+import sqlalchemy as sa
+
 from scheduler.db import api as db_api
+from scheduler.db import availability
 from scheduler.db import migration
 from scheduler import exception
 from scheduler import memory
@@ -22,11 +28,56 @@ from scheduler import version
 CONF = cfg.CONF
 LOG = logging.getLogger('scheduler.cmd.service')
 
+
+class DatabaseUnusable(Exception):
+    """The inventory could not be reached or used at start (one line)."""
+
+
 STARTUP_ERRORS = (exception.SchedulerDriverNotFound,
                   exception.SchedulerHostFilterNotFound,
                   exception.SchedulerWeigherNotFound,
                   exception.PluginLoadError,
-                  exception.ConfigurationError)
+                  exception.ConfigurationError,
+                  exception.InventorySchemaUnknown,
+                  DatabaseUnusable)
+
+#: What a PostgreSQL server that answered says of a login it refused
+#: (psycopg2 gives such errors no SQLSTATE): no use waiting for it.
+_REFUSED_LOGIN = ('authentication failed', 'does not exist',
+                  'no password supplied', 'pg_hba.conf')
+
+
+def _sync_schema() -> None:
+    """Bring the inventory to this release's schema, first waiting for a
+    database that is away: ``[database] max_retries`` attempts (-1: no
+    limit), ``retry_interval`` seconds apart, one WARNING each, as the
+    systemd unit's start timeout allows.  A database that refuses the
+    login, or any other error, is one line at once.
+    """
+    attempts = CONF.database.max_retries
+    interval = CONF.database.retry_interval
+    for attempt in itertools.count(1):
+        try:
+            migration.db_sync()
+            return
+        except (db_exc.DBError, sa.exc.SQLAlchemyError, OSError) as e:
+            # (OSError: a SQLite file whose directory cannot be made.)
+            reason = availability.describe(e)
+            if (isinstance(e, OSError) or not availability.is_outage(e)
+                    or any(t in reason for t in _REFUSED_LOGIN)):
+                raise DatabaseUnusable('the inventory database cannot be '
+                                       'used (%s): check [database] '
+                                       'connection' % reason)
+            if 0 <= attempts <= attempt:
+                raise DatabaseUnusable(
+                    'the inventory database is unreachable after %d '
+                    'attempts, %d s apart ([database] max_retries, '
+                    'retry_interval): %s' % (attempt, interval, reason))
+        # Outside the handler: oslo.log would append the exception.
+        LOG.warning('The inventory database is unreachable (%s): attempt '
+                    '%d of %s, retry in %d s', reason, attempt,
+                    attempts if attempts >= 0 else 'unlimited', interval)
+        time.sleep(interval)
 
 
 def main(argv: list | None = None) -> None:
@@ -53,7 +104,7 @@ def main(argv: list | None = None) -> None:
         LOG.warning('%s', too_high)
     failure = None
     try:
-        migration.db_sync()
+        _sync_schema()
         server = service.Service.create(binary='scheduler-service',
                                         topic=CONF.scheduler.topic)
         # A wrong password or virtual host: one line and an exit, not

@@ -19,6 +19,7 @@ trust_opts = [
     cfg.DictOpt(
         'compute_users',
         default={},
+        mutable=True,
         help="""
 Binds compute credentials to the hosts they own: ``user:pattern`` pairs,
 comma separated.  A message on the reports topic (a report, an instance
@@ -51,6 +52,7 @@ Related options:
     cfg.ListOpt(
         'admin_users',
         default=[],
+        mutable=True,
         help="""
 Broker users, besides the service's own (the user of ``[DEFAULT]
 transport_url``), whose messages may carry an admin context: only from

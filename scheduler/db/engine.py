@@ -116,8 +116,12 @@ def make_engine(url: str, budget: int | None = None) -> sa.Engine:
         max_pool_size=pool_size,
         max_overflow=overflow,
         pool_timeout=opts.pool_timeout,
-        max_retries=opts.max_retries,
-        retry_interval=opts.retry_interval,
+        # No connection at creation: oslo.db retries one only for the
+        # errors it recognises (MySQL's, not libpq's "connection to server
+        # ... failed"), and a worker making its engine in an outage would
+        # wait max_retries x retry_interval inside a request.  The service
+        # waits for the database once, at start (``wait_for_database``).
+        max_retries=0,
         connection_parameters=opts.connection_parameters,
     )
 

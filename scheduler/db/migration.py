@@ -15,6 +15,7 @@ import zlib
 import sqlalchemy as sa
 
 from scheduler.db import api
+from scheduler import exception
 
 MIGRATIONS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                               'migrations')
@@ -87,11 +88,19 @@ def db_sync(version: str | None = None, connection: str | None = None) -> None:
     connection`` is used.  Services starting together on an empty
     database each call this: one migrates while the others wait for it
     (``_sync_lock``), then find the schema at ``version`` and do
-    nothing.
+    nothing.  A schema at a revision this code does not ship (a newer
+    release's) is ``InventorySchemaUnknown``.
     """
     from alembic import command as alembic_command
     config = _config()
     with _connect(connection) as conn, _sync_lock(conn):
+        current = revision_of(conn)
+        # Ends the read's transaction: alembic's would join it, and
+        # nothing would commit the upgrade.
+        conn.rollback()
+        if current is not None and current not in known_revisions():
+            raise exception.InventorySchemaUnknown(revision=current,
+                                                   head=head())
         config.attributes['connection'] = conn
         alembic_command.upgrade(config, version or 'head')
 

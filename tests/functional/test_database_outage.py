@@ -548,3 +548,28 @@ def test_a_worker_restarted_during_an_outage_serves_and_recovers(
     assert re.search(r' %d INFO scheduler.host_manager .*Loaded \d+ host '
                      r'state' % new, log), \
         [line for line in log.splitlines() if str(new) in line][:40]
+
+
+def test_a_service_started_while_the_database_is_away_waits_for_it(
+        cluster, postgresql_url):
+    """PostgreSQL not up yet when the service starts (a node booting):
+    the service waits for it as the systemd unit expects, one WARNING
+    an attempt, and serves once it is there."""
+    proxy = tcp_proxy.TCPProxy(
+        upstream=('127.0.0.1', sa.make_url(postgresql_url).port))
+    proxy.start()
+    proxy.stop()  # its port, refusing connections
+    try:
+        daemon = cluster.start_scheduler(
+            _through(proxy, postgresql_url), wait=False,
+            extra='[database]\nmax_retries = 30\nretry_interval = 1\n')
+        daemons.wait_for(
+            lambda: 'The inventory database is unreachable' in daemon.log(),
+            60, what='the service to say it waits for the database')
+        assert daemon.alive(), daemon.log()[-3000:]
+        proxy.start()
+        cluster.wait_ready(daemon, 'sched')
+    finally:
+        daemons.stop_daemons_first()
+        proxy.stop()
+    assert 'Traceback' not in daemon.log()

@@ -361,3 +361,24 @@ def test_a_deferred_context_copies_and_prints_without_building():
     assert deferred._request is None
     with pytest.raises(AttributeError):
         deferred._nothing
+
+
+def test_a_broker_away_for_many_attempts_is_one_warning(
+        memory_broker, monkeypatch, caplog):
+    """Each failed attempt was a WARNING (every 10 s for as long as the
+    broker stayed away, the exception appended to each)."""
+    endpoint = Endpoint()
+    consumer = alive_consumer.AliveConsumer(endpoint)
+    memory_broker['refuse'] = 6
+    monkeypatch.setattr(alive_consumer, 'RECONNECT_MAX', 0.01)
+    memory_broker['publish'](1)
+    consumer.start()
+    try:
+        _wait(lambda: len(endpoint.taken) == 1)
+    finally:
+        consumer.stop()
+        consumer.wait()
+    warnings = [r.getMessage() for r in caplog.records
+                if r.name == alive_consumer.LOG.logger.name
+                and r.levelname == 'WARNING']
+    assert len(warnings) == 1, warnings

@@ -91,3 +91,106 @@ def test_the_warning_bound_keeps_the_stop_within_its_budget():
         config.RECONNECT_INTERVAL_WARN_ABOVE
     assert config.RECONNECT_INTERVAL_WARN_ABOVE + \
         config.REPLY_RETRY_SECONDS + 0.5 < config.STOP_WITHIN - 2
+
+
+def test_a_reload_refuses_a_value_its_option_cannot_take(
+        conf, tmp_path, caplog):
+    """SIGHUP with a typo in a mutable option: the option keeps its
+    running value and the log says so; the rest of the file applies.
+    (oslo.config takes the new text unchecked, and every request then
+    failed reading it.)"""
+    path = _write(tmp_path, '[filter_scheduler]\nhost_subset_size = 2\n'
+                  'ram_weight_multiplier = 1.0\n')
+    config.parse_args(['--config-file', path], default_config_files=[],
+                      setup_logging=False)
+    group = conf.conf.filter_scheduler
+    _write(tmp_path, '[filter_scheduler]\nhost_subset_size = abc\n'
+                     'ram_weight_multiplier = 2.5\n')
+    conf.conf.mutate_config_files()
+    assert group.host_subset_size == 2
+    assert group.ram_weight_multiplier == 2.5
+    refused = [r.getMessage() for r in caplog.records
+               if r.levelname == 'ERROR']
+    assert len(refused) == 1, refused
+    assert "[filter_scheduler] host_subset_size = 'abc'" in refused[0]
+    assert 'keeping 2' in refused[0]
+    # Another bad value: still the last good one.
+    _write(tmp_path, '[filter_scheduler]\nhost_subset_size = 0\n')
+    conf.conf.mutate_config_files()
+    assert group.host_subset_size == 2
+    # Fixed in the file: applied at the next reload.
+    _write(tmp_path, '[filter_scheduler]\nhost_subset_size = 3\n')
+    conf.conf.mutate_config_files()
+    assert group.host_subset_size == 3
+    # An option the file did not set keeps its default.
+    _write(tmp_path, '[filter_scheduler]\nhost_subset_size = 3\n'
+                     'shuffle_best_same_weighed_hosts = perhaps\n')
+    conf.conf.mutate_config_files()
+    assert group.shuffle_best_same_weighed_hosts is False
+
+
+@pytest.mark.parametrize('text', [
+    '[DEFAULT]\ndebug = maybe\n',   # a command-line option: argparse exits
+    '[filter_scheduler\n',          # a file that no longer parses
+])
+def test_a_reload_of_files_that_do_not_parse_keeps_everything(
+        conf, tmp_path, caplog, text):
+    """SIGHUP after an edit that breaks the files: the service keeps
+    running on what it had (the launcher used to exit on it, taking the
+    workers down), and says it."""
+    path = _write(tmp_path, '[filter_scheduler]\nhost_subset_size = 2\n')
+    config.parse_args(['--config-file', path], default_config_files=[],
+                      setup_logging=False)
+    _write(tmp_path, '[filter_scheduler]\nhost_subset_size = 3\n' + text)
+    assert conf.conf.mutate_config_files() == {}
+    assert conf.conf.filter_scheduler.host_subset_size == 2
+    refused = [r.getMessage() for r in caplog.records
+               if r.levelname == 'ERROR']
+    assert len(refused) == 1, refused
+    assert refused[0].startswith('Reload: the configuration files were not '
+                                 'reloaded'), refused
+    # Fixed: the next reload applies.
+    _write(tmp_path, '[filter_scheduler]\nhost_subset_size = 3\n')
+    conf.conf.mutate_config_files()
+    assert conf.conf.filter_scheduler.host_subset_size == 3
+
+
+def test_a_reload_applies_new_compute_and_admin_users(conf, tmp_path):
+    """Day two: a new rack's credential, or an operator's, is bound by
+    ``systemctl reload``, without restarting the schedulers."""
+    from scheduler import trust
+    path = _write(tmp_path, '[trust]\ncompute_users = rack1:rack1-*\n')
+    config.parse_args(['--config-file', path], default_config_files=[],
+                      setup_logging=False)
+    assert not trust.speaker_of('rack2', trust.REPORTS_TOPIC)('rack2-01')
+    _write(tmp_path, '[trust]\ncompute_users = rack1:rack1-*,'
+                     'rack2:rack2-*\nadmin_users = ops-alice\n')
+    conf.conf.mutate_config_files()
+    assert trust.speaker_of('rack2', trust.REPORTS_TOPIC)('rack2-01')
+    assert 'ops-alice' in trust.operator_users()
+
+
+def test_a_reload_of_an_option_named_with_dashes_is_applied(
+        conf, tmp_path, capsys):
+    """oslo.log's ``log-config-append`` (its attribute is
+    ``log_config_append``): the reload applies it, and is not reported
+    as not reloaded."""
+    config.register_logging_options()
+    path = _write(tmp_path, '[filter_scheduler]\nhost_subset_size = 2\n')
+    config.parse_args(['--config-file', path], default_config_files=[],
+                      setup_logging=False)
+    # An empty logging file, which oslo.log's own hook refuses (it
+    # raised out of the reload, which ended the launching process).
+    sample = tmp_path / 'logging.conf'
+    sample.write_text('')
+    _write(tmp_path, '[DEFAULT]\nlog_config_append = %s\n'
+                     '[filter_scheduler]\nhost_subset_size = 3\n' % sample)
+    conf.conf.mutate_config_files()
+    assert conf.conf.filter_scheduler.host_subset_size == 3
+    # oslo.log took every handler away before it failed: the line goes
+    # to stderr (Python's last resort, the journal under systemd).
+    errors = capsys.readouterr().err.splitlines()
+    assert len(errors) == 1, errors
+    assert errors[0].startswith('Reload: the options are reloaded, but '
+                                'applying them failed (Error loading '
+                                'logging config'), errors

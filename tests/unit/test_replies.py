@@ -61,6 +61,10 @@ def quick(monkeypatch, conf):
     monkeypatch.setattr(replies, 'RETRY_INTERVAL', 0.02)
     monkeypatch.setattr(replies._WATCH, 'last_trouble', None)
     monkeypatch.setattr(replies._WATCH, 'stopping', False)
+    monkeypatch.setattr(replies._WATCH, '_told', None)
+    monkeypatch.setattr(replies._WATCH, '_held', 0)
+    monkeypatch.setattr(replies._WATCH, '_last', 0.0)
+    monkeypatch.setattr(replies._WATCH, '_kinds', set())
 
 
 class _Clock:
@@ -241,3 +245,43 @@ def test_the_drivers_own_message_is_taken_over(quick):
     assert message.reply.func is replies.send
     message.reply({'answer': 42})
     assert sent == ['reply_live']
+
+
+def test_a_broker_that_stays_away_is_one_line_a_minute(clock, caplog):
+    """The driver writes a line for every failed attempt of every
+    connection, every 2 s; the operator reads one a minute, with the
+    count of those held back, and the line of the reconnection."""
+    replies.watch_broker()
+    logger = logging.getLogger(replies._DRIVER_LOGGER)
+    caplog.set_level(logging.INFO, logger=replies._DRIVER_LOGGER)
+    for _ in range(31):  # 0 s to 60 s
+        logger.error('Connection failed: %s (retrying in %s seconds)',
+                     '[Errno 111] ECONNREFUSED', 2.0)
+        logger.error('[%(connection_id)s] AMQP server on %(hostname)s is '
+                     'unreachable', {'connection_id': 'c2',
+                                     'hostname': '127.0.0.1'})
+        clock.sleep(2)
+    # A connection that got through logs no line; another outage
+    # after a quiet while is told at once.
+    clock.sleep(20)
+    logger.error('[c3] AMQP server on 127.0.0.1 is unreachable')
+    clock.sleep(2)
+    logger.error('[c3] AMQP server on 127.0.0.1 is unreachable')
+    # Another failure (the password was rotated meanwhile): told.
+    logger.error('[c4] AMQP server on 127.0.0.1 is unreachable: '
+                 'ACCESS_REFUSED')
+    logger.info('[c3] Reconnected to AMQP server on 127.0.0.1:5672')
+    lines = [r.getMessage() for r in caplog.records
+             if r.name == replies._DRIVER_LOGGER]
+    assert lines == [
+        'Connection failed: [Errno 111] ECONNREFUSED (retrying in 2.0 '
+        'seconds)',
+        '[c2] AMQP server on 127.0.0.1 is unreachable',
+        'Connection failed: [Errno 111] ECONNREFUSED (retrying in 2.0 '
+        'seconds) (58 more such line(s) held back in the last 60 s)',
+        '[c3] AMQP server on 127.0.0.1 is unreachable (1 more such line(s) '
+        'held back in the last 22 s)',
+        '[c4] AMQP server on 127.0.0.1 is unreachable: ACCESS_REFUSED '
+        '(1 more such line(s) held back in the last 2 s)',
+        '[c3] Reconnected to AMQP server on 127.0.0.1:5672']
+    assert replies._WATCH.recovering()

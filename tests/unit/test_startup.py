@@ -374,3 +374,77 @@ def test_the_launching_process_ends_without_the_interpreter_teardown(
     assert done.returncode == 0, done.stderr[-3000:]
     assert 'workers gone' in log.read_text()
     assert 'interpreter teardown ran' not in done.stderr
+
+
+# -- the inventory at start-up: away, or upgraded by a newer release ------
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+def _start_service(tmp_path, database: str, extra: str = ''):
+    """``scheduler-service`` with ``database``; it never gets as far as
+    the broker (nothing listens on port 1)."""
+    config = tmp_path / 'service.conf'
+    config.write_text(
+        '[DEFAULT]\ntransport_url = rabbit://guest:guest@127.0.0.1:1/\n\n'
+        '[database]\nconnection = %s\n%s' % (database, extra))
+    return subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), 'scheduler-service'),
+         '--config-file', str(config)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        timeout=120, env=dict(os.environ, SCHEDULER_NO_MONKEY_PATCH='1'))
+
+
+@pytest.mark.parametrize('url', [
+    'postgresql+psycopg2://scheduler@127.0.0.1:%d/scheduler',
+    'mysql+pymysql://scheduler@127.0.0.1:%d/scheduler'])
+def test_a_database_away_at_start_is_waited_for_then_one_line(
+        tmp_path, url):
+    # The admin guide and the systemd unit: an unreachable database is
+    # retried [database] max_retries times, retry_interval apart.
+    done = _start_service(tmp_path, url % _free_port(),
+                          'max_retries = 3\nretry_interval = 1\n')
+    lines = done.stdout.strip().splitlines()
+    assert done.returncode == 1, done.stdout
+    assert 'Traceback' not in done.stdout
+    waits = [line for line in lines if 'WARNING' in line]
+    assert len(waits) == 2, lines
+    assert 'attempt 1 of 3' in waits[0] and 'retry in 1 s' in waits[0]
+    assert waits[0].count('Connection refused') == 1, waits[0]
+    assert [line for line in lines if 'ERROR' in line or 'CRITICAL' in line
+            ] == [lines[-1]]
+    assert 'Cannot start: the inventory database is unreachable after 3 ' \
+           'attempts' in lines[-1]
+    assert 'Connection refused' in lines[-1]
+
+
+def test_a_schema_newer_than_this_release_refuses_in_one_line(tmp_path):
+    from scheduler.db import migration
+    database = 'sqlite:///%s' % (tmp_path / 'inventory.sqlite')
+    migration.db_sync(connection=database)
+    import sqlite3
+    with sqlite3.connect(str(tmp_path / 'inventory.sqlite')) as db:
+        db.execute("UPDATE alembic_version SET version_num = 'f00dfeed1234'")
+    done = _start_service(tmp_path, database)
+    lines = done.stdout.strip().splitlines()
+    assert done.returncode == 1, done.stdout
+    assert len(lines) == 1, lines
+    assert ('Cannot start: the inventory schema is at revision '
+            'f00dfeed1234, which this release does not know (its newest is '
+            '%s)' % migration.head()) in lines[0]
+
+
+def test_an_inventory_file_that_cannot_be_made_is_one_line(tmp_path):
+    """A SQLite inventory under a directory the service cannot create
+    (its state directory missing or not its own): one line at once."""
+    done = _start_service(
+        tmp_path, 'sqlite:////proc/no-such-dir/inventory.sqlite',
+        'max_retries = 50\nretry_interval = 10\n')
+    lines = done.stdout.strip().splitlines()
+    assert done.returncode == 1, done.stdout
+    assert len(lines) == 1, lines
+    assert 'Cannot start: the inventory database cannot be used' in lines[0]
+    assert '/proc/no-such-dir' in lines[0]

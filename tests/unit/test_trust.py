@@ -232,6 +232,17 @@ def test_valid_host_names_are_taken(name):
     assert trust.check_host_name(name) == name
 
 
+@pytest.mark.parametrize('name', ['\u212aompute1', 'computes\u017f'])
+def test_lookalikes_of_ascii_host_names_are_refused(name):
+    """The Kelvin sign and the long s pass oslo.config's host name
+    pattern (case-insensitive in Unicode): a second ``kompute1`` in
+    ``hosts list``, which the owner of the real one could speak for too
+    (``owns`` compares lower-cased names, and the Kelvin sign lower-cases
+    to an ASCII "k")."""
+    with pytest.raises(exception.InvalidRequest):
+        trust.check_host_name(name)
+
+
 def test_node_names():
     assert trust.check_node_name('9c3e1b5e-7f0e-4c55-8a8f-0d2a1c2b3e4f')
     for bad in ('', 'n' * 256, 'a\x00b', None):

@@ -4,7 +4,10 @@ The announcement to running schedulers is recorded instead of cast:
 these tests check what is written and what would be announced.
 """
 
+import os
 import re
+import subprocess
+import sys
 
 from oslo_utils import timeutils
 import pytest
@@ -270,3 +273,24 @@ def test_what_the_inventory_cannot_store_is_one_line(manage, rack, announced,
     assert result.err.startswith('InvalidRequest: ')
     assert result.err.count('\n') == 1
     assert announced == []
+
+
+def test_a_change_saved_with_the_broker_away_is_one_plain_line(tmp_path):
+    """The broker is down: the aggregate is saved, and stderr says once
+    why the schedulers were not told (no exception appended to it)."""
+    conf = tmp_path / 'scheduler.conf'
+    conf.write_text('[DEFAULT]\ntransport_url = rabbit://guest:guest@'
+                    '127.0.0.1:1/\n[database]\nconnection = '
+                    'sqlite:///%s/inv.sqlite\n' % tmp_path)
+    manage = os.path.join(os.path.dirname(sys.executable),
+                          'scheduler-manage')
+    subprocess.run([manage, '--config-file', str(conf), 'db', 'sync'],
+                   check=True, capture_output=True, timeout=120)
+    done = subprocess.run([manage, '--config-file', str(conf), 'aggregate',
+                           'create', 'rack1'], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert 'Saved, but could not notify the schedulers' in lines[0]
+    assert lines[0].count('cannot reach the message bus') == 1, lines[0]
