@@ -5,16 +5,15 @@ import sys
 import time
 
 from oslo_config import cfg
+from oslo_db import exception as db_exc
 from oslo_log import log as logging
 from oslo_reports import guru_meditation_report as gmr
 from oslo_reports import opts as gmr_opts
+import sqlalchemy as sa
 
 from scheduler import broker_login
 from scheduler import cmd
 from scheduler import config
-from oslo_db import exception as db_exc
-import sqlalchemy as sa
-
 from scheduler.db import api as db_api
 from scheduler.db import availability
 from scheduler.db import migration
