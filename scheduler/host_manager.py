@@ -162,7 +162,40 @@ class HostManager:
         left = self._writer.take_all()
         if left:
             self._write_taken(left)
-        self._backlog.write(self.db, self._took_usage)
+        refused = self._backlog.write(self.db, self._took_usage)
+        if refused:
+            self._take_back(refused)
+
+    def _take_back(self, keys: list) -> None:
+        """The flush's write of nodes ``keys``' reports was refused (a
+        fanout report, installed when it came): this worker goes back
+        to the reports the inventory holds of them, or forgets the
+        nodes it has none of (and when it cannot read them now), as
+        the intake never installs a report it could not store.  Else
+        it would place on capacity no other worker sees, and the
+        claims' checks, whose limits come from the view, would let it.
+        The next report of each is taken as any."""
+        try:
+            rows = self.db.host_reports_get(keys)
+        except Exception as e:
+            if not availability.is_outage(e):
+                raise
+            rows = []
+        stored = {(row['host'], row['nodename']): row for row in rows}
+        with self._lock:
+            for key in keys:
+                if not self._backlog.was_refused(key):
+                    continue  # a newer report came meanwhile
+                row = stored.get(key)
+                view = None if row is None else node_reports.stored_view(
+                    row)
+                if view is None:
+                    self._reports.forget(key)
+                else:
+                    self._marks.holds(key, row['changed_seq'])
+                    self._aggregates.attach(view)
+                    self._reports.put(key, view)
+                self._views.compose(key)
 
     # -- reports from computes ------------------------------------------
 
