@@ -209,7 +209,9 @@ class HostManager:
         report is written first (``report_writer``) and becomes this
         worker's view once written, when every worker can read it
         (``refresh_changed_reports``).  Otherwise it is written at the
-        next flush.
+        next flush.  A report older than the one held (by the compute's
+        clock: one redelivered, or served beside a newer one) is
+        dropped, as the inventory drops it: its totals may be larger.
         """
         key = (report.host, report.nodename)
         with self._lock:
@@ -225,7 +227,8 @@ class HostManager:
         with self._lock:
             carried = self._usage_to_write(key, view)
             if not shared:
-                told = self._install(view, unwritten=True, usage=carried)
+                told = self._install(view, unwritten=True, usage=carried,
+                                     unless_older=True)
         if shared:
             self._writer.submit(report_writer.Taken(key, view, carried))
         else:

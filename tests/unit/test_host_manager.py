@@ -1577,6 +1577,29 @@ def test_a_report_written_by_another_worker_never_replaces_a_newer_one():
     assert taker.get_host_state('h1').memory_mb == 2048
 
 
+def test_a_late_report_never_replaces_a_newer_one_in_the_view(conf):
+    """A compute lowered its node's RAM; its report from before the
+    change reaches the worker after the one that says so (a fanout
+    report redelivered, two served at once).  The worker goes on
+    placing against the newer report, and stores that one."""
+    conf.config(enabled_filters=fixtures.CORE_FILTERS,
+                group='filter_scheduler')
+    manager = host_manager.HostManager(inventory=fixtures.memory_inventory())
+    now = timeutils.utcnow()
+    manager.update_from_report(fixtures.report('h1', memory_mb=8192,
+                                               updated_at=now))
+    manager.update_from_report(fixtures.report(
+        'h1', memory_mb=16384, updated_at=now - datetime.timedelta(
+            seconds=30)))
+    assert manager.get_host_state('h1').memory_mb == 8192
+    with pytest.raises(exception.NoValidHost):
+        filter_scheduler.FilterScheduler(manager).select_destinations(
+            None, fixtures.request(memory_mb=12288), [fixtures.uuid(1)])
+    manager.flush()
+    assert manager.db.host_reports_get_all()[0]['report'][
+        'versioned_object.data']['memory_mb'] == 8192
+
+
 def _no_window(*managers):
     for manager in managers:
         manager._writer.window = 0.0
