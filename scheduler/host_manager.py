@@ -840,7 +840,8 @@ class HostManager:
         """A compute's complete list of its instances, sent now and then.
 
         Confirms the claims it lists; placements on that host the compute
-        no longer has are dropped (claims still building stay).  Returns
+        no longer has are dropped (claims building, and built ones no
+        report counts yet, stay: ``usage.sync_host``).  Returns
         the dropped placements.
         """
         dropped = self.usage_db.sync_host(host, instance_uuids)

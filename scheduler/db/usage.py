@@ -1286,16 +1286,21 @@ def sync_host(host: str, instance_uuids: Iterable[str]) -> list[dict]:
     """Align ``host``'s placements with the compute's complete list.
 
     Placements the compute no longer has go, except claims still
-    building (pending and never seen); listed claims become active.
-    Returns the dropped placements.
+    building (pending and never seen) and built ones no report counts
+    yet (pending and active): the list carries no time, and may have
+    been taken before the build its confirmation announced (served
+    later, or by a slower worker), so only a report, by its time,
+    unlists those.  Listed claims become active.  Returns the dropped
+    placements.
     """
     listed = set(instance_uuids)
     with engine.transaction() as session:
         rows = session.execute(
-            sa.select(_INST.instance_uuid, _INST.status)
+            sa.select(_INST.instance_uuid, _INST.status, _INST.pending)
             .where(_INST.host == host)).all()
-        gone = [uuid for uuid, status in rows
-                if status in (instances.ACTIVE, instances.UNLISTED)
+        gone = [uuid for uuid, status, pending in rows
+                if (status == instances.UNLISTED
+                    or status == instances.ACTIVE and not pending)
                 and uuid not in listed]
         dropped = _drop(session, gone, host=host)
     confirm(host, listed)

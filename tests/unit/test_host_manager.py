@@ -1273,7 +1273,15 @@ def test_a_computes_full_instance_list_reconciles_the_inventory(inventory):
     assert status == {fixtures.uuid(1): 'active',
                       fixtures.uuid(2): 'claimed'}
 
-    # Later the compute no longer has instance 1: its placement goes.
+    # Its report counts it; later the compute no longer has instance 1:
+    # its placement goes.  (Until a report counts it, a list without it
+    # may have been taken before it was built: it stays.)
+    manager.sync_instance_info('h1', [])
+    assert len(inventory.instance_get_all()) == 2
+    manager.update_from_report(fixtures.report(
+        'h1', memory_mb=8192, memory_mb_used=1024,
+        instance_uuids=[fixtures.uuid(1)]))
+    manager.flush()
     manager.sync_instance_info('h1', [])
     assert [i['instance_uuid'] for i in inventory.instance_get_all()] == [
         fixtures.uuid(2)], 'a claim still building stays'

@@ -318,6 +318,23 @@ def test_sync_host_drops_what_the_compute_no_longer_has():
         'a claim still building stays'
 
 
+def test_a_sync_taken_before_a_build_does_not_free_the_build():
+    """A compute's list of its instances, taken before it built one,
+    is served after that build's confirmation (another worker served
+    the confirmation first, or the two casts were served at once).
+    The built instance keeps its usage: no report counts it yet, and
+    giving it back would let another claim have its room."""
+    _claim(1, memory_mb=3072)
+    assert usage.confirm('h1', [fixtures.uuid(1)]) == 1
+    assert usage.sync_host('h1', []) == []
+    with pytest.raises(usage.ClaimConflict):
+        _claim(2, memory_mb=3072)
+    # A report that lists it settles it.
+    usage.apply_reports([_report(used=3072, instances=[fixtures.uuid(1)],
+                                 at=T0 + datetime.timedelta(1))])
+    assert _row()['claimed_memory_mb'] == 0
+
+
 def test_changed_since_returns_rows_in_sequence_order():
     usage.apply_reports([_report('h2', 'h2')])
     start = max(r['seq'] for r in usage.usage_get_all())
