@@ -162,7 +162,40 @@ class HostManager:
         left = self._writer.take_all()
         if left:
             self._write_taken(left)
-        self._backlog.write(self.db, self._took_usage)
+        refused = self._backlog.write(self.db, self._took_usage)
+        if refused:
+            self._take_back(refused)
+
+    def _take_back(self, keys: list) -> None:
+        """The flush's write of nodes ``keys``' reports was refused (a
+        fanout report, installed when it came): this worker goes back
+        to the reports the inventory holds of them, or forgets the
+        nodes it has none of (and when it cannot read them now), as
+        the intake never installs a report it could not store.  Else
+        it would place on capacity no other worker sees, and the
+        claims' checks, whose limits come from the view, would let it.
+        The next report of each is taken as any."""
+        try:
+            rows = self.db.host_reports_get(keys)
+        except Exception as e:
+            if not availability.is_outage(e):
+                raise
+            rows = []
+        stored = {(row['host'], row['nodename']): row for row in rows}
+        with self._lock:
+            for key in keys:
+                if not self._backlog.was_refused(key):
+                    continue  # a newer report came meanwhile
+                row = stored.get(key)
+                view = None if row is None else node_reports.stored_view(
+                    row)
+                if view is None:
+                    self._reports.forget(key)
+                else:
+                    self._marks.holds(key, row['changed_seq'])
+                    self._aggregates.attach(view)
+                    self._reports.put(key, view)
+                self._views.compose(key)
 
     # -- reports from computes ------------------------------------------
 
@@ -176,7 +209,9 @@ class HostManager:
         report is written first (``report_writer``) and becomes this
         worker's view once written, when every worker can read it
         (``refresh_changed_reports``).  Otherwise it is written at the
-        next flush.
+        next flush.  A report older than the one held (by the compute's
+        clock: one redelivered, or served beside a newer one) is
+        dropped, as the inventory drops it: its totals may be larger.
         """
         key = (report.host, report.nodename)
         with self._lock:
@@ -192,7 +227,8 @@ class HostManager:
         with self._lock:
             carried = self._usage_to_write(key, view)
             if not shared:
-                told = self._install(view, unwritten=True, usage=carried)
+                told = self._install(view, unwritten=True, usage=carried,
+                                     unless_older=True)
         if shared:
             self._writer.submit(report_writer.Taken(key, view, carried))
         else:
@@ -804,7 +840,8 @@ class HostManager:
         """A compute's complete list of its instances, sent now and then.
 
         Confirms the claims it lists; placements on that host the compute
-        no longer has are dropped (claims still building stay).  Returns
+        no longer has are dropped (claims building, and built ones no
+        report counts yet, stay: ``usage.sync_host``).  Returns
         the dropped placements.
         """
         dropped = self.usage_db.sync_host(host, instance_uuids)

@@ -82,7 +82,7 @@ class ReportBacklog:
         self.dirty.discard(key)
         self.usage.pop(key, None)
 
-    def write(self, db, took_usage: typing.Callable) -> None:
+    def write(self, db, took_usage: typing.Callable) -> list:
         """Write the backlog: ``FLUSH_BATCH`` nodes a transaction, each
         node's report and the usage it carries (which confirms claims)
         together, read back in the same transaction
@@ -96,7 +96,9 @@ class ReportBacklog:
         row per node in memory until the last batch.  A node the
         inventory refuses is dropped alone (``report_isolation``) and
         marked ``refused``; on any other error what was not written is
-        kept for the next time (forgotten nodes are dropped).
+        kept for the next time (forgotten nodes are dropped).  Returns
+        the keys of the nodes refused whose report held is the refused
+        one (no newer one came meanwhile).
         """
         with self._lock:
             dirty, self.dirty = self.dirty, set()
@@ -104,6 +106,7 @@ class ReportBacklog:
             touched, self.touched = self.touched - dirty, set()
         left = sorted(dirty | set(usage_reports))
         confirmed = 0
+        refused: list = []
 
         def written(parts: list, result) -> None:
             nonlocal confirmed
@@ -132,7 +135,7 @@ class ReportBacklog:
                     [p for p in parts
                      if p.row is not None or p.usage is not None],
                     written)
-                self._refused([p.key for p in outcome.refused])
+                refused += self._refused([p.key for p in outcome.refused])
                 if outcome.error is not None:
                     left = [p.key for p in outcome.unwritten] + rest
                     raise outcome.error
@@ -154,15 +157,18 @@ class ReportBacklog:
             write_failed(e, 'host reports')
         if confirmed:
             LOG.debug('Reports confirmed %d claim(s)', confirmed)
+        return refused
 
-    def _refused(self, keys: list) -> None:
+    def _refused(self, keys: list) -> list:
         """The inventory refused the reports of nodes ``keys``: nothing
         of them is kept, and the next report of each is written whole
-        (unless a newer one is waiting already)."""
-        if keys:
-            with self._lock:
-                self.refused.update(key for key in keys
-                                    if key not in self.dirty)
+        (unless a newer one is waiting already); returns those."""
+        if not keys:
+            return []
+        with self._lock:
+            keys = [key for key in keys if key not in self.dirty]
+            self.refused.update(keys)
+        return keys
 
     def _written(self, keys: list, seq, changed: bool) -> None:
         with self._lock:

@@ -1314,18 +1314,20 @@ def confirm_many(builds: Sequence[tuple[str, Iterable[str]]]) -> list[int]:
 def sync_host(host: str, instance_uuids: Iterable[str]) -> list[dict]:
     """Align ``host``'s placements with the compute's complete list.
 
-    Placements the compute no longer has go, except claims still
-    building (pending and never seen); listed claims become active.
+    Placements the compute no longer has go, only those a report
+    counts (not pending): the list carries no time, and may have been
+    taken before the build a confirmation announced (served later, or
+    by a slower worker); dropping a pending one would give the room of
+    an instance that runs to another claim.  Reports, by their time,
+    unlist and drop the pending ones.  Listed claims become active.
     Returns the dropped placements.
     """
     listed = set(instance_uuids)
     with engine.transaction() as session:
-        rows = session.execute(
-            sa.select(_INST.instance_uuid, _INST.status)
-            .where(_INST.host == host)).all()
-        gone = [uuid for uuid, status in rows
-                if status in (instances.ACTIVE, instances.UNLISTED)
-                and uuid not in listed]
+        gone = [uuid for uuid in session.execute(
+            sa.select(_INST.instance_uuid).where(
+                _INST.host == host, _INST.pending.is_(False))).scalars()
+                if uuid not in listed]
         dropped = _drop(session, gone, host=host)
     confirm(host, listed)
     return dropped

@@ -631,11 +631,15 @@ def test_compute_credentials_speak_only_for_their_hosts(
     selections = cluster.api.select_destinations(
         cluster.ctxt, make_spec(num=2), instance_uuids=[placed, pending])
     assert [s.service_host for [s] in selections] == ['other', 'other']
-    # One is built (active: an empty sync would erase it), one not yet.
+    # One is built and reported (an empty sync would erase it), one
+    # not yet.
     operator.update_instance_info(cluster.admin_ctxt, 'other', [placed])
+    operator.update_service_capabilities(cluster.admin_ctxt, _report(
+        'other', memory_mb_used=_placement(conf, db, placed)['memory_mb'],
+        num_instances=1, instance_uuids=[placed]))
     daemons.wait_for(
-        lambda: _placement(conf, db, placed)['status'] == 'active', 30,
-        what='the operator to confirm the instance')
+        lambda: not _placement(conf, db, placed)['pending'], 30,
+        what='the operator to confirm and report the instance')
 
     # The compute reports its own host ...
     compute_api.update_service_capabilities(cluster.admin_ctxt, _report(own))

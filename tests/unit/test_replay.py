@@ -255,8 +255,13 @@ def test_placements_gone_without_a_deletion_are_recorded_released(
             manager.select_destinations(
                 ctxt, spec_obj=fixtures.request(memory_mb=1024),
                 instance_uuids=[fixtures.uuid(n)])
-        # Instance 1 is built, then the compute no longer lists it.
+        # Instance 1 is built and reported, then the compute no longer
+        # lists it.
         manager.update_instance_info(ctxt, 'h1', [fixtures.uuid(1)])
+        driver.host_manager.update_from_report(fixtures.report(
+            'h1', memory_mb=8192, memory_mb_used=1024,
+            instance_uuids=[fixtures.uuid(1)]))
+        driver.host_manager.flush()
         manager.sync_instance_info(ctxt, 'h1', [])
         # Instance 2 is never built: its claim expires.
         with engine.transaction() as session:

@@ -96,3 +96,6 @@ def test_a_report_postgresql_refuses_is_dropped_alone(
               if r.levelno >= logging.ERROR]
     assert len(errors) == 1, errors
     assert 'n2/n2' in errors[0] and 'character varying(36)' in errors[0]
+    # Nor does the worker place on it.
+    assert sorted(s.host for s in manager.get_all_host_states()) == \
+        ['n1', 'n3', 'n4']

@@ -318,6 +318,43 @@ def test_sync_host_drops_what_the_compute_no_longer_has():
         'a claim still building stays'
 
 
+def test_a_sync_taken_before_a_build_does_not_free_the_build():
+    """A compute's list of its instances, taken before it built one,
+    is served after that build's confirmation (another worker served
+    the confirmation first, or the two casts were served at once).
+    The built instance keeps its usage: no report counts it yet, and
+    giving it back would let another claim have its room."""
+    _claim(1, memory_mb=3072)
+    assert usage.confirm('h1', [fixtures.uuid(1)]) == 1
+    assert usage.sync_host('h1', []) == []
+    with pytest.raises(usage.ClaimConflict):
+        _claim(2, memory_mb=3072)
+    # A report that lists it settles it.
+    usage.apply_reports([_report(used=3072, instances=[fixtures.uuid(1)],
+                                 at=T0 + datetime.timedelta(1))])
+    assert _row()['claimed_memory_mb'] == 0
+
+
+@pytest.mark.xfail(strict=True, reason='a report that lists a resized '
+                   'instance settles its new claim, whatever size it '
+                   'counts: no claim of a move or resize is told apart')
+def test_a_resize_on_its_own_node_keeps_its_new_size_until_reported():
+    """An instance of 1 GB is resized to 3 GB on the node it runs on
+    (nova's allow_resize_to_same_host).  The node's next report, taken
+    before the compute began the resize, lists it at 1 GB: the 3 GB
+    claim must not be settled by it, or 2 GB of the resize's room goes
+    to another claim."""
+    _claim(1)
+    usage.confirm('h1', [fixtures.uuid(1)])
+    usage.apply_reports([_report(used=1024, instances=[fixtures.uuid(1)],
+                                 at=T0 + datetime.timedelta(1))])
+    _claim(1, memory_mb=3072, replace=True)
+    usage.apply_reports([_report(used=1024, instances=[fixtures.uuid(1)],
+                                 at=T0 + datetime.timedelta(2))])
+    with pytest.raises(usage.ClaimConflict):
+        _claim(2, memory_mb=3072)
+
+
 def test_changed_since_returns_rows_in_sequence_order():
     usage.apply_reports([_report('h2', 'h2')])
     start = max(r['seq'] for r in usage.usage_get_all())

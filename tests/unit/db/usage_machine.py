@@ -14,16 +14,21 @@ connection refused), interleaved.  After every step, on every node:
 * its placement rows fit under its limits;
 * a placement that no compute runs is gone once its node reported
   twice more without it (a claim never confirmed nor listed excepted:
-  expiry drops those).
+  expiry drops those);
+* ``reported_* + claimed_*`` is at least what its compute runs (an
+  expired claim built after all excepted, until a report counts it):
+  no claim is given the room of a running instance.
 
 ``tests/unit/db/test_usage_invariant.py`` runs it on SQLite,
 ``tests/functional/db/test_usage_invariant.py`` on PostgreSQL.
 """
 
 import datetime
+from unittest import mock
 
 from hypothesis import stateful
 from hypothesis import strategies as st
+from oslo_utils import timeutils
 import sqlalchemy as sa
 
 from scheduler.db import engine
@@ -52,6 +57,9 @@ class UsageMachine(stateful.RuleBasedStateMachine):
         # The compute's clock and the scheduler's are one (confirmations
         # are stamped with the scheduler's).
         self.clock = datetime.datetime.utcnow()
+        self._clock = mock.patch.object(
+            timeutils, 'utcnow', lambda with_timezone=False: self.clock)
+        self._clock.start()
         self.next_uuid = 0
         #: node -> {uuid: (memory_mb, vcpus)} the compute runs.
         self.runs = {node: {} for node in NODES}
@@ -63,10 +71,15 @@ class UsageMachine(stateful.RuleBasedStateMachine):
         self.undelivered = []
         #: node -> reports written since each uuid stopped running there.
         self.gone_since = {node: {} for node in NODES}
+        #: Claims expired, which a compute may build all the same.
+        self.expired = set()
         for node in NODES:
             usage.apply_reports([self._report(node, {})])
 
     # -- helpers ----------------------------------------------------------
+
+    def teardown(self):
+        self._clock.stop()
 
     def _tick(self) -> datetime.datetime:
         self.clock += datetime.timedelta(seconds=1)
@@ -166,6 +179,14 @@ class UsageMachine(stateful.RuleBasedStateMachine):
     def sync(self, node):
         usage.sync_host(node, sorted(self.runs[node]))
 
+    @stateful.precondition(lambda self: self.unsent)
+    @stateful.rule(data=st.data())
+    def sync_taken_earlier(self, data):
+        """A compute's list of its instances, taken with a report not
+        written yet, served now (a slower worker)."""
+        node, _at, runs = data.draw(st.sampled_from(self.unsent))
+        usage.sync_host(node, sorted(runs))
+
     @stateful.rule()
     def expire(self):
         """Claims never built (pending, ``claimed``) expire."""
@@ -176,6 +197,7 @@ class UsageMachine(stateful.RuleBasedStateMachine):
             # The compute may still get run_instance: it builds it,
             # and its reports count it.
             assert placement['status'] == 'claimed'
+            self.expired.add(placement['instance_uuid'])
 
     # -- invariants -------------------------------------------------------
 
@@ -205,6 +227,18 @@ class UsageMachine(stateful.RuleBasedStateMachine):
             assert not [p for p in mine
                         if p.status not in ('claimed', 'active',
                                             'unlisted')]
+
+    @stateful.invariant()
+    def running_instances_keep_their_room(self):
+        rows = {(r['host'], r['nodename']): r for r in usage.usage_get_all()}
+        for node in NODES:
+            runs = [size for uuid, size in self.runs[node].items()
+                    if uuid not in self.expired]
+            row = rows[(node, node)]
+            assert (row['reported_memory_mb'] + row['claimed_memory_mb']
+                    >= sum(m for m, _c in runs)), (node, row, runs)
+            assert (row['reported_vcpus'] + row['claimed_vcpus']
+                    >= sum(c for _m, c in runs)), (node, row, runs)
 
     @stateful.invariant()
     def deleted_instances_do_not_stay(self):
