@@ -386,16 +386,19 @@ def test_a_broker_gone_during_the_stop_ends_it_within_10s(
         own_cluster, broker, conf, tmp_path, executor, workers):
     """SIGTERM with the broker up and a call in flight, then the broker
     goes (a node shutting down stops RabbitMQ and the service together)
-    before the call's reply: the service still ends with status 0
-    within 10 s.
+    long before the call ends: the service still ends with status 0
+    within 10 s of the broker going, without waiting for the call.
 
     The stop looked at the broker once, when it began: up, so the
     servers got the whole stop grace (48 s), which the reply, retrying
-    the broker without a limit, used up.
+    the broker without a limit, used up.  The call outlasts the broker
+    by far (a busy machine may take seconds to stop the broker): the
+    stop must have found the broker gone, not seen the call end.
     """
     cluster = own_cluster
+    call_seconds = 25
     daemon = _a_call_in_flight(cluster, conf, tmp_path, executor, workers,
-                               seconds=6)
+                               seconds=call_seconds)
     daemon.terminate()
     started = time.monotonic()
     try:
@@ -404,18 +407,19 @@ def test_a_broker_gone_during_the_stop_ends_it_within_10s(
                          interval=0.1, what='the stop to begin')
         time.sleep(1.5)
         broker.stop_app()
+        gone = time.monotonic()
         try:
-            status = daemon.wait_exit(max(0.0, 10 - (time.monotonic()
-                                                     - started)))
+            status = daemon.wait_exit(10)
         except Exception:
-            pytest.fail('the service did not stop within 10 s of SIGTERM '
-                        'once the broker went during the stop:\n%s'
+            pytest.fail('the service did not stop within 10 s of the '
+                        'broker going during the stop:\n%s'
                         % daemon.log()[-6000:])
-        took = time.monotonic() - started
+        took = time.monotonic() - gone
     finally:
         broker.start_app()
     print('%s, %d worker(s): broker gone during the stop: exit status %s '
-          'in %.2f s' % (executor, workers, status, took))
+          '%.2f s after the broker went, %.2f s after SIGTERM'
+          % (executor, workers, status, took, time.monotonic() - started))
     assert status == 0, daemon.log()[-6000:]
     log = daemon.log()
     assert 'became unreachable during the stop' in log, log[-6000:]
