@@ -26,6 +26,9 @@ The rules, which doc/architecture.md ("Claims") explains at length:
 * Locks are always taken ``node_usage`` row first, then instance rows,
   and usage rows in key order (host, nodename), which keeps claims,
   reports, releases and expiries free of deadlocks between each other.
+  A claim of a server group's member takes its group's row before
+  them (``_hold_group``): one group a claim, and nothing else waits
+  for it.
   A locking read names only the rows it wants (``_locking_read``).
 
 **The invariant.**  At every commit, for every node:
