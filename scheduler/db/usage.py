@@ -445,7 +445,7 @@ def _hold_group(conn: sa.Connection, requests: Sequence[ClaimRequest],
 def _create_group_lock(group_uuid: str) -> None:
     """Make a server group's lock row, in a transaction of its own (as
     ``_create_usage_row``), and drop the rows unused for
-    ``GROUP_LOCK_KEPT``; a concurrent maker's row does as well."""
+    ``GROUP_LOCK_KEPT``; a concurrent maker's row serves as well."""
     now = timeutils.utcnow()
     try:
         with engine.transaction(read_committed=True) as session:
@@ -618,13 +618,16 @@ def claim_many(requests: Sequence[ClaimRequest]) -> list[dict]:
     has is replaced when its request says ``replace`` (a reschedule or
     a move; a pending one gives its usage back in the same
     transaction), and otherwise refused with ``AlreadyPlaced`` if it is
-    pending.  Returns the placements, in order, each with its node's
-    usage row after the claim under ``'usage'``.
+    pending.  A request with a server group to check waits for the
+    group's earlier claims first (``_hold_group``).  Returns the
+    placements, in order, each with its node's usage row after the
+    claim under ``'usage'``.
     """
     # Nearly every instance is new: its INSERT is the whole check, and
     # the placements it may already have are looked for only when the
     # INSERT finds one (or the request replaces them).
     look_first = any(r.replace for r in requests)
+    # A try a missing node row, one for a missing group row.
     for _attempt in range(len(requests) + 1):
         try:
             return _claim_many(requests, look_first)
