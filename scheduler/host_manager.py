@@ -728,7 +728,8 @@ class HostManager:
             key = e.key
             LOG.debug('Lost the claim race on %s/%s; refreshing it', *key)
             self.refresh_nodes([key])
-            raise exception.ClaimConflict(host=key[0], nodename=key[1])
+            raise exception.ClaimConflict(host=key[0], nodename=key[1],
+                                          group_hosts=e.group_hosts)
         except store.AlreadyPlaced as e:
             raise exception.InstanceAlreadyPlaced(
                 instance_uuid=e.placement['instance_uuid'],

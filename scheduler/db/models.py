@@ -332,3 +332,21 @@ class TakenCast(Base):
     #: The worker that holds it (``host:pid:random``), for the logs.
     taken_by: orm.Mapped[str] = orm.mapped_column(sa.String(255))
     taken_at: orm.Mapped[datetime.datetime] = orm.mapped_column(DateTime)
+
+
+class ServerGroupLock(Base):
+    """A server group's lock: the claims of its members take this row
+    first, one at a time (``scheduler.db.usage._hold_group``), so each
+    sees where the others put their members.
+
+    Made by the group's first claim; a row unused for
+    ``usage.GROUP_LOCK_KEPT`` is dropped when another is made, as
+    nothing tells the scheduler a group was deleted.
+    """
+
+    __tablename__ = 'server_group_locks'
+    __table_args__ = (MYSQL_TABLE_ARGS,)
+
+    group_uuid: orm.Mapped[str] = orm.mapped_column(sa.String(36),
+                                                    primary_key=True)
+    locked_at: orm.Mapped[datetime.datetime] = orm.mapped_column(DateTime)

@@ -26,6 +26,9 @@ The rules, which doc/architecture.md ("Claims") explains at length:
 * Locks are always taken ``node_usage`` row first, then instance rows,
   and usage rows in key order (host, nodename), which keeps claims,
   reports, releases and expiries free of deadlocks between each other.
+  A claim of a server group's member takes its group's row before
+  them (``_hold_group``): one group a claim, and nothing else waits
+  for it.
   A locking read names only the rows it wants (``_locking_read``).
 
 **The invariant.**  At every commit, for every node:
@@ -69,6 +72,7 @@ expiry (``expire``).
 Functions return plain dicts, like ``scheduler.db.api``.
 """
 
+import collections
 import dataclasses
 import datetime
 from typing import Iterable, Sequence
@@ -138,19 +142,24 @@ class ClaimRequest(Placement):
     #: Checked only with a ``disk_gb`` limit, as DiskFilter's usable
     #: disk: total x ratio - (total - free).
     disk_overcommit_gb: float = 0.0
-    #: The members of the request's anti-affinity server group and how
-    #: many of them the host may run (0: no group to check): another
-    #: worker may have placed one there since this one chose.
+    #: The request's server group whose rule the claim checks (None:
+    #: none), its members, and how many of them one host may run
+    #: (anti-affinity; 0: all on one host, affinity): another worker
+    #: may have placed a member since this one chose (``_hold_group``).
+    group_uuid: str | None = None
     group_members: tuple = ()
     group_max: int = 0
 
 
 class ClaimConflict(Exception):
-    """The node no longer has room (or changed under a NUMA/PCI claim)."""
+    """The node no longer has room (or changed under a NUMA/PCI claim),
+    or the claim breaks its server group's rule; for affinity,
+    ``group_hosts`` are where the group's other members are."""
 
-    def __init__(self, key: Key):
+    def __init__(self, key: Key, group_hosts: Sequence[str] = ()):
         super().__init__('%s/%s' % key)
         self.key = key
+        self.group_hosts = list(group_hosts)
 
 
 class AlreadyPlaced(Exception):
@@ -378,25 +387,74 @@ class _NoUsageRow(Exception):
         self.request = request
 
 
-def _check_group(conn: sa.Connection, key: Key,
-                 requests: Sequence[ClaimRequest]) -> None:
-    """Raise ``ClaimConflict`` when the node's host would run more
-    members of the requests' anti-affinity group than it may.
+class _NoGroupLock(Exception):
+    """The request's server group has no lock row yet
+    (``_create_group_lock``)."""
 
-    Called with the node's row locked by the claim's UPDATE: a claim
-    that chose the host concurrently waits for this one's commit, then
-    counts its placement."""
-    host = key[0]
-    mine = [r for r in requests if r.group_max and r.host == host]
-    if not mine:
-        return
+    def __init__(self, group_uuid: str):
+        super().__init__(group_uuid)
+        self.group_uuid = group_uuid
+
+
+_GROUP = models.ServerGroupLock
+_LOCK_GROUP = sa.update(_GROUP).where(
+    _GROUP.group_uuid == sa.bindparam('group')).values(
+        locked_at=sa.bindparam('now'))
+_MEMBER_HOSTS = sa.select(_INST.host).where(_INST.instance_uuid.in_(
+    sa.bindparam('uuids', expanding=True)))
+#: How long a group's lock row outlives its last claim: any time is
+#: safe (a row is deleted only while no claim holds it, and a claim
+#: that finds none makes it again), this only bounds the table.
+GROUP_LOCK_KEPT = datetime.timedelta(hours=1)
+
+
+def _hold_group(conn: sa.Connection, requests: Sequence[ClaimRequest],
+                now: datetime.datetime) -> None:
+    """Lock the requests' server group, then raise ``ClaimConflict``
+    if their placements would break its rule, given where its other
+    members are placed.
+
+    The claims of a group's members take its row one at a time, each
+    before any other lock of its transaction (the lock order: group,
+    usage rows, placements), so each waits for the last one's commit
+    and reads its placements; on InnoDB's REPEATABLE READ this read
+    makes the transaction's read view, after that commit.
+    """
+    first = requests[0]
+    if conn.execute(_LOCK_GROUP, {'group': first.group_uuid,
+                                  'now': now}).rowcount != 1:
+        raise _NoGroupLock(first.group_uuid)
     own = {r.instance_uuid for r in requests}
-    others = [m for m in mine[0].group_members if m not in own]
-    placed = conn.execute(sa.select(sa.func.count()).where(
-        _INST.host == host, _INST.instance_uuid.in_(others))).scalar() \
-        if others else 0
-    if placed + len(mine) > mine[0].group_max:
-        raise ClaimConflict(key)
+    others = sorted(set(first.group_members) - own)
+    placed = [host for chunk in engine.chunks(others)
+              for host in conn.execute(_MEMBER_HOSTS,
+                                       {'uuids': list(chunk)}).scalars()]
+    if not first.group_max:
+        hosts = set(placed)
+        for r in requests:
+            if hosts - {r.host}:
+                raise ClaimConflict((r.host, r.nodename), sorted(hosts))
+            hosts.add(r.host)
+        return
+    on_host = collections.Counter(placed + [r.host for r in requests])
+    for r in requests:
+        if on_host[r.host] > first.group_max:
+            raise ClaimConflict((r.host, r.nodename))
+
+
+def _create_group_lock(group_uuid: str) -> None:
+    """Make a server group's lock row, in a transaction of its own (as
+    ``_create_usage_row``), and drop the rows unused for
+    ``GROUP_LOCK_KEPT``; a concurrent maker's row serves as well."""
+    now = timeutils.utcnow()
+    try:
+        with engine.transaction(read_committed=True) as session:
+            session.execute(sa.delete(_GROUP).where(
+                _GROUP.locked_at < now - GROUP_LOCK_KEPT))
+            session.execute(sa.insert(_GROUP).values(
+                group_uuid=group_uuid, locked_at=now))
+    except db_exc.DBDuplicateEntry:
+        pass
 
 
 def _refused(conn: sa.Connection, request: ClaimRequest) -> Exception:
@@ -560,18 +618,23 @@ def claim_many(requests: Sequence[ClaimRequest]) -> list[dict]:
     has is replaced when its request says ``replace`` (a reschedule or
     a move; a pending one gives its usage back in the same
     transaction), and otherwise refused with ``AlreadyPlaced`` if it is
-    pending.  Returns the placements, in order, each with its node's
-    usage row after the claim under ``'usage'``.
+    pending.  A request with a server group to check waits for the
+    group's earlier claims first (``_hold_group``).  Returns the
+    placements, in order, each with its node's usage row after the
+    claim under ``'usage'``.
     """
     # Nearly every instance is new: its INSERT is the whole check, and
     # the placements it may already have are looked for only when the
     # INSERT finds one (or the request replaces them).
     look_first = any(r.replace for r in requests)
-    for _attempt in range(len(requests)):
+    # A try a missing node row, one for a missing group row.
+    for _attempt in range(len(requests) + 1):
         try:
             return _claim_many(requests, look_first)
         except _NoUsageRow as e:
             _create_usage_row(e.request)
+        except _NoGroupLock as e:
+            _create_group_lock(e.group_uuid)
         except db_exc.DBDuplicateEntry:
             if look_first:
                 raise
@@ -593,7 +656,8 @@ def _claim_many(requests: Sequence[ClaimRequest],
     settles = [r.instance_uuid for r in requests
                if taken is not None and r.instance_uuid in
                taken.instance_uuids]
-    grouped = any(r.group_max for r in requests)
+    # One request, one server group: its members' claims take turns.
+    grouped = requests[0].group_uuid is not None
     if (not look_first and not settles and not grouped
             and len(requests) <= _ONE_STATEMENT_MOST
             and engine.statements_commit_alone()):
@@ -605,6 +669,8 @@ def _claim_many(requests: Sequence[ClaimRequest],
         # One sequence number for the transaction where it costs a
         # statement (SQLite's counter row); a native sequence is read in
         # the UPDATE itself.
+        if grouped:
+            _hold_group(conn, requests, now)
         if not conn.dialect.supports_sequences:
             _next_seq(conn)
         after = {}
@@ -612,8 +678,6 @@ def _claim_many(requests: Sequence[ClaimRequest],
             after[key] = _take(conn, by_node[key], bumped=True)
             if after[key] is None:
                 raise _refused(conn, by_node[key][0])
-            if grouped:
-                _check_group(conn, key, requests)
         if look_first:
             for key in _replace_earlier(conn, requests) & set(after):
                 after[key] = _usage_row(conn, *key)

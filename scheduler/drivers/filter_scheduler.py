@@ -85,16 +85,29 @@ def _excluded_hosts(spec_obj) -> set:
     return excluded
 
 
-def _anti_affinity_rule(spec_obj, enabled: list) -> tuple:
-    """``(members, max per host)`` of the request's anti-affinity group
-    for its claims to check (``usage.ClaimRequest.group_members``),
-    when the filter that enforces it runs; else ``((), 0)``."""
-    group = server_groups.group_of(spec_obj, 'anti-affinity')
-    if group is None or not any(
-            flt.name() == 'ServerGroupAntiAffinityFilter' for flt in enabled):
-        return (), 0
-    return (tuple(group.obj_get('members') or ()),
-            server_groups.max_per_host(group))
+#: The server group policies whose rule a claim checks, with the filter
+#: that must run for it to be checked.
+_GROUP_FILTERS = {'affinity': 'ServerGroupAffinityFilter',
+                  'anti-affinity': 'ServerGroupAntiAffinityFilter'}
+#: The lock of groups sent without their uuid (a caller of the legacy
+#: filter properties): their claims all take turns on it.
+_NO_GROUP_UUID = '00000000-0000-0000-0000-000000000000'
+
+
+def _group_rule(spec_obj, enabled: list) -> tuple:
+    """``(uuid, members, max per host)`` of the request's server group
+    for its claims to check (``usage.ClaimRequest.group_uuid``; max 0
+    for affinity), when the filter that enforces its policy runs; else
+    ``(None, (), 0)``."""
+    group = spec_obj.obj_get('instance_group')
+    policy = group.obj_get('policy') if group is not None else None
+    if policy not in _GROUP_FILTERS or not any(
+            flt.name() == _GROUP_FILTERS[policy] for flt in enabled):
+        return None, (), 0
+    return (group.obj_get('uuid') or _NO_GROUP_UUID,
+            tuple(group.obj_get('members') or ()),
+            server_groups.max_per_host(group)
+            if policy == 'anti-affinity' else 0)
 
 
 @dataclasses.dataclass
@@ -365,9 +378,13 @@ class FilterScheduler(driver.Scheduler):
             if planned:
                 self.hand_back_if_stopping()
                 self.host_manager.claim_many(planned)
-        except Exception:
+        except Exception as e:
             if group is not None:
-                group.hosts = group_hosts
+                # An affinity claim refused because the group runs
+                # elsewhere: the next try follows it there.
+                group.hosts = group_hosts + (
+                    e.kwargs.get('group_hosts') or []
+                    if isinstance(e, exception.ClaimConflict) else [])
             raise
         return results
 
@@ -399,7 +416,7 @@ class FilterScheduler(driver.Scheduler):
             enabled = [flt for flt in enabled
                        if getattr(flt, 'run_on_rebuild', False)]
         planned, results = [], []
-        group_rule = _anti_affinity_rule(spec_obj, enabled)
+        group_rule = _group_rule(spec_obj, enabled)
         rebuild = filters.request_is_rebuild(spec_obj)
         #: Node key -> its view with this request's planned claims.
         tentative: dict = {}
@@ -424,7 +441,8 @@ class FilterScheduler(driver.Scheduler):
                                                   num)
                     chosen = self._plan_one(spec_obj, uuid, weighed, limiting,
                                             uuid in replace, tentative)
-                    (chosen.claim.request.group_members,
+                    (chosen.claim.request.group_uuid,
+                     chosen.claim.request.group_members,
                      chosen.claim.request.group_max) = group_rule
                     if not rebuild:
                         # nova's rebuild check asks for nothing: the

@@ -1,10 +1,11 @@
-"""Members of one anti-affinity group asked for at once, of several workers.
+"""Members of one server group asked for at once, of several workers.
 
 A conductor boots the members of a server group in parallel (one
 request each, as nova's does for separate boots). Each worker of each
 service chooses with what the inventory held when it looked: without a
 check in the claim, every worker chose the same best host for its
-member.
+member; and for an affinity group, two workers started the group on
+two hosts.
 """
 
 import threading
@@ -17,17 +18,18 @@ from tests.functional.test_scheduler_service import uuids
 from tests.functional.test_scheduler_service import wait_for_hosts
 
 FILTERS = ('[filter_scheduler]\nenabled_filters = ComputeFilter,RamFilter,'
-           'ServerGroupAntiAffinityFilter\n')
+           'ServerGroupAntiAffinityFilter,ServerGroupAffinityFilter\n')
 
 
-def _at_once(api, ctxt, group_uuid: str, members: list) -> list:
+def _at_once(api, ctxt, group_uuid: str, members: list,
+             policy: str = 'anti-affinity') -> list:
     """The host of each member, each asked for in a request of its own,
     all at once."""
     hosts: dict = {}
 
     def place(member):
         group = objects.InstanceGroup(uuid=group_uuid,
-                                      policy='anti-affinity',
+                                      policy=policy,
                                       members=members, hosts=[])
         try:
             [[chosen]] = api.select_destinations(
@@ -43,9 +45,7 @@ def _at_once(api, ctxt, group_uuid: str, members: list) -> list:
     return [hosts[m] for m in members]
 
 
-def test_concurrent_members_of_an_anti_affinity_group_land_apart(
-        cluster, conf, database_url):  # noqa: F811 (fixture)
-    db = database_url
+def _two_services_of_two_workers(cluster, conf, db: str) -> None:
     for name in ('s1', 's2'):
         cluster.start_scheduler(db, name=name,
                                 scheduler_opts={'workers': 2},
@@ -53,7 +53,20 @@ def test_concurrent_members_of_an_anti_affinity_group_land_apart(
     cluster.start_sim(hosts=4)
     wait_for_hosts(conf, db, 4)
 
+
+def test_concurrent_members_of_an_anti_affinity_group_land_apart(
+        cluster, conf, database_url):  # noqa: F811 (fixture)
+    _two_services_of_two_workers(cluster, conf, database_url)
     for _round in range(3):
         placed = _at_once(cluster.api, cluster.ctxt, str(uuid.uuid4()),
                           uuids(4))
         assert len(set(placed)) == 4, placed
+
+
+def test_concurrent_members_of_an_affinity_group_land_together(
+        cluster, conf, database_url):  # noqa: F811 (fixture)
+    _two_services_of_two_workers(cluster, conf, database_url)
+    for _round in range(3):
+        placed = _at_once(cluster.api, cluster.ctxt, str(uuid.uuid4()),
+                          uuids(4), policy='affinity')
+        assert len(set(placed)) == 1, placed

@@ -145,6 +145,7 @@ def _claim_scenarios(module=test_usage):
             session.execute(sa.delete(models.Instance))
             session.execute(sa.delete(models.NodeUsage))
             session.execute(sa.delete(models.TakenCast))
+            session.execute(sa.delete(models.ServerGroupLock))
         usage.apply_reports([test_usage._report()])
         try:
             scenario()

@@ -16,6 +16,8 @@ Each test holds a lock the batch needs (a claim's on the usage row of
 its first node, or on a placement of it) and lets the batch wait for
 it; meanwhile the batch must hold neither its last node (a claim on the
 first and the last would deadlock) nor anything of a node outside it.
+A claim of a server group's member takes its group's row before any of
+these, and so, waiting for it, holds no node.
 """
 
 import contextlib
@@ -190,3 +192,50 @@ def test_a_report_batch_waiting_for_a_placement_holds_no_other_nodes(
         assert held == [], (
             'the batch, waiting for a placement on %s: %s'
             % (first, '; '.join(held)))
+
+
+def test_a_group_member_waiting_for_its_group_holds_no_node(db_server):
+    # A claim of a server group's member locks the group's row before
+    # any node's usage row: while it waits for another member's claim,
+    # reports and other claims on its node go on.
+    at = datetime.datetime(2026, 1, 1)
+    usage.apply_reports([_report('node-a', at)])
+    group, members = _uuid('9'), (_uuid('a'), _uuid('b'))
+
+    def member(uuid: str) -> usage.ClaimRequest:
+        return usage.ClaimRequest(uuid, 'node-a', 'node-a', 1, 1, 1,
+                                  group_uuid=group, group_members=members)
+    usage.claim_many([member(_uuid('a'))])
+    other = sa.create_engine(CONF.database.connection,
+                             poolclass=sa.pool.NullPool)
+    holder = other.connect()
+    holder_tx = holder.begin()
+    errors = []
+
+    def claim():
+        try:
+            usage.claim_many([member(_uuid('b'))])
+        except Exception as e:  # the test's assertion reports it
+            errors.append(e)
+
+    claimer = threading.Thread(target=claim)
+    try:
+        holder.execute(sa.text(
+            'UPDATE server_group_locks SET locked_at = locked_at '
+            'WHERE group_uuid = :g'), {'g': group})
+        claimer.start()
+        deadline = time.monotonic() + WAIT
+        with other.connect() as probe:
+            while not _waiting_for_a_row_lock(probe):
+                assert claimer.is_alive(), errors
+                assert time.monotonic() < deadline, \
+                    'the claim never waited for its group'
+                time.sleep(0.05)
+        assert not _locked(other, 'node-a')
+    finally:
+        holder_tx.commit()
+        holder.close()
+        claimer.join(WAIT)
+        other.dispose()
+    assert errors == []
+    assert usage.placements_get([_uuid('b')])[_uuid('b')]['host'] == 'node-a'

@@ -10,6 +10,7 @@ from oslo_utils import timeutils
 import pytest
 import sqlalchemy as sa
 
+from scheduler.db import engine
 from scheduler.db import models
 from scheduler.db import usage
 from tests.unit import fixtures
@@ -591,21 +592,76 @@ def test_the_locking_reads_name_indexes_of_the_schema():
     assert usage._INST_NODE_INDEX in names(models.Instance.__table__)
 
 
+GROUP = fixtures.uuid(90)
+
+
+def _member(n, host, members, group_max=0, **kw):
+    """Member ``n`` of server group ``GROUP`` on ``host``; ``group_max``
+    0: affinity."""
+    return _request(n, host, limit=None, group_uuid=GROUP,
+                    group_members=members, group_max=group_max, **kw)
+
+
 def test_an_anti_affinity_member_is_refused_where_another_was_placed():
     # Another worker chose the same host for another member in the
     # meantime: its placement is in the inventory, the group's rule not
     # in this worker's view.
     members = (fixtures.uuid(1), fixtures.uuid(2), fixtures.uuid(3))
-    usage.claim_many([_request(1, 'h1', group_members=members,
-                               group_max=1)])
+    usage.claim_many([_member(1, 'h1', members, group_max=1)])
     with pytest.raises(usage.ClaimConflict):
-        usage.claim_many([_request(2, 'h1', group_members=members,
-                                   group_max=1)])
+        usage.claim_many([_member(2, 'h1', members, group_max=1)])
     # Two may share it under max_server_per_host=2; a third may not.
-    usage.claim_many([_request(2, 'h1', group_members=members,
-                               group_max=2)])
+    usage.claim_many([_member(2, 'h1', members, group_max=2)])
     with pytest.raises(usage.ClaimConflict):
-        usage.claim_many([_request(3, 'h1', group_members=members,
-                                   group_max=2)])
+        usage.claim_many([_member(3, 'h1', members, group_max=2)])
     # Without a group to check, a claim is as before.
     usage.claim_many([_request(3, 'h1', limit=None)])
+
+
+def test_an_affinity_member_is_refused_away_from_the_others():
+    # Another worker started the group on h2 while this one chose h1:
+    # refused, told where the group runs, and placed there it fits.
+    usage.apply_reports([_report('h2', 'h2')])
+    members = (fixtures.uuid(1), fixtures.uuid(2), fixtures.uuid(3))
+    usage.claim_many([_member(1, 'h2', members)])
+    with pytest.raises(usage.ClaimConflict) as refused:
+        usage.claim_many([_member(2, 'h1', members)])
+    assert (refused.value.key, refused.value.group_hosts) == (
+        ('h1', 'h1'), ['h2'])
+    assert usage.placements_get([fixtures.uuid(2)]) == {}
+    usage.claim_many([_member(2, 'h2', members), _member(3, 'h2', members)])
+    # A request of its own split over two hosts is refused too.
+    with pytest.raises(usage.ClaimConflict):
+        usage.claim_many([_member(4, 'h2', members + (fixtures.uuid(4),)),
+                          _member(5, 'h1', members + (fixtures.uuid(5),))])
+
+
+def test_a_member_moving_away_is_not_held_back_by_its_own_placement():
+    usage.apply_reports([_report('h2', 'h2')])
+    members = (fixtures.uuid(1),)
+    usage.claim_many([_member(1, 'h1', members)])
+    usage.claim_many([_member(1, 'h2', members, replace=True)])
+    assert usage.placements_get(members)[fixtures.uuid(1)]['host'] == 'h2'
+
+
+def _group_locks() -> list:
+    with engine.transaction() as session:
+        return session.execute(sa.select(
+            models.ServerGroupLock.group_uuid)).scalars().all()
+
+
+def test_a_group_lock_row_is_made_once_and_dropped_when_long_unused():
+    members = (fixtures.uuid(1), fixtures.uuid(2))
+    usage.claim_many([_member(1, 'h1', members)])
+    usage.claim_many([_member(2, 'h1', members)])
+    assert _group_locks() == [GROUP]
+    # Another group's first claim, long after: the first's row goes.
+    timeutils.set_time_override(timeutils.utcnow() + usage.GROUP_LOCK_KEPT
+                                + datetime.timedelta(seconds=1))
+    try:
+        usage.claim_many([_request(3, 'h1', limit=None,
+                                   group_uuid=fixtures.uuid(91),
+                                   group_members=(fixtures.uuid(3),))])
+    finally:
+        timeutils.clear_time_override()
+    assert _group_locks() == [fixtures.uuid(91)]

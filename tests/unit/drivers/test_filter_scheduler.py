@@ -10,6 +10,7 @@ import threading
 
 import pytest
 
+from scheduler.db import usage
 from scheduler.drivers import filter_scheduler
 from scheduler import exception
 from scheduler import filters
@@ -361,6 +362,24 @@ def test_group_hosts_of_the_driver_come_from_members():
                                   rules={}, members=[fixtures.uuid(1)],
                                   hosts=['h9'])
     assert driver.group_hosts(None, group) == ['h1', 'h9']
+
+
+def test_an_affinity_member_follows_a_group_another_worker_started(conf):
+    # Another worker placed the group's first member on mid while this
+    # one's request (group hosts still empty) was on its way: RAM picks
+    # big, the claim is refused there, and the next try goes to mid.
+    conf.config(weight_classes=['RAMWeigher'], ram_weight_multiplier=1.0,
+                enabled_filters=fixtures.CORE_FILTERS
+                + ['ServerGroupAffinityFilter'], group='filter_scheduler')
+    driver = _driver()
+    usage.claim_many([usage.ClaimRequest(fixtures.uuid(1), 'mid', 'mid',
+                                         512, 1, 1)])
+    members = [fixtures.uuid(1), fixtures.uuid(2)]
+    group = objects.InstanceGroup(uuid=fixtures.uuid(900), name='web',
+                                  policy='affinity', rules={},
+                                  members=members, hosts=[])
+    spec = fixtures.request(instance_group=group)
+    assert _hosts(_place(driver, spec, [fixtures.uuid(2)])) == ['mid']
 
 
 # --- configuration -----------------------------------------------------------
