@@ -351,8 +351,11 @@ def test_sigterm_while_the_broker_is_still_down(own_cluster, broker, conf,
     whole stop grace (48 s, measured), then exited 0.
     """
     cluster = own_cluster
+    # The call outlasts the broker's stop by far: on a busy machine
+    # stop_app took longer than a short call, which then ended before
+    # the broker went, and the stop had no call to leave behind.
     daemon = _a_call_in_flight(cluster, conf, tmp_path, executor, workers,
-                               seconds=5)
+                               seconds=30)
     before = _reconnection_attempts(daemon)
     broker.stop_app()
     try:

@@ -141,6 +141,9 @@ def _claim_scenarios(module=test_usage):
         scenario = getattr(module, name)
         if not (name.startswith('test_') and callable(scenario)):
             continue
+        if any(mark.name == 'xfail'
+               for mark in getattr(scenario, 'pytestmark', ())):
+            continue  # a known defect, its unit test says which
         with engine.transaction() as session:
             session.execute(sa.delete(models.Instance))
             session.execute(sa.delete(models.NodeUsage))
