@@ -12,6 +12,7 @@ locks included) and the requests that failed.  Numbers only, no
 thresholds.
 
     python tools/bench/bench_claim_contention.py --db postgresql
+    python tools/bench/bench_claim_contention.py --group same --callers 8
 """
 
 import os
@@ -56,9 +57,14 @@ def run(kind: str, args, tmp: str) -> None:
         done, failed = [0], collections.Counter()
         waits: list = []
         stop_at = time.monotonic() + args.duration
+        # Anti-affinity groups of no placed member: the claims wait on
+        # the group's row and are never refused.
+        shared = bench_claims.claims_of('anti-affinity', 0, 0)
 
         def caller(index: int) -> None:
             seq, i = 0, index
+            own = bench_claims.claims_of('anti-affinity', 0, 0)
+            make = {'none': None, 'same': shared, 'each': own}[args.group]
             while time.monotonic() < stop_at:
                 i += 1
                 try:
@@ -67,7 +73,7 @@ def run(kind: str, args, tmp: str) -> None:
                     _busy(args.work_ms / 1000)
                     node = nodes[(i * 7) % len(nodes)]
                     t0 = time.monotonic()
-                    usage.claim(usage.ClaimRequest(
+                    usage.claim(make(node) if make else usage.ClaimRequest(
                         str(uuid.uuid4()), node, node, 512, 1, 10,
                         limits=limits))
                     waits.append(time.monotonic() - t0)
@@ -82,10 +88,10 @@ def run(kind: str, args, tmp: str) -> None:
         pool.waitall()
         wall, cpu = time.monotonic() - t0, time.process_time() - cpu0
         waits.sort()
-        print('  %-11s %d callers, %d nodes, %.1f ms of work: %.1f claims/s, '
-              'CPU %.2f ms a claim (incl. the work), claim median %.1f ms '
-              'max %.1f ms, failed %s'
-              % (kind, args.callers, args.nodes, args.work_ms,
+        print('  %-11s group %s, %d callers, %d nodes, %.1f ms of work: '
+              '%.1f claims/s, CPU %.2f ms a claim (incl. the work), '
+              'claim median %.1f ms max %.1f ms, failed %s'
+              % (kind, args.group, args.callers, args.nodes, args.work_ms,
                  done[0] / wall, cpu / max(1, done[0]) * 1e3,
                  waits[len(waits) // 2] * 1e3 if waits else 0,
                  waits[-1] * 1e3 if waits else 0,
@@ -101,6 +107,11 @@ def main() -> None:
     parser.add_argument('--nodes', type=int, default=4)
     parser.add_argument('--work-ms', type=float, default=2.0)
     parser.add_argument('--duration', type=float, default=10.0)
+    parser.add_argument('--group', choices=['none', 'same', 'each'],
+                        default='none',
+                        help='claims of no server group, of one group for '
+                             'all callers (they take turns on its row), '
+                             'or of a group each')
     args = parser.parse_args()
     config.parse_args([], default_config_files=[], setup_logging=False)
     tmp = tempfile.mkdtemp(prefix='sched-bench-contention-')

@@ -6,7 +6,10 @@ Three parts, each printing numbers (no thresholds):
 * ``--part claim``: the claim transaction alone (``scheduler.db.usage``)
   on SQLite, PostgreSQL and MariaDB: median and p95 of one claim, and of
   the freshness query every request makes (``changed_since``), over a
-  table of ``--nodes`` nodes.  Throw-away databases, dropped after.
+  table of ``--nodes`` nodes; with ``--group`` (repeated), claims of
+  server groups' members (``--members`` placed already) alternated with
+  ungrouped ones, each with its CPU time.  Throw-away databases,
+  dropped after.
 * ``--part cast``: what a ``schedule_run_instance`` cast adds to the
   inventory's work (``scheduler.cast_ledger``): the taken cast's row
   written (its own commit, the spec serialized), and the claim that
@@ -22,6 +25,8 @@ Three parts, each printing numbers (no thresholds):
 Only loopback addresses; every loop is bounded.
 
     python tools/bench/bench_claims.py --part claim
+    python tools/bench/bench_claims.py --part claim --group none \\
+        --group anti-affinity --group affinity --members 10
     python tools/bench/bench_claims.py --part cast --nodes 1000
     python tools/bench/bench_claims.py --part rabbit --hosts 5000
 """
@@ -93,12 +98,41 @@ def _use(url: str) -> None:
     migration.db_sync()
 
 
-def bench_claim(kinds: list, nodes: int, claims: int, tmp: str) -> None:
+def claims_of(mode: str, nodes: int, members: int):
+    """``request(node)``: the next claim of a server group of ``mode``
+    (``none``: no group) whose ``members`` members are placed first, on
+    the last nodes: each on its own node (anti-affinity) or all on the
+    last one (affinity, where every claim of the group goes)."""
+    from scheduler.db import usage
+    limits = {'memory_mb': 1 << 30, 'vcpu': 1 << 20, 'disk_gb': 1 << 30}
+    group, placed = str(uuid.uuid4()), []
+
+    def request(node: str) -> usage.ClaimRequest:
+        uuid_ = str(uuid.uuid4())
+        if mode == 'none':
+            return usage.ClaimRequest(uuid_, node, node, 512, 1, 10,
+                                      limits=limits)
+        if mode == 'affinity':
+            node = 'node%05d' % (nodes - 1)
+        return usage.ClaimRequest(
+            uuid_, node, node, 512, 1, 10, limits=limits, group_uuid=group,
+            group_members=tuple(placed) + (uuid_,),
+            group_max=0 if mode == 'affinity' else 1)
+
+    for i in range(members):
+        placed.append(usage.claim(request(
+            'node%05d' % (nodes - 1 - i)))['instance_uuid'])
+    return request
+
+
+def bench_claim(kinds: list, nodes: int, claims: int, tmp: str,
+                groups: list, members: int) -> None:
     from scheduler.db import api
     from scheduler.db import usage
     from oslo_utils import timeutils
-    print('The claim transaction (%d nodes, %d claims, one caller):'
-          % (nodes, claims))
+    print('The claim transaction (%d nodes, %d claims, one caller; '
+          'grouped: %d members placed, %s alternated):'
+          % (nodes, claims, members, ', '.join(groups)))
     for kind in kinds:
         try:
             with throwaway_database(kind, tmp) as url:
@@ -107,27 +141,31 @@ def bench_claim(kinds: list, nodes: int, claims: int, tmp: str) -> None:
                 usage.apply_reports([usage.NodeReport(
                     'node%05d' % i, 'node%05d' % i, 0, 0, 0, 0, now,
                     frozenset()) for i in range(nodes)])
-                claim_s, fresh_s = [], []
+                makers = {g: claims_of(g, nodes, members) for g in groups}
+                claim_s = {g: [] for g in groups}
+                cpu_s = {g: [] for g in groups}
+                fresh_s = []
                 seq = max(r['seq'] for r in usage.usage_get_all())
-                cpu0 = time.process_time()
                 for i in range(claims):
-                    node = 'node%05d' % (i * 7919 % nodes)
-                    t0 = time.perf_counter()
-                    usage.claim(usage.ClaimRequest(
-                        str(uuid.uuid4()), node, node, 512, 1, 10,
-                        limits={'memory_mb': 1 << 30, 'vcpu': 1 << 20,
-                                'disk_gb': 1 << 30}))
+                    # Off the members' nodes: no anti-affinity refusal.
+                    node = 'node%05d' % (i * 7919 % (nodes - members - 1))
+                    for g in groups:
+                        request = makers[g](node)
+                        c0, t0 = time.process_time(), time.perf_counter()
+                        usage.claim(request)
+                        # This process's CPU for a claim: what the
+                        # machine's load does not inflate.
+                        cpu_s[g].append(time.process_time() - c0)
+                        claim_s[g].append(time.perf_counter() - t0)
                     t1 = time.perf_counter()
                     rows = usage.changed_since(seq)
                     fresh_s.append(time.perf_counter() - t1)
-                    claim_s.append(t1 - t0)
                     seq = max([seq] + [r['seq'] for r in rows])
-                # This process's CPU for a claim and a freshness read:
-                # what the machine's load does not inflate.
-                cpu_us = (time.process_time() - cpu0) / claims * 1e6
-                print('  %-11s claim %s   freshness query %s   CPU %.0f us '
-                      'a claim + read'
-                      % (kind, _ms(claim_s), _ms(fresh_s), cpu_us))
+                for g in groups:
+                    print('  %-11s %-13s claim %s   CPU %4.0f us a claim'
+                          % (kind, g, _ms(claim_s[g]),
+                             statistics.mean(cpu_s[g]) * 1e6))
+                print('  %-11s freshness query %s' % (kind, _ms(fresh_s)))
                 api.reset_engine()
         except Exception as e:  # a server that is down: say so, go on
             print('  %-11s skipped: %s' % (kind, str(e).splitlines()[0]))
@@ -367,6 +405,13 @@ def main() -> None:
                         choices=['sqlite', 'postgresql', 'mariadb'],
                         help='claim and cast parts: databases (default: '
                              'all three)')
+    parser.add_argument('--group', action='append',
+                        choices=['none', 'anti-affinity', 'affinity'],
+                        help='claim part: whose claims, alternated '
+                             '(default: none, ungrouped)')
+    parser.add_argument('--members', type=int, default=10,
+                        help='claim part: a group\'s members placed '
+                             'before its claims are timed')
     parser.add_argument('--nodes', type=int, default=5000)
     parser.add_argument('--claims', type=int, default=500)
     parser.add_argument('--hosts', type=int, default=5000)
@@ -381,7 +426,8 @@ def main() -> None:
                            dir=args.inventory_dir)
     if args.part in ('claim', 'all'):
         bench_claim(args.db or ['sqlite', 'postgresql', 'mariadb'],
-                    args.nodes, args.claims, tmp)
+                    args.nodes, args.claims, tmp, args.group or ['none'],
+                    args.members)
     if args.part in ('cast', 'all'):
         bench_cast(args.db or ['sqlite', 'postgresql', 'mariadb'],
                    args.nodes, args.claims, tmp)
