@@ -333,9 +333,10 @@ class UsageCache:
         for key in keys:
             held = self.pending.get(key, {})
             for uuid in built.intersection(held):
-                if held[uuid].status == instances.CLAIMED:
+                status = instances.CONFIRMED.get(held[uuid].status)
+                if status is not None:
                     held[uuid] = dataclasses.replace(held[uuid],
-                                                     status=instances.ACTIVE)
+                                                     status=status)
 
     def forget(self, key) -> None:
         self.rows.pop(key, None)
@@ -353,7 +354,10 @@ class UsageCache:
             # A placement the report lists stops pending; a built one it
             # does not list is unlisted, then dropped by a newer report
             # that still does not list it.
-            if any(uuid in listed or claim.status != instances.CLAIMED
+            # An unconfirmed resize on its own node stays pending.
+            if any(claim.status not in instances.UNCONFIRMED
+                   or uuid in listed
+                   and claim.status != instances.RESIZE_CLAIMED
                    for uuid, claim in pending.items()):
                 return True
         return (row['reported_memory_mb'], row['reported_vcpus'],
@@ -371,7 +375,7 @@ class UsageCache:
             if report is None:
                 continue
             for claim in claims.values():
-                if (claim.status == instances.CLAIMED
+                if (claim.status in instances.UNCONFIRMED
                         and report.received_at - claim.claimed_at
                         > expiry):
                     candidates.append(claim.instance_uuid)

@@ -166,7 +166,8 @@ def _instances(states: list, placements: list) -> list:
 
     ``status`` is the placement's (``claimed`` until the compute reports
     the instance, then ``active``; ``unlisted`` once reports stop listing
-    it), None without one; ``reported`` says
+    it; ``resize_claimed``, ``resize_active`` for a resize on its own
+    node), None without one; ``reported`` says
     whether the node's last report lists it.
     """
     reported = {(s.nodename, uuid) for s in states

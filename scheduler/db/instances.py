@@ -18,6 +18,17 @@ ACTIVE = 'active'
 #: pending again (its usage back in ``claimed_*``) until a report lists
 #: it, dropped by the next one that does not (``usage.apply_reports``).
 UNLISTED = 'unlisted'
+#: A claim that replaced the instance's placement on the same node (a
+#: resize there): the node's reports list the instance at its old size
+#: until the resize begins, so none settles it before the compute
+#: confirmed it; then, as ``RESIZE_ACTIVE``, only a report taken after
+#: the confirmation does (``usage.apply_in``).
+RESIZE_CLAIMED = 'resize_claimed'
+RESIZE_ACTIVE = 'resize_active'
+#: Claims the compute has not confirmed (pending, left to expiry), and
+#: what its confirmation (``usage.confirm``) makes of each.
+UNCONFIRMED = (CLAIMED, RESIZE_CLAIMED)
+CONFIRMED = dict(zip(UNCONFIRMED, (ACTIVE, RESIZE_ACTIVE)))
 
 
 def _instance_dict(row: models.Instance) -> dict:

@@ -69,6 +69,13 @@ unlisted by a report taken after the confirmation that lacks it, and
 dropped by the next; a claim never confirmed nor listed is left to
 expiry (``expire``).
 
+A claim that replaces the instance's placement on the same node (a
+resize there, ``resize_claimed``) is settled by no report until the
+compute confirmed it (``confirm``; ``sync_host``'s list does not), and
+then (``resize_active``) only by a report taken after the
+confirmation: an earlier one lists the instance at its old size.
+Unconfirmed, it expires like any claim.
+
 Functions return plain dicts, like ``scheduler.db.api``.
 """
 
@@ -678,10 +685,15 @@ def _claim_many(requests: Sequence[ClaimRequest],
             after[key] = _take(conn, by_node[key], bumped=True)
             if after[key] is None:
                 raise _refused(conn, by_node[key][0])
+        resized: set = set()
         if look_first:
-            for key in _replace_earlier(conn, requests) & set(after):
+            given_back, resized = _replace_earlier(conn, requests)
+            for key in given_back & set(after):
                 after[key] = _usage_row(conn, *key)
         rows = [_pending_values(request, now) for request in requests]
+        for row in rows:
+            if row['instance_uuid'] in resized:
+                row['status'] = instances.RESIZE_CLAIMED
         conn.execute(_INSERT_PENDING, rows)
         if settles:
             taken_casts.renew_in(conn, taken)
@@ -869,9 +881,10 @@ def _nodes_statement(nodes: int, count: int) -> sa.Select:
 
 
 def _replace_earlier(conn: sa.Connection,
-                     requests: Sequence[ClaimRequest]) -> set:
+                     requests: Sequence[ClaimRequest]) -> tuple[set, set]:
     """Drop the placements the instances already have, or refuse;
-    returns the nodes that got pending usage back.
+    returns the nodes that got pending usage back, and the instances
+    whose placement was on the node they now claim (a resize there).
 
     A plain read first: locking a row that does not exist would take a
     gap lock on MySQL/MariaDB, and two claims inserting into the same
@@ -883,7 +896,7 @@ def _replace_earlier(conn: sa.Connection,
     for chunk in engine.chunks(sorted(wanted)):
         found.extend(conn.execute(sa.select(_INST.instance_uuid).where(
             _INST.instance_uuid.in_(chunk))).scalars())
-    given_back = set()
+    given_back, resized = set(), set()
     for uuid in sorted(found):
         old = conn.execute(sa.select(_INST.__table__).where(
             _INST.instance_uuid == uuid).with_for_update()).first()
@@ -894,8 +907,11 @@ def _replace_earlier(conn: sa.Connection,
         if old.pending:
             _take(conn, [_as_request(old)], sign=-1, check=False)
             given_back.add((old.host, old.nodename))
+        if (old.host, old.nodename) == (wanted[uuid].host,
+                                        wanted[uuid].nodename):
+            resized.add(uuid)
         conn.execute(sa.delete(_INST).where(_INST.instance_uuid == uuid))
-    return given_back
+    return given_back, resized
 
 
 _INSERT_PENDING = sa.insert(_INST.__table__).values(
@@ -948,7 +964,7 @@ def _drop(session: orm.Session, uuids: Sequence[str],
             stmt = stmt.where(_INST.host == host)
         if only_pending_older_than is not None:
             stmt = stmt.where(_INST.pending.is_(True),
-                              _INST.status == instances.CLAIMED,
+                              _INST.status.in_(instances.UNCONFIRMED),
                               _INST.updated_at < only_pending_older_than)
         rows.extend(session.execute(stmt).scalars())
     if owners is not None:
@@ -970,7 +986,8 @@ def _drop(session: orm.Session, uuids: Sequence[str],
             session.expunge(row)
             continue
         if (only_pending_older_than is not None
-                and not (row.pending and row.status == instances.CLAIMED)):
+                and not (row.pending
+                         and row.status in instances.UNCONFIRMED)):
             continue
         if row.pending:
             _take(session.connection(), [_as_request(row)], sign=-1,
@@ -1135,7 +1152,8 @@ def apply_in(session: orm.Session, newest: dict,
             continue
         listed_uuids = report.instance_uuids
         listed = [i for i in pending.get(key, ())
-                  if i.instance_uuid in listed_uuids]
+                  if i.instance_uuid in listed_uuids
+                  and _settled_by(i, values['reported_at'])]
         gone = [i for i in pending.get(key, ())
                 if i.status == instances.UNLISTED
                 and i.instance_uuid not in listed_uuids
@@ -1146,7 +1164,8 @@ def apply_in(session: orm.Session, newest: dict,
         # Built (update_instance_info) before this report was taken,
         # yet not in it: unlisted too (its usage is already pending).
         missing = [i for i in pending.get(key, ())
-                   if i.status == instances.ACTIVE
+                   if i.status in (instances.ACTIVE,
+                                   instances.RESIZE_ACTIVE)
                    and i.instance_uuid not in listed_uuids
                    and i.updated_at is not None
                    and i.updated_at < values['reported_at']]
@@ -1292,6 +1311,17 @@ def _count(change: dict, inst, sign: int) -> None:
     change['instances'] += sign
 
 
+def _settled_by(inst, reported_at: datetime.datetime) -> bool:
+    """Whether a report taken at ``reported_at`` that lists the pending
+    placement ``inst`` counts its usage: a resize on its own node only
+    once confirmed, by a report taken after the confirmation (before
+    it, the report may count the old size)."""
+    if inst.status == instances.RESIZE_CLAIMED:
+        return False
+    return inst.status != instances.RESIZE_ACTIVE or (
+        inst.updated_at is not None and inst.updated_at < reported_at)
+
+
 def _unlist(session: orm.Session, inst, reported_at) -> bool:
     """Make a non-pending placement the node's report no longer lists
     pending again (``unlisted`` since ``reported_at``); False if it was
@@ -1305,33 +1335,39 @@ def _unlist(session: orm.Session, inst, reported_at) -> bool:
             updated_at=reported_at)).rowcount == 1
 
 
-def confirm(host: str, instance_uuids: Iterable[str]) -> int:
+def confirm(host: str, instance_uuids: Iterable[str],
+            resizes: bool = True) -> int:
     """A compute says these instances run on ``host``: mark them active.
 
     Their usage stays counted as pending until a report lists them: the
     compute's next report is what moves it into ``reported_*``.
+    ``resizes``: resize claims on their own node too (not for a list
+    of what runs, which has the instance from before its resize).
     """
-    return confirm_many([(host, instance_uuids)])[0]
+    return confirm_many([(host, instance_uuids)], resizes)[0]
 
 
+#: A confirmed claim's new status (``instances.CONFIRMED``).
+_CONFIRMED_STATUS = sa.case(instances.CONFIRMED, value=_INST.status)
 #: ``confirm_many``'s statement where a statement commits alone, built
 #: once: building it anew for every build cost a quarter of its CPU.
 _ACTIVATE = sa.update(_INST.__table__).where(
     sa.tuple_(_INST.instance_uuid, _INST.host).in_(
         sa.bindparam('wanted', expanding=True)),
-    _INST.status == instances.CLAIMED).values(
-        status=instances.ACTIVE, updated_at=sa.bindparam('now')).returning(
+    _INST.status.in_(sa.bindparam('statuses', expanding=True))).values(
+        status=_CONFIRMED_STATUS, updated_at=sa.bindparam('now')).returning(
             _INST.instance_uuid, _INST.host)
 
 
-def confirm_many(builds: Sequence[tuple[str, Iterable[str]]]) -> list[int]:
+def confirm_many(builds: Sequence[tuple[str, Iterable[str]]],
+                 resizes: bool = True) -> list[int]:
     """``confirm`` for several computes' news at once: ``builds`` is
     ``(host, instance_uuids)`` pairs; returns, for each, how many of its
     claims it marked active.  A claim is marked only by the host it was
     placed on.
 
     Where a statement commits alone (PostgreSQL): one ``UPDATE ... WHERE
-    (instance_uuid, host) IN (...) AND status = 'claimed' RETURNING``,
+    (instance_uuid, host) IN (...) AND status IN (...) RETURNING``,
     in no transaction, so the rows are not held locked across the round
     trips of a worker busy with other requests; setting what is set
     already changes nothing, so it may run again.  On SQLite, which
@@ -1344,13 +1380,16 @@ def confirm_many(builds: Sequence[tuple[str, Iterable[str]]]) -> list[int]:
     if not wanted:
         return [0] * len(builds)
     table = _INST.__table__
+    statuses = list(instances.UNCONFIRMED) if resizes else [
+        instances.CLAIMED]
     if engine.statements_commit_alone():
         def activate_all(conn) -> set:
             marked = set()
             now = timeutils.utcnow()
             for chunk in engine.chunks(wanted):
                 marked.update(tuple(row) for row in conn.execute(
-                    _ACTIVATE, {'wanted': chunk, 'now': now}))
+                    _ACTIVATE, {'wanted': chunk, 'now': now,
+                                'statuses': statuses}))
             return marked
 
         marked = engine.run_autocommit(activate_all)
@@ -1360,8 +1399,8 @@ def confirm_many(builds: Sequence[tuple[str, Iterable[str]]]) -> list[int]:
     def activate(session: orm.Session, host: str, uuids: list) -> int:
         return sum(session.execute(sa.update(table).where(
             table.c.instance_uuid.in_(chunk), table.c.host == host,
-            table.c.status == instances.CLAIMED).values(
-                status=instances.ACTIVE, updated_at=timeutils.utcnow())
+            table.c.status.in_(statuses)).values(
+                status=_CONFIRMED_STATUS, updated_at=timeutils.utcnow())
         ).rowcount for chunk in engine.chunks(uuids))
 
     if engine.get_engine().dialect.name == 'sqlite':
@@ -1383,7 +1422,8 @@ def sync_host(host: str, instance_uuids: Iterable[str]) -> list[dict]:
     taken before the build a confirmation announced (served later, or
     by a slower worker); dropping a pending one would give the room of
     an instance that runs to another claim.  Reports, by their time,
-    unlist and drop the pending ones.  Listed claims become active.
+    unlist and drop the pending ones.  Listed claims become active
+    (not resize claims: the list has the instance at its old size).
     Returns the dropped placements.
     """
     listed = set(instance_uuids)
@@ -1393,7 +1433,7 @@ def sync_host(host: str, instance_uuids: Iterable[str]) -> list[dict]:
                 _INST.host == host, _INST.pending.is_(False))).scalars()
                 if uuid not in listed]
         dropped = _drop(session, gone, host=host)
-    confirm(host, listed)
+    confirm(host, listed, resizes=False)
     return dropped
 
 

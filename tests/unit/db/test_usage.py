@@ -336,9 +336,6 @@ def test_a_sync_taken_before_a_build_does_not_free_the_build():
     assert _row()['claimed_memory_mb'] == 0
 
 
-@pytest.mark.xfail(strict=True, reason='a report that lists a resized '
-                   'instance settles its new claim, whatever size it '
-                   'counts: no claim of a move or resize is told apart')
 def test_a_resize_on_its_own_node_keeps_its_new_size_until_reported():
     """An instance of 1 GB is resized to 3 GB on the node it runs on
     (nova's allow_resize_to_same_host).  The node's next report, taken
@@ -354,6 +351,49 @@ def test_a_resize_on_its_own_node_keeps_its_new_size_until_reported():
                                  at=T0 + datetime.timedelta(2))])
     with pytest.raises(usage.ClaimConflict):
         _claim(2, memory_mb=3072)
+
+
+def _resize_on_its_own_node():
+    """Instance 1 runs at 1 GB, listed; it claims 3 GB on its node,
+    and a report taken before the resize began lists it at 1 GB."""
+    _claim(1)
+    usage.confirm('h1', [fixtures.uuid(1)])
+    usage.apply_reports([_report(used=1024, instances=[fixtures.uuid(1)],
+                                 at=T0 + datetime.timedelta(1))])
+    _claim(1, memory_mb=3072, replace=True)
+    usage.apply_reports([_report(used=1024, instances=[fixtures.uuid(1)],
+                                 at=T0 + datetime.timedelta(2))])
+
+
+def test_a_confirmed_resize_is_settled_by_a_report_taken_after_it():
+    _resize_on_its_own_node()
+    assert usage.confirm('h1', [fixtures.uuid(1)]) == 1
+    # Taken before the confirmation: it may still count the old size.
+    usage.apply_reports([_report(used=1024, instances=[fixtures.uuid(1)],
+                                 at=T0 + datetime.timedelta(3))])
+    assert _row()['claimed_memory_mb'] == 3072
+    usage.apply_reports([_report(
+        used=3072, instances=[fixtures.uuid(1)],
+        at=timeutils.utcnow() + datetime.timedelta(seconds=5))])
+    row = _row()
+    assert (row['reported_memory_mb'], row['claimed_memory_mb']) == (3072, 0)
+    placed = usage.placements_get([fixtures.uuid(1)])[fixtures.uuid(1)]
+    assert (placed['status'], placed['pending']) == ('active', False)
+
+
+def test_an_unconfirmed_resize_on_its_own_node_still_expires():
+    _resize_on_its_own_node()
+    # The compute's list of what runs has it: no confirmation.
+    usage.sync_host('h1', [fixtures.uuid(1)])
+    usage.apply_reports([_report(
+        used=1024, instances=[fixtures.uuid(1)],
+        at=timeutils.utcnow() + datetime.timedelta(seconds=1))])
+    assert _row()['claimed_memory_mb'] == 3072
+    later = timeutils.utcnow() + datetime.timedelta(seconds=5)
+    assert [p['instance_uuid'] for p in usage.expire(
+        [fixtures.uuid(1)], later)] == [fixtures.uuid(1)]
+    row = _row()
+    assert (row['reported_memory_mb'], row['claimed_memory_mb']) == (1024, 0)
 
 
 def test_changed_since_returns_rows_in_sequence_order():

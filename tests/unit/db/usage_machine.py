@@ -73,6 +73,9 @@ class UsageMachine(stateful.RuleBasedStateMachine):
         self.gone_since = {node: {} for node in NODES}
         #: Claims expired, which a compute may build all the same.
         self.expired = set()
+        #: uuid -> (node, new size): resizes on their own node claimed,
+        #: not begun by the compute yet.
+        self.to_resize = {}
         for node in NODES:
             usage.apply_reports([self._report(node, {})])
 
@@ -125,6 +128,45 @@ class UsageMachine(stateful.RuleBasedStateMachine):
             usage.release([uuid], host=node)
             return
         runs[uuid] = size
+        if confirm:
+            usage.confirm(node, [uuid])
+
+    @stateful.precondition(lambda self: any(self.runs.values()))
+    @stateful.rule(data=st.data(), memory_mb=st.sampled_from(SIZES))
+    def claim_resize(self, data, memory_mb):
+        """A running instance claims a larger size on its own node
+        (nova's allow_resize_to_same_host).  Not a smaller one: its
+        claim would give back room the instance uses until resized."""
+        node = data.draw(st.sampled_from(
+            [n for n in NODES if self.runs[n]]))
+        uuid = data.draw(st.sampled_from(sorted(self.runs[node])))
+        old_mb, vcpus = self.runs[node][uuid]
+        # Without a placement (its claim expired) it is a new claim.
+        if memory_mb < old_mb or uuid not in usage.placements_get([uuid]):
+            return
+        try:
+            usage.claim(usage.ClaimRequest(
+                uuid, node, node, memory_mb, vcpus, 0,
+                limits={'memory_mb': LIMIT_MB, 'vcpu': LIMIT_VCPU}),
+                replace=True)
+        except usage.ClaimConflict:
+            return
+        self.to_resize[uuid] = (node, (memory_mb, vcpus))
+
+    @stateful.precondition(lambda self: self.to_resize)
+    @stateful.rule(data=st.data(), confirm=st.booleans())
+    def resize(self, data, confirm):
+        """The compute resizes it (if it still runs and fits)."""
+        uuid = data.draw(st.sampled_from(sorted(self.to_resize)))
+        node, size = self.to_resize.pop(uuid)
+        runs = dict(self.runs[node])
+        if runs.pop(uuid, None) is None:
+            return
+        if (sum(m for m, _c in runs.values()) + size[0] > LIMIT_MB
+                or sum(c for _m, c in runs.values()) + size[1]
+                > LIMIT_VCPU):
+            return
+        self.runs[node][uuid] = size
         if confirm:
             usage.confirm(node, [uuid])
 
@@ -196,7 +238,7 @@ class UsageMachine(stateful.RuleBasedStateMachine):
                 + datetime.timedelta(days=1)):
             # The compute may still get run_instance: it builds it,
             # and its reports count it.
-            assert placement['status'] == 'claimed'
+            assert placement['status'] in ('claimed', 'resize_claimed')
             self.expired.add(placement['instance_uuid'])
 
     # -- invariants -------------------------------------------------------
@@ -226,7 +268,8 @@ class UsageMachine(stateful.RuleBasedStateMachine):
             assert placed_vcpus <= LIMIT_VCPU, (key, mine)
             assert not [p for p in mine
                         if p.status not in ('claimed', 'active',
-                                            'unlisted')]
+                                            'unlisted', 'resize_claimed',
+                                            'resize_active')]
 
     @stateful.invariant()
     def running_instances_keep_their_room(self):
@@ -254,7 +297,8 @@ class UsageMachine(stateful.RuleBasedStateMachine):
         left = usage.placements_get(stale)
         assert not [u for u, p in left.items()
                     if u not in self.runs[p['host']]
-                    and p['status'] != 'claimed'], left
+                    and p['status'] not in ('claimed', 'resize_claimed')
+                    ], left
 
 
 def reset_tables() -> None:
