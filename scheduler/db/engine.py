@@ -120,7 +120,7 @@ def make_engine(url: str, budget: int | None = None) -> sa.Engine:
         # errors it recognises (MySQL's, not libpq's "connection to server
         # ... failed"), and a worker making its engine in an outage would
         # wait max_retries x retry_interval inside a request.  The service
-        # waits for the database once, at start (``wait_for_database``).
+        # waits for the database once, at start (``cmd.service._sync_schema``).
         max_retries=0,
         connection_parameters=opts.connection_parameters,
     )
