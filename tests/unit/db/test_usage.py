@@ -336,23 +336,6 @@ def test_a_sync_taken_before_a_build_does_not_free_the_build():
     assert _row()['claimed_memory_mb'] == 0
 
 
-def test_a_resize_on_its_own_node_keeps_its_new_size_until_reported():
-    """An instance of 1 GB is resized to 3 GB on the node it runs on
-    (nova's allow_resize_to_same_host).  The node's next report, taken
-    before the compute began the resize, lists it at 1 GB: the 3 GB
-    claim must not be settled by it, or 2 GB of the resize's room goes
-    to another claim."""
-    _claim(1)
-    usage.confirm('h1', [fixtures.uuid(1)])
-    usage.apply_reports([_report(used=1024, instances=[fixtures.uuid(1)],
-                                 at=T0 + datetime.timedelta(1))])
-    _claim(1, memory_mb=3072, replace=True)
-    usage.apply_reports([_report(used=1024, instances=[fixtures.uuid(1)],
-                                 at=T0 + datetime.timedelta(2))])
-    with pytest.raises(usage.ClaimConflict):
-        _claim(2, memory_mb=3072)
-
-
 def _resize_on_its_own_node():
     """Instance 1 runs at 1 GB, listed; it claims 3 GB on its node,
     and a report taken before the resize began lists it at 1 GB."""
@@ -363,6 +346,17 @@ def _resize_on_its_own_node():
     _claim(1, memory_mb=3072, replace=True)
     usage.apply_reports([_report(used=1024, instances=[fixtures.uuid(1)],
                                  at=T0 + datetime.timedelta(2))])
+
+
+def test_a_resize_on_its_own_node_keeps_its_new_size_until_reported():
+    """An instance of 1 GB is resized to 3 GB on the node it runs on
+    (nova's allow_resize_to_same_host).  The node's next report, taken
+    before the compute began the resize, lists it at 1 GB: the 3 GB
+    claim must not be settled by it, or 2 GB of the resize's room goes
+    to another claim."""
+    _resize_on_its_own_node()
+    with pytest.raises(usage.ClaimConflict):
+        _claim(2, memory_mb=3072)
 
 
 def test_a_confirmed_resize_is_settled_by_a_report_taken_after_it():
